@@ -1,0 +1,290 @@
+"""The offload gate: offload a large tool output only when it saves money.
+
+::
+
+    fire  <=>  reprefill_saving - (stub_carry_cost + expected_recall_hop_cost) > 0
+
+    reprefill_saving         = output_tokens * input_rate * H
+    stub_carry_cost          = stub_tokens   * input_rate * H
+    expected_recall_hop_cost = p_recall * (recall_input_tokens  * input_rate
+                                           + recall_output_tokens * output_rate)
+
+with H = max(0, horizon) and p_recall clamped to [0, 1]. Below the large
+threshold the gate never fires; an unpriced model never fires (it cannot
+prove a saving). :func:`evaluate_offload_gate` is pure: no I/O, no mutation.
+
+Money: the terms are computed exactly with Decimal and the verdict is taken
+on the exact net, so a net of exactly zero never fires through rounding.
+The decision reports each term as a float USD (the exact value rounded to
+the nearest double); ``net_saving`` keeps the exact Decimal.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from seamscope.decisions._enums import OffloadReasonCode, PricingSource
+from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable, to_decimal
+
+__all__ = [
+    "DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS",
+    "DEFAULT_RECALL_INPUT_TOKENS",
+    "DEFAULT_RECALL_OUTPUT_TOKENS",
+    "DEFAULT_STUB_TOKENS",
+    "GateCall",
+    "OffloadGate",
+    "OffloadGateDecision",
+    "OffloadGateInputs",
+    "evaluate_offload_gate",
+]
+
+DEFAULT_STUB_TOKENS = 80
+DEFAULT_RECALL_INPUT_TOKENS = 12_500
+DEFAULT_RECALL_OUTPUT_TOKENS = 250
+DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS = 15_000
+
+_ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadGateInputs:
+    """Inputs to the gate; all economic, no I/O.
+
+    ``output_tokens`` is the candidate output's size (chars / 4);
+    ``horizon`` the expected remaining turns it would be carried (a fixed
+    prior, not the live iteration index); ``recall_probability`` the recall
+    prior; ``model_name`` selects the price.
+    """
+
+    output_tokens: float
+    horizon: int
+    recall_probability: float
+    model_name: str
+    large_offload_threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
+    stub_tokens: int = DEFAULT_STUB_TOKENS
+    recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
+    recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadGateDecision:
+    """The verdict plus the priced terms, so telemetry can say why.
+
+    USD figures are floats rounded from exact Decimal arithmetic; the
+    verdict was taken on the exact ``net_saving``. ``horizon`` and
+    ``recall_probability`` are the values after clamping.
+    """
+
+    fire: bool
+    net_saving_usd: float
+    reprefill_saving_usd: float
+    stub_carry_cost_usd: float
+    expected_recall_hop_cost_usd: float
+    reason: str
+    reason_code: OffloadReasonCode = OffloadReasonCode.NET_NOT_POSITIVE
+    pricing_source: PricingSource = PricingSource.NONE
+    model_name: str = ""
+    output_tokens: float = 0.0
+    horizon: int = 0
+    recall_probability: float = 0.0
+    stub_tokens: int = DEFAULT_STUB_TOKENS
+    net_saving: Decimal = field(default=_ZERO, repr=False)
+    offload_id: str | None = None
+
+
+def _no_fire(
+    inputs: OffloadGateInputs, code: OffloadReasonCode, reason: str, h: int, p: float
+) -> OffloadGateDecision:
+    return OffloadGateDecision(
+        fire=False,
+        net_saving_usd=0.0,
+        reprefill_saving_usd=0.0,
+        stub_carry_cost_usd=0.0,
+        expected_recall_hop_cost_usd=0.0,
+        reason=reason,
+        reason_code=code,
+        pricing_source=PricingSource.NONE,
+        model_name=inputs.model_name,
+        output_tokens=float(inputs.output_tokens),
+        horizon=h,
+        recall_probability=p,
+        stub_tokens=inputs.stub_tokens,
+    )
+
+
+def evaluate_offload_gate(
+    inputs: OffloadGateInputs, *, pricing: PricingTable | None = None
+) -> OffloadGateDecision:
+    """Decide whether a large tool output should be offloaded. Pure."""
+    h = max(0, int(inputs.horizon))
+    p = max(0.0, min(1.0, float(inputs.recall_probability)))
+    if inputs.output_tokens < inputs.large_offload_threshold_tokens:
+        return _no_fire(
+            inputs,
+            OffloadReasonCode.BELOW_THRESHOLD,
+            f"below large_offload_threshold ({inputs.output_tokens:.0f} < "
+            f"{inputs.large_offload_threshold_tokens} tokens)",
+            h,
+            p,
+        )
+    quote = (DEFAULT_PRICING if pricing is None else pricing).lookup(inputs.model_name)
+    if quote is None:
+        return _no_fire(
+            inputs,
+            OffloadReasonCode.UNPRICED_MODEL,
+            f"no pricing row for {inputs.model_name!r}",
+            h,
+            p,
+        )
+    input_rate = quote.price.input_rate
+    output_rate = quote.price.output_rate
+    hd = Decimal(h)
+    reprefill = to_decimal(inputs.output_tokens) * input_rate * hd
+    stub = Decimal(inputs.stub_tokens) * input_rate * hd
+    recall = to_decimal(p) * (
+        Decimal(inputs.recall_input_tokens) * input_rate
+        + Decimal(inputs.recall_output_tokens) * output_rate
+    )
+    net = reprefill - (stub + recall)
+    fire = net > _ZERO
+    reason = (
+        f"net=${net:.4f} (saving=${reprefill:.4f} − stub=${stub:.4f} − "
+        f"recall=${recall:.4f}); H={h} p_recall={p:.2f} model={inputs.model_name}"
+    )
+    return OffloadGateDecision(
+        fire=fire,
+        net_saving_usd=float(net),
+        reprefill_saving_usd=float(reprefill),
+        stub_carry_cost_usd=float(stub),
+        expected_recall_hop_cost_usd=float(recall),
+        reason=reason,
+        reason_code=OffloadReasonCode.NET_POSITIVE if fire else OffloadReasonCode.NET_NOT_POSITIVE,
+        pricing_source=quote.source,
+        model_name=inputs.model_name,
+        output_tokens=float(inputs.output_tokens),
+        horizon=h,
+        recall_probability=p,
+        stub_tokens=inputs.stub_tokens,
+        net_saving=net,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GateCall:
+    """Where a gate call happens: for telemetry and the ledger, not the math."""
+
+    conversation_id: str | None = None
+    agent_name: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"OffloadGate.{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+class OffloadGate:
+    """The gate with its priors, pricing and observer, for a loop to call.
+
+    Construction validates the priors (a negative horizon or a probability
+    outside [0, 1] is a configuration error here, whereas the pure function
+    clamps its inputs). A fired decision gets an ``offload_id`` that the
+    ledger follows through the conversation.
+    """
+
+    __slots__ = (
+        "_id_factory",
+        "_observer",
+        "_pricing",
+        "_template",
+        "horizon",
+        "recall_probability",
+    )
+
+    def __init__(
+        self,
+        *,
+        horizon: int = 5,
+        recall_probability: float = 0.5,
+        large_offload_threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+        stub_tokens: int = DEFAULT_STUB_TOKENS,
+        recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS,
+        recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS,
+        pricing: PricingTable | None = None,
+        observer: Any | None = None,
+        id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        self.horizon = _positive_int("horizon", horizon)
+        if (
+            isinstance(recall_probability, bool)
+            or not isinstance(recall_probability, int | float)
+            or not 0.0 <= recall_probability <= 1.0
+        ):
+            raise ValueError(
+                f"OffloadGate.recall_probability must be a number in [0, 1], "
+                f"got {recall_probability!r}"
+            )
+        self.recall_probability = float(recall_probability)
+        self._template = OffloadGateInputs(
+            output_tokens=0.0,
+            horizon=self.horizon,
+            recall_probability=self.recall_probability,
+            model_name="",
+            large_offload_threshold_tokens=_positive_int(
+                "large_offload_threshold_tokens", large_offload_threshold_tokens
+            ),
+            stub_tokens=_positive_int("stub_tokens", stub_tokens),
+            recall_input_tokens=_positive_int("recall_input_tokens", recall_input_tokens),
+            recall_output_tokens=_positive_int("recall_output_tokens", recall_output_tokens),
+        )
+        if pricing is not None and not isinstance(pricing, PricingTable):
+            raise ValueError("OffloadGate.pricing must be a PricingTable or None")
+        if id_factory is not None and not callable(id_factory):
+            raise ValueError("OffloadGate.id_factory must be callable or None")
+        self._pricing = DEFAULT_PRICING if pricing is None else pricing
+        self._observer = guard_observer(observer)
+        self._id_factory = id_factory or (lambda: uuid.uuid4().hex[:16])
+
+    @property
+    def pricing(self) -> PricingTable:
+        return self._pricing
+
+    @property
+    def stub_tokens(self) -> int:
+        return self._template.stub_tokens
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self._template.large_offload_threshold_tokens
+
+    def inputs(self, output_tokens: float, model_name: str) -> OffloadGateInputs:
+        t = self._template
+        return OffloadGateInputs(
+            float(output_tokens),
+            t.horizon,
+            t.recall_probability,
+            model_name,
+            t.large_offload_threshold_tokens,
+            t.stub_tokens,
+            t.recall_input_tokens,
+            t.recall_output_tokens,
+        )
+
+    def evaluate(
+        self, output_tokens: float, model_name: str, call: GateCall | None = None
+    ) -> OffloadGateDecision:
+        """Run the gate for one tool output; a fired decision carries an offload id."""
+        inputs = self.inputs(output_tokens, model_name)
+        handle = self._observer.start_offload_gate(inputs, call)
+        decision = evaluate_offload_gate(inputs, pricing=self._pricing)
+        if decision.fire:
+            decision = replace(decision, offload_id=self._id_factory())
+        self._observer.end_offload_gate(handle, decision)
+        return decision

@@ -1,0 +1,220 @@
+"""ToolCallPolicy, ModelConfig and the DispatchContext both seams share.
+
+A :class:`ToolCallPolicy` is one declarative rule that applies at two seams
+of a ReAct iteration: PRE-model (its ``model`` picks which model reasons the
+turn) and POST-model (its ``redirect_to`` rewrites an emitted tool call).
+Both seams build their :class:`DispatchContext` with one helper,
+:func:`build_dispatch_context`, so a ``match`` predicate sees the same shape
+at both points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from seamscope.decisions._enums import Seam
+from seamscope.decisions._messages import last_user_message, message_text
+
+__all__ = [
+    "ArgsTransform",
+    "DispatchContext",
+    "ModelConfig",
+    "Predicate",
+    "ToolCallPolicy",
+    "build_dispatch_context",
+]
+
+_EMPTY_SCOPE: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """A model to reason a turn: its name plus optional call parameters.
+
+    ``parameters`` is stored as a sorted tuple of pairs so the value hashes
+    and compares by content; pass a mapping or pairs.
+    """
+
+    model_name: str
+    parameters: tuple[tuple[str, Any], ...] = ()
+    provider: str | None = None
+
+    def __init__(
+        self,
+        model_name: str,
+        parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+        provider: str | None = None,
+    ) -> None:
+        if not isinstance(model_name, str) or not model_name:
+            raise ValueError("ModelConfig.model_name must be a non-empty str")
+        if provider is not None and not isinstance(provider, str):
+            raise ValueError("ModelConfig.provider must be a str or None")
+        items = parameters.items() if isinstance(parameters, Mapping) else parameters
+        try:
+            pairs = tuple(sorted((str(k), v) for k, v in items))
+        except TypeError as exc:
+            raise ValueError(
+                "ModelConfig.parameters must be a mapping or (name, value) pairs"
+            ) from exc
+        object.__setattr__(self, "model_name", model_name)
+        object.__setattr__(self, "parameters", pairs)
+        object.__setattr__(self, "provider", provider)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The parameters as a fresh dict."""
+        return dict(self.parameters)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchContext:
+    """What a policy's ``match``/``guard`` (and a resolver) see at a seam.
+
+    A point-in-time snapshot of the turn:
+
+    * ``messages``: the conversation so far. At the POST seam it includes the
+      just-emitted assistant message (the post-LLM reality), so
+      ``messages[-1]`` is that assistant message there. To classify intent
+      from the user's turn at both seams alike, read :attr:`user_text` (the
+      seed's example predicate reads ``messages[-1]``, which is the user
+      turn only at the PRE seam).
+    * ``resolved_tool_names``: the tools routed (offered to the model) this
+      iteration — what the palette gate checks a redirect target against.
+    * ``forced_tool_choice``: this iteration's forced tool, if any.
+    * ``scope``: the adopter's per-conversation data (read-only).
+    """
+
+    seam: Seam
+    messages: tuple[Any, ...]
+    resolved_tool_names: frozenset[str]
+    forced_tool_choice: str | None = None
+    scope: Mapping[str, Any] = field(default_factory=lambda: _EMPTY_SCOPE, hash=False)
+    iteration: int = 0
+    role: str | None = None
+    conversation_id: str | None = None
+    agent_name: str | None = None
+
+    @property
+    def user_text(self) -> str:
+        """Text of the most recent user message ('' when there is none)."""
+        message = last_user_message(self.messages)
+        return "" if message is None else message_text(message)
+
+
+def build_dispatch_context(
+    seam: Seam,
+    messages: Iterable[Any],
+    *,
+    resolved_tool_names: Iterable[str] = (),
+    forced_tool_choice: str | None = None,
+    scope: Mapping[str, Any] | None = None,
+    iteration: int = 0,
+    role: str | None = None,
+    conversation_id: str | None = None,
+    agent_name: str | None = None,
+    emitted_message: Any | None = None,
+) -> DispatchContext:
+    """The one helper both seams use to build a :class:`DispatchContext`.
+
+    At the POST seam pass the assistant message the model just emitted as
+    ``emitted_message``: it is appended to ``messages`` unless it already is
+    the last message, so the context reflects the post-LLM reality.
+    """
+    msgs = tuple(messages)
+    if emitted_message is not None and (not msgs or msgs[-1] is not emitted_message):
+        msgs = (*msgs, emitted_message)
+    return DispatchContext(
+        seam=Seam(seam),
+        messages=msgs,
+        resolved_tool_names=frozenset(resolved_tool_names),
+        forced_tool_choice=forced_tool_choice,
+        scope=_EMPTY_SCOPE if scope is None else MappingProxyType(dict(scope)),
+        iteration=iteration,
+        role=role,
+        conversation_id=conversation_id,
+        agent_name=agent_name,
+    )
+
+
+Predicate = Callable[[DispatchContext], bool]
+ArgsTransform = Callable[[Mapping[str, Any], DispatchContext], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPolicy:
+    """One declarative ``{model + tool-redirect}`` rule for an intent.
+
+    Fields, as the seed declares them:
+
+    * ``name``: non-empty; labels the policy in traces, metrics and logs.
+    * ``match``: the intent gate, evaluated at both seams.
+    * ``when_tool``: POST-seam filter on the emitted tool (a name, a
+      frozenset of names, or None for any tool).
+    * ``redirect_to``: the POST-seam target; setting it makes a redirect policy.
+    * ``model``: the PRE-seam model override.
+    * ``args_transform``: ``(args, ctx) -> args`` for the redirected call.
+    * ``guard``: a deterministic precondition that gates the redirect only;
+      it never affects which model reasons.
+
+    Construction fails with a ValueError naming the field for an empty or
+    non-str ``name``; a non-callable ``match``, ``guard`` or
+    ``args_transform``; a policy with neither ``model`` nor ``redirect_to``;
+    ``when_tool`` or ``args_transform`` without ``redirect_to``; an empty
+    ``redirect_to``; a ``when_tool`` that is not a str, a non-empty frozenset
+    of str, or None; a ``model`` that is not a ModelConfig.
+    """
+
+    name: str
+    match: Predicate
+    when_tool: str | frozenset[str] | None = None
+    redirect_to: str | None = None
+    model: ModelConfig | None = None
+    args_transform: ArgsTransform | None = None
+    guard: Predicate | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("ToolCallPolicy.name must be a non-empty str")
+        label = f"ToolCallPolicy {self.name!r}"
+        if not callable(self.match):
+            raise ValueError(f"{label}: match must be callable")
+        if self.guard is not None and not callable(self.guard):
+            raise ValueError(f"{label}: guard must be callable or None")
+        if self.args_transform is not None and not callable(self.args_transform):
+            raise ValueError(f"{label}: args_transform must be callable or None")
+        if self.model is not None and not isinstance(self.model, ModelConfig):
+            raise ValueError(f"{label}: model must be a ModelConfig or None")
+        if self.redirect_to is not None and (
+            not isinstance(self.redirect_to, str) or not self.redirect_to
+        ):
+            raise ValueError(f"{label}: redirect_to must be a non-empty str or None")
+        if self.model is None and self.redirect_to is None:
+            raise ValueError(f"{label}: a no-op policy; set model and/or redirect_to")
+        when = self.when_tool
+        if when is not None:
+            if isinstance(when, str):
+                if not when:
+                    raise ValueError(f"{label}: when_tool must not be empty")
+            elif isinstance(when, frozenset):
+                if not when or not all(isinstance(t, str) and t for t in when):
+                    raise ValueError(
+                        f"{label}: when_tool must be a non-empty frozenset of non-empty str"
+                    )
+            else:
+                raise ValueError(f"{label}: when_tool must be a str, a frozenset of str, or None")
+            if self.redirect_to is None:
+                raise ValueError(f"{label}: when_tool requires redirect_to")
+        if self.args_transform is not None and self.redirect_to is None:
+            raise ValueError(f"{label}: args_transform requires redirect_to")
+
+    def applies_to_tool(self, tool: str) -> bool:
+        """Whether ``when_tool`` admits the emitted ``tool``."""
+        when = self.when_tool
+        if when is None:
+            return True
+        if isinstance(when, str):
+            return when == tool
+        return tool in when

@@ -1,0 +1,437 @@
+"""The two seams of a ReAct iteration and their precedence.
+
+PRE-model (which model reasons the turn)::
+
+    first policy with a model whose match is true
+      -> role model resolver
+        -> default model
+
+POST-model, for each emitted tool call::
+
+    first policy whose when_tool admits the tool, whose match is true and
+    whose guard (if any) passes: rewrite to redirect_to (args_transform or
+    the original args)
+      -> adopter on_tool_call_dispatch (sees that rewrite; may override)
+        -> palette gate, always last: a target not routed this turn is
+           dropped with a WARN and the original call dispatches
+
+First match wins independently at each seam. Adopter code never breaks the
+loop: a raising match or guard counts as no match for that policy; a raising
+args_transform keeps the redirect with the original args; a raising resolver
+or callback falls through to the next source. Each is recorded as a
+:class:`ContainedError` on the seam's record.
+
+``policies=()`` is byte-identical to having no policy feature: both seams
+skip the policy block after a length check; no predicate is called and the
+results equal those of the resolver/callback path alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from seamscope.decisions._enums import (
+    GuardResult,
+    PaletteVerdict,
+    PolicyResult,
+    Seam,
+    WinnerSource,
+)
+from seamscope.decisions._messages import ToolCall
+from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._policy import DispatchContext, ModelConfig, ToolCallPolicy
+
+__all__ = [
+    "ContainedError",
+    "DispatchRecord",
+    "PolicyEvaluation",
+    "PostModelResult",
+    "PreModelResult",
+    "RoleModelResolver",
+    "SeamRouter",
+    "ToolCallDispatchCallback",
+    "contained_error",
+]
+
+_log = logging.getLogger("seamscope.decisions")
+
+RoleModelResolver = Callable[[DispatchContext], "ModelConfig | str | None"]
+ToolCallDispatchCallback = Callable[[ToolCall, DispatchContext], "ToolCall | None"]
+
+_MAX_ERROR_MESSAGE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ContainedError:
+    """Adopter code that raised and was contained.
+
+    ``source`` is what raised: ``match``, ``guard``, ``args_transform``,
+    ``resolver``, ``callback`` or ``stage``. ``error_type`` is the exception's
+    qualified class name; ``message`` its text, truncated to 256 chars.
+    """
+
+    source: str
+    error_type: str
+    message: str
+    policy: str | None = None
+
+
+def contained_error(source: str, exc: BaseException, policy: str | None = None) -> ContainedError:
+    """Record ``exc`` raised by adopter code at ``source``."""
+    cls = type(exc)
+    qualname = (
+        cls.__qualname__
+        if cls.__module__ == "builtins"
+        else (f"{cls.__module__}.{cls.__qualname__}")
+    )
+    return ContainedError(source, qualname, str(exc)[:_MAX_ERROR_MESSAGE], policy)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyEvaluation:
+    """One policy evaluated at one seam.
+
+    ``result`` is ``matched``/``not_matched``/``skipped``/``error``.
+    ``skipped`` means the policy does not apply there (no model at PRE; no
+    redirect or a when_tool that rejects the tool at POST) and its match was
+    not called. At POST, ``guard`` is the guard's verdict for a matched
+    policy (``none`` when it has no guard or was not matched).
+    """
+
+    policy: str
+    seam: Seam
+    result: PolicyResult
+    guard: GuardResult = GuardResult.NONE
+    error: ContainedError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreModelResult:
+    """The PRE seam's verdict: which model reasons the turn, and who chose it."""
+
+    model: ModelConfig
+    source: WinnerSource
+    policy: str | None
+    evaluations: tuple[PolicyEvaluation, ...] = ()
+    errors: tuple[ContainedError, ...] = ()
+    duration_s: float = field(default=0.0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRecord:
+    """One emitted tool call through policies, the adopter and the palette gate.
+
+    ``final`` is what dispatches (it always keeps the emitted call's id).
+    ``policy``/``redirect_to`` name the winning policy and its target (None
+    when no policy won). ``guard`` is the winner's guard verdict, or when no
+    policy won, the verdict of the last matched policy whose guard stopped it.
+    ``source`` says who shaped the call that reached the palette gate:
+    ``policy``, ``adopter`` or ``none``.
+    """
+
+    index: int
+    emitted: ToolCall
+    final: ToolCall
+    policy: str | None
+    redirect_to: str | None
+    guard: GuardResult
+    args_transformed: bool
+    adopter_override: bool
+    palette: PaletteVerdict
+    source: WinnerSource
+    evaluations: tuple[PolicyEvaluation, ...] = ()
+    errors: tuple[ContainedError, ...] = ()
+    duration_s: float = field(default=0.0, compare=False)
+
+    @property
+    def rewritten(self) -> bool:
+        """The call dispatches to a different tool than the model emitted."""
+        return self.final.name != self.emitted.name
+
+
+@dataclass(frozen=True, slots=True)
+class PostModelResult:
+    """The POST seam's verdict: the calls to dispatch, one record per call."""
+
+    calls: tuple[ToolCall, ...]
+    records: tuple[DispatchRecord, ...]
+    duration_s: float = field(default=0.0, compare=False)
+
+    @property
+    def rewritten(self) -> int:
+        """How many calls dispatch to a different tool than emitted."""
+        return sum(1 for r in self.records if r.rewritten)
+
+
+class SeamRouter:
+    """Applies tool-call policies, the resolver, the adopter callback and the
+    palette gate at the two seams.
+
+    Construction fails fast: ``policies`` must be ToolCallPolicy instances
+    with unique names; ``default_model`` a ModelConfig (or a model name);
+    the resolver and callback callables or None.
+    """
+
+    __slots__ = ("_callback", "_default", "_observer", "_policies", "_resolver")
+
+    def __init__(
+        self,
+        policies: Sequence[ToolCallPolicy] = (),
+        *,
+        default_model: ModelConfig | str,
+        role_model_resolver: RoleModelResolver | None = None,
+        on_tool_call_dispatch: ToolCallDispatchCallback | None = None,
+        observer: Any | None = None,
+    ) -> None:
+        policies = tuple(policies)
+        seen: set[str] = set()
+        for i, policy in enumerate(policies):
+            if not isinstance(policy, ToolCallPolicy):
+                raise ValueError(f"policies[{i}] must be a ToolCallPolicy, got {type(policy)!r}")
+            if policy.name in seen:
+                raise ValueError(f"policies: duplicate policy name {policy.name!r}")
+            seen.add(policy.name)
+        if isinstance(default_model, str):
+            default_model = ModelConfig(default_model)
+        if not isinstance(default_model, ModelConfig):
+            raise ValueError("default_model must be a ModelConfig or a model name")
+        if role_model_resolver is not None and not callable(role_model_resolver):
+            raise ValueError("role_model_resolver must be callable or None")
+        if on_tool_call_dispatch is not None and not callable(on_tool_call_dispatch):
+            raise ValueError("on_tool_call_dispatch must be callable or None")
+        self._policies = policies
+        self._default = default_model
+        self._resolver = role_model_resolver
+        self._callback = on_tool_call_dispatch
+        self._observer = guard_observer(observer)
+
+    @property
+    def policies(self) -> tuple[ToolCallPolicy, ...]:
+        return self._policies
+
+    @property
+    def default_model(self) -> ModelConfig:
+        return self._default
+
+    # -- PRE seam ---------------------------------------------------------
+
+    def pre_model(self, ctx: DispatchContext) -> PreModelResult:
+        """Which model reasons this turn."""
+        obs = self._observer
+        handle = obs.start_pre_model(ctx)
+        start = time.perf_counter()
+        evaluations: list[PolicyEvaluation] | tuple[()] = ()
+        errors: list[ContainedError] | tuple[()] = ()
+        if self._policies:
+            evaluations, errors = [], []
+            for policy in self._policies:
+                if policy.model is None:
+                    ev = PolicyEvaluation(policy.name, Seam.PRE_MODEL, PolicyResult.SKIPPED)
+                    evaluations.append(ev)
+                    obs.on_policy_evaluated(handle, ev)
+                    continue
+                try:
+                    matched = bool(policy.match(ctx))
+                except Exception as exc:
+                    err = contained_error("match", exc, policy.name)
+                    errors.append(err)
+                    ev = PolicyEvaluation(
+                        policy.name, Seam.PRE_MODEL, PolicyResult.ERROR, error=err
+                    )
+                    evaluations.append(ev)
+                    obs.on_policy_evaluated(handle, ev)
+                    continue
+                ev = PolicyEvaluation(
+                    policy.name,
+                    Seam.PRE_MODEL,
+                    PolicyResult.MATCHED if matched else PolicyResult.NOT_MATCHED,
+                )
+                evaluations.append(ev)
+                obs.on_policy_evaluated(handle, ev)
+                if matched:
+                    result = PreModelResult(
+                        policy.model,
+                        WinnerSource.POLICY,
+                        policy.name,
+                        tuple(evaluations),
+                        tuple(errors),
+                        time.perf_counter() - start,
+                    )
+                    obs.end_pre_model(handle, result)
+                    return result
+        model, source, resolver_error = self._resolve(ctx)
+        if resolver_error is not None:
+            errors = [*errors, resolver_error]
+        result = PreModelResult(
+            model,
+            source,
+            None,
+            tuple(evaluations),
+            tuple(errors),
+            time.perf_counter() - start,
+        )
+        obs.end_pre_model(handle, result)
+        return result
+
+    def _resolve(
+        self, ctx: DispatchContext
+    ) -> tuple[ModelConfig, WinnerSource, ContainedError | None]:
+        if self._resolver is None:
+            return self._default, WinnerSource.DEFAULT, None
+        try:
+            chosen = self._resolver(ctx)
+            if isinstance(chosen, str) and chosen:
+                chosen = ModelConfig(chosen)
+            if chosen is not None and not isinstance(chosen, ModelConfig):
+                raise TypeError(
+                    f"role_model_resolver returned {type(chosen).__name__}, "
+                    "expected ModelConfig, str or None"
+                )
+        except Exception as exc:
+            return self._default, WinnerSource.DEFAULT, contained_error("resolver", exc)
+        if chosen is None:
+            return self._default, WinnerSource.DEFAULT, None
+        return chosen, WinnerSource.RESOLVER, None
+
+    # -- POST seam --------------------------------------------------------
+
+    def post_model(self, ctx: DispatchContext, calls: Sequence[ToolCall]) -> PostModelResult:
+        """Rewrite the emitted tool calls; returns the calls to dispatch.
+
+        With no emitted call the seam does nothing (its record is empty).
+        """
+        calls = tuple(calls)
+        obs = self._observer
+        handle = obs.start_post_model(ctx, calls)
+        start = time.perf_counter()
+        records = tuple(self._dispatch(ctx, i, call) for i, call in enumerate(calls))
+        result = PostModelResult(
+            tuple(r.final for r in records), records, time.perf_counter() - start
+        )
+        obs.end_post_model(handle, result)
+        return result
+
+    def _dispatch(self, ctx: DispatchContext, index: int, call: ToolCall) -> DispatchRecord:
+        obs = self._observer
+        handle = obs.start_dispatch(ctx, index, call)
+        start = time.perf_counter()
+        winner: ToolCallPolicy | None = None
+        guard = GuardResult.NONE
+        transformed = False
+        evaluations: list[PolicyEvaluation] | tuple[()] = ()
+        errors: list[ContainedError] | tuple[()] = ()
+        rewrite = call
+        if self._policies:
+            evaluations, errors = [], []
+            for policy in self._policies:
+                if policy.redirect_to is None or not policy.applies_to_tool(call.name):
+                    ev = PolicyEvaluation(policy.name, Seam.POST_MODEL, PolicyResult.SKIPPED)
+                    evaluations.append(ev)
+                    obs.on_policy_evaluated(handle, ev)
+                    continue
+                try:
+                    matched = bool(policy.match(ctx))
+                except Exception as exc:
+                    err = contained_error("match", exc, policy.name)
+                    errors.append(err)
+                    ev = PolicyEvaluation(
+                        policy.name, Seam.POST_MODEL, PolicyResult.ERROR, error=err
+                    )
+                    evaluations.append(ev)
+                    obs.on_policy_evaluated(handle, ev)
+                    continue
+                if not matched:
+                    ev = PolicyEvaluation(policy.name, Seam.POST_MODEL, PolicyResult.NOT_MATCHED)
+                    evaluations.append(ev)
+                    obs.on_policy_evaluated(handle, ev)
+                    continue
+                verdict = GuardResult.NONE
+                guard_err: ContainedError | None = None
+                if policy.guard is not None:
+                    try:
+                        verdict = GuardResult.PASSED if policy.guard(ctx) else GuardResult.FAILED
+                    except Exception as exc:
+                        verdict = GuardResult.ERROR
+                        guard_err = contained_error("guard", exc, policy.name)
+                        errors.append(guard_err)
+                ev = PolicyEvaluation(
+                    policy.name, Seam.POST_MODEL, PolicyResult.MATCHED, verdict, guard_err
+                )
+                evaluations.append(ev)
+                obs.on_policy_evaluated(handle, ev)
+                guard = verdict
+                if verdict in (GuardResult.PASSED, GuardResult.NONE):
+                    winner = policy
+                    break
+            if winner is not None:
+                assert winner.redirect_to is not None
+                args: Mapping[str, Any] = call.args
+                if winner.args_transform is not None:
+                    try:
+                        new_args = winner.args_transform(dict(call.args), ctx)
+                        if not isinstance(new_args, Mapping):
+                            raise TypeError(
+                                f"args_transform returned {type(new_args).__name__}, "
+                                "expected a mapping"
+                            )
+                        args = dict(new_args)
+                        transformed = True
+                    except Exception as exc:
+                        errors.append(contained_error("args_transform", exc, winner.name))
+                rewrite = ToolCall(call.id, winner.redirect_to, args)
+
+        adopter_override = False
+        if self._callback is not None:
+            try:
+                out = self._callback(rewrite, ctx)
+                if out is not None and not isinstance(out, ToolCall):
+                    raise TypeError(
+                        f"on_tool_call_dispatch returned {type(out).__name__}, "
+                        "expected ToolCall or None"
+                    )
+            except Exception as exc:
+                out = None
+                errors = [*errors, contained_error("callback", exc)]
+            if out is not None and (out.name != rewrite.name or out.args != rewrite.args):
+                adopter_override = True
+                rewrite = ToolCall(call.id, out.name, out.args)
+
+        palette = PaletteVerdict.KEPT
+        final = rewrite
+        if rewrite.name != call.name and rewrite.name not in ctx.resolved_tool_names:
+            palette = PaletteVerdict.DROPPED
+            final = call
+            _log.warning(
+                "palette gate dropped redirect of %s to unrouted tool %s (policy %s, call %s)",
+                call.name,
+                rewrite.name,
+                winner.name if winner is not None else None,
+                call.id,
+            )
+        if adopter_override:
+            source = WinnerSource.ADOPTER
+        elif winner is not None:
+            source = WinnerSource.POLICY
+        else:
+            source = WinnerSource.NONE
+        record = DispatchRecord(
+            index=index,
+            emitted=call,
+            final=final,
+            policy=None if winner is None else winner.name,
+            redirect_to=None if winner is None else winner.redirect_to,
+            guard=guard,
+            args_transformed=transformed,
+            adopter_override=adopter_override,
+            palette=palette,
+            source=source,
+            evaluations=tuple(evaluations),
+            errors=tuple(errors),
+            duration_s=time.perf_counter() - start,
+        )
+        obs.end_dispatch(handle, record)
+        return record

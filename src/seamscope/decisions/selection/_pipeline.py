@@ -1,0 +1,210 @@
+"""The selection pipeline: stages in declared order, and its decision trace."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from seamscope.decisions._enums import StageOutcomeKind
+from seamscope.decisions._messages import tool_name
+from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._seams import ContainedError, contained_error
+from seamscope.decisions.selection._types import (
+    SelectionContext,
+    SelectionStage,
+    StageOutcome,
+    ToolCatalog,
+    names_of,
+)
+
+__all__ = ["SelectionPipeline", "SelectionResult", "StageRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class StageRecord:
+    """One stage in the decision trace.
+
+    ``before``/``after`` are tool names in order; ``dropped``/``added`` their
+    difference. ``rejected`` lists names a stage returned that were neither
+    offered nor in the catalogue (ignored: the pipeline never authors a
+    tool). ``forced_reinstated`` is True when the pipeline put the forced
+    tool back after this (protects_forced) stage dropped it. ``error`` is
+    set when the stage raised and was contained as a degraded abstain.
+    """
+
+    index: int
+    name: str
+    outcome: StageOutcomeKind
+    reason: str
+    degraded: bool
+    protects_forced: bool
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+    dropped: tuple[str, ...]
+    added: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
+    forced_tool: str | None = None
+    forced_reinstated: bool = False
+    error: ContainedError | None = None
+    duration_s: float = field(default=0.0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionResult:
+    """The selected tools plus the decision trace (one record per stage)."""
+
+    tools: tuple[Any, ...]
+    forced_tool: str | None
+    records: tuple[StageRecord, ...]
+    offered: tuple[str, ...]
+    duration_s: float = field(default=0.0, compare=False)
+
+    @property
+    def selected(self) -> tuple[str, ...]:
+        return names_of(self.tools)
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        chosen = set(self.selected)
+        return tuple(n for n in self.offered if n not in chosen)
+
+    @property
+    def reinstated(self) -> bool:
+        return any(r.forced_reinstated for r in self.records)
+
+
+class SelectionPipeline:
+    """Runs selection stages in declared order over the offered tools.
+
+    Guarantees (each is a test):
+
+    * never authors a tool: the result holds only offered tools, or
+      catalogue tools a stage (the allowlist) re-added;
+    * a stage that raises is contained as a degraded abstain, its error
+      recorded;
+    * a forced tool dropped by a ``protects_forced`` stage is reinstated and
+      that is recorded;
+    * the trace has exactly one record per stage, in order.
+    """
+
+    __slots__ = ("_catalog", "_observer", "_stages")
+
+    def __init__(
+        self,
+        stages: Sequence[SelectionStage],
+        *,
+        catalog: ToolCatalog | None = None,
+        observer: Any | None = None,
+    ) -> None:
+        stages = tuple(stages)
+        names: set[str] = set()
+        for i, stage in enumerate(stages):
+            for attr in ("name", "protects_forced", "apply"):
+                if not hasattr(stage, attr):
+                    raise ValueError(f"stages[{i}] is not a SelectionStage: missing {attr!r}")
+            if not isinstance(stage.name, str) or not stage.name:
+                raise ValueError(f"stages[{i}].name must be a non-empty str")
+            if stage.name in names:
+                raise ValueError(f"stages: duplicate stage name {stage.name!r}")
+            names.add(stage.name)
+        self._stages = stages
+        self._catalog = catalog
+        self._observer = guard_observer(observer)
+
+    @property
+    def stages(self) -> tuple[SelectionStage, ...]:
+        return self._stages
+
+    def run(self, tools: Sequence[Any], ctx: SelectionContext | None = None) -> SelectionResult:
+        """Select this iteration's tools from ``tools`` (the offered set)."""
+        offered_tools = tuple(tools)
+        offered = names_of(offered_tools)
+        ctx = SelectionContext() if ctx is None else ctx
+        ctx = replace(ctx, offered=offered_tools)
+        obs = self._observer
+        handle = obs.start_selection(ctx, offered)
+        start = time.perf_counter()
+        allowed = set(offered)
+        if self._catalog is not None:
+            allowed.update(self._catalog)
+        current = offered_tools
+        forced = ctx.forced_tool
+        records = []
+        for index, stage in enumerate(self._stages):
+            stage_ctx = ctx if forced == ctx.forced_tool else replace(ctx, forced_tool=forced)
+            h = obs.start_stage(stage_ctx, index, stage)
+            t0 = time.perf_counter()
+            before = current
+            error = None
+            try:
+                outcome = stage.apply(before, stage_ctx)
+                if not isinstance(outcome, StageOutcome):
+                    raise TypeError(
+                        f"stage returned {type(outcome).__name__}, expected StageOutcome"
+                    )
+            except Exception as exc:
+                error = contained_error("stage", exc)
+                outcome = StageOutcome.abstain(
+                    f"stage raised {error.error_type}: contained as abstain", degraded=True
+                )
+            rejected: list[str] = []
+            reinstated = False
+            if outcome.forced_tool is not None:
+                forced = outcome.forced_tool
+            if outcome.kind is StageOutcomeKind.SELECT and outcome.tools is not None:
+                after: list[Any] = []
+                for tool in outcome.tools:
+                    name = tool_name(tool)
+                    if name is not None and name not in allowed:
+                        rejected.append(name)
+                    else:
+                        after.append(tool)
+                if (
+                    forced is not None
+                    and stage.protects_forced
+                    and forced not in {tool_name(t) for t in after}
+                ):
+                    for tool in before:
+                        if tool_name(tool) == forced:
+                            after.append(tool)
+                            reinstated = True
+                            break
+                current = tuple(after)
+            before_names = names_of(before)
+            after_names = names_of(current)
+            after_set = set(after_names)
+            before_set = set(before_names)
+            record = StageRecord(
+                index=index,
+                name=stage.name,
+                outcome=outcome.kind,
+                reason=outcome.reason,
+                degraded=outcome.degraded,
+                protects_forced=bool(stage.protects_forced),
+                before=before_names,
+                after=after_names,
+                dropped=tuple(n for n in before_names if n not in after_set),
+                added=tuple(n for n in after_names if n not in before_set),
+                rejected=tuple(rejected),
+                forced_tool=forced,
+                forced_reinstated=reinstated,
+                error=error,
+                duration_s=time.perf_counter() - t0,
+            )
+            records.append(record)
+            obs.end_stage(h, record)
+        if forced is not None and forced not in {tool_name(t) for t in current}:
+            # a stage that may drop a forced tool (protects_forced=False) did:
+            # forcing an unbound tool would stall the model, so release it.
+            forced = None
+        result = SelectionResult(
+            tools=current,
+            forced_tool=forced,
+            records=tuple(records),
+            offered=offered,
+            duration_s=time.perf_counter() - start,
+        )
+        obs.end_selection(handle, result)
+        return result

@@ -1,0 +1,647 @@
+"""Every name seamscope emits: spans, attributes, events, metrics, enum values.
+
+This module is the project's telemetry contract. Dashboards, alert rules, the
+collector configuration and users' queries depend on these strings, so they
+are public API: change one only together with every dependent.
+
+Rules the names follow:
+
+* Span names are low-cardinality (no ids, no tool names).
+* ``gen_ai.*`` and ``error.type`` are OpenTelemetry's own names, reused and
+  never redefined.
+* No key is both a leaf and a prefix of another key (a test enforces it):
+  ``seamscope.offload.fire`` exists, so nothing is named
+  ``seamscope.offload.fire.x``.
+* Metric attribute values are bounded: names of policies, stages, models and
+  tools come from configuration and the tail folds into :data:`OTHER`.
+
+``docs/semantic-conventions.md`` is generated from this module
+(``python -m seamscope.telemetry.conventions > docs/semantic-conventions.md``);
+a test fails when the committed copy is stale.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from seamscope.decisions._enums import (
+    CacheUsage,
+    DecisionKind,
+    GuardResult,
+    OffloadCostKind,
+    OffloadOutcome,
+    OffloadReasonCode,
+    PaletteVerdict,
+    PolicyResult,
+    PricingSource,
+    Seam,
+    SettleTrigger,
+    StageOutcomeKind,
+    WinnerSource,
+)
+
+__all__ = [
+    "ATTR_DISPATCH_ADOPTER_OVERRIDE",
+    "ATTR_DISPATCH_EMITTED_TOOL",
+    "ATTR_DISPATCH_FINAL_TOOL",
+    "ATTR_DISPATCH_GUARD",
+    "ATTR_DISPATCH_PALETTE_GATE",
+    "ATTR_DISPATCH_REDIRECT_TO",
+    "ATTR_DISPATCH_ARGS",
+    "ATTR_DISPATCH_ARGS_TRANSFORMED",
+    "ATTR_DECISION_KIND",
+    "ATTR_ERROR_MESSAGE",
+    "ATTR_ERROR_TYPE",
+    "ATTR_GEN_AI_AGENT_NAME",
+    "ATTR_GEN_AI_CONVERSATION_ID",
+    "ATTR_GEN_AI_OPERATION_NAME",
+    "ATTR_GEN_AI_PROVIDER_NAME",
+    "ATTR_GEN_AI_REQUEST_MODEL",
+    "ATTR_GEN_AI_RESPONSE_MODEL",
+    "ATTR_GEN_AI_TOOL_CALL_ID",
+    "ATTR_GEN_AI_TOOL_NAME",
+    "ATTR_GEN_AI_USAGE_INPUT_TOKENS",
+    "ATTR_GEN_AI_USAGE_OUTPUT_TOKENS",
+    "ATTR_ITERATION_INDEX",
+    "ATTR_MESSAGE_CONTENT",
+    "ATTR_OFFLOAD_ACTIVE",
+    "ATTR_OFFLOAD_CACHE_DELTA_USD",
+    "ATTR_OFFLOAD_COST_KIND",
+    "ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD",
+    "ATTR_OFFLOAD_FIRE",
+    "ATTR_OFFLOAD_HORIZON",
+    "ATTR_OFFLOAD_ID",
+    "ATTR_OFFLOAD_NET_SAVING_USD",
+    "ATTR_OFFLOAD_OUTCOME",
+    "ATTR_OFFLOAD_OUTPUT_TOKENS",
+    "ATTR_OFFLOAD_PRICING_SOURCE",
+    "ATTR_OFFLOAD_REALIZED_COSTS_USD",
+    "ATTR_OFFLOAD_REALIZED_NET_SAVING_USD",
+    "ATTR_OFFLOAD_REALIZED_SAVINGS_USD",
+    "ATTR_OFFLOAD_REASON",
+    "ATTR_OFFLOAD_REASON_CODE",
+    "ATTR_OFFLOAD_RECALLS",
+    "ATTR_OFFLOAD_RECALL_PROBABILITY",
+    "ATTR_OFFLOAD_REPREFILL_SAVING_USD",
+    "ATTR_OFFLOAD_SETTLE_TRIGGER",
+    "ATTR_OFFLOAD_STUB_CARRY_COST_USD",
+    "ATTR_OFFLOAD_TURNS_CARRIED",
+    "ATTR_POLICY_NAME",
+    "ATTR_POLICY_RESULT",
+    "ATTR_POLICY_WINNER",
+    "ATTR_SEAM",
+    "ATTR_SEAM_REWRITTEN",
+    "ATTR_SEAM_TOOL_CALLS",
+    "ATTR_SEAM_WINNER_SOURCE",
+    "ATTR_SELECTION_DROPPED",
+    "ATTR_SELECTION_FORCED_TOOL",
+    "ATTR_SELECTION_OFFERED",
+    "ATTR_SELECTION_REINSTATED",
+    "ATTR_SELECTION_SELECTED",
+    "ATTR_STAGE_DEGRADED",
+    "ATTR_STAGE_DROPPED",
+    "ATTR_STAGE_FORCED_REINSTATED",
+    "ATTR_STAGE_INDEX",
+    "ATTR_STAGE_NAME",
+    "ATTR_STAGE_OUTCOME",
+    "ATTR_STAGE_PROTECTS_FORCED",
+    "ATTR_STAGE_REASON",
+    "ATTR_USAGE_CACHE",
+    "ATTR_TOOL_CALL_RESULT",
+    "ATTRIBUTES",
+    "CacheUsage",
+    "DecisionKind",
+    "EVENTS",
+    "EVENT_OFFLOAD_SETTLED",
+    "EVENT_POLICY_EVALUATED",
+    "EVENT_ADOPTER_ERROR",
+    "GuardResult",
+    "LOG_EVENTS",
+    "LOG_ADOPTER_ERROR",
+    "LOG_OFFLOAD_DECIDED",
+    "LOG_OFFLOAD_SETTLED",
+    "LOG_PALETTE_GATE_DROP",
+    "LOG_POLICY_ERROR",
+    "LOG_STAGE_DEGRADED",
+    "LOG_TELEMETRY_ERROR",
+    "METRICS",
+    "METRIC_DECISION_DURATION",
+    "METRIC_MODEL_INPUT_TOKENS",
+    "METRIC_OFFLOAD_DECISIONS",
+    "METRIC_OFFLOAD_PREDICTED_NET_SAVING",
+    "METRIC_OFFLOAD_REALIZED_COSTS",
+    "METRIC_OFFLOAD_REALIZED_SAVINGS",
+    "METRIC_OFFLOAD_RECALLS",
+    "METRIC_OFFLOAD_SETTLED",
+    "METRIC_POLICY_EVALUATIONS",
+    "METRIC_POLICY_WINS",
+    "METRIC_REDIRECTS",
+    "METRIC_STAGE_OUTCOMES",
+    "MetricSpec",
+    "OTHER",
+    "OffloadCostKind",
+    "OffloadOutcome",
+    "OffloadReasonCode",
+    "PaletteVerdict",
+    "PolicyResult",
+    "PricingSource",
+    "SPANS",
+    "SPAN_DISPATCH",
+    "SPAN_ITERATION",
+    "SPAN_OFFLOAD_GATE",
+    "SPAN_OFFLOAD_SETTLE",
+    "SPAN_SEAM_POST_MODEL",
+    "SPAN_SEAM_PRE_MODEL",
+    "SPAN_SELECT_TOOLS",
+    "SPAN_STAGE",
+    "Seam",
+    "SettleTrigger",
+    "StageOutcomeKind",
+    "WinnerSource",
+    "render_markdown",
+]
+
+
+# Closed value sets live with the decision core (which must not import
+# telemetry) and are re-exported here; their members are pinned by tests.
+
+OTHER: Final = "other"
+"""The value a capped metric attribute folds its tail into."""
+
+
+# --------------------------------------------------------------------------
+# Span names.
+# --------------------------------------------------------------------------
+
+SPAN_ITERATION: Final = "seamscope.iteration"
+"""One ReAct iteration: select tools, PRE seam, model call, POST seam, tools."""
+SPAN_SELECT_TOOLS: Final = "seamscope.select_tools"
+"""The selection pipeline; parent of one :data:`SPAN_STAGE` per stage, in order."""
+SPAN_STAGE: Final = "seamscope.stage"
+"""One selection stage's ``apply``."""
+SPAN_SEAM_PRE_MODEL: Final = "seamscope.seam.pre_model"
+"""The PRE-model seam: which model reasons the turn."""
+SPAN_SEAM_POST_MODEL: Final = "seamscope.seam.post_model"
+"""The POST-model seam; parent of one :data:`SPAN_DISPATCH` per emitted tool call."""
+SPAN_DISPATCH: Final = "seamscope.dispatch"
+"""One emitted tool call through policies, the adopter callback and the palette gate."""
+SPAN_OFFLOAD_GATE: Final = "seamscope.offload_gate"
+"""One offload-gate call with its priced terms."""
+SPAN_OFFLOAD_SETTLE: Final = "seamscope.offload.settle"
+"""A fired offload settled by the ledger; linked to its gate span."""
+
+SPANS: Final = (
+    SPAN_ITERATION,
+    SPAN_SELECT_TOOLS,
+    SPAN_STAGE,
+    SPAN_SEAM_PRE_MODEL,
+    SPAN_SEAM_POST_MODEL,
+    SPAN_DISPATCH,
+    SPAN_OFFLOAD_GATE,
+    SPAN_OFFLOAD_SETTLE,
+)
+
+# --------------------------------------------------------------------------
+# Attribute keys: OpenTelemetry's own (reused, never redefined).
+# --------------------------------------------------------------------------
+
+ATTR_ERROR_TYPE: Final = "error.type"
+"""OpenTelemetry: class of a contained or raised error (the exception's qualified name)."""
+ATTR_GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+"""OpenTelemetry GenAI: ``invoke_agent``, ``chat``, ``execute_tool``."""
+ATTR_GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+"""OpenTelemetry GenAI: the model provider, when the caller knows it."""
+ATTR_GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+"""OpenTelemetry GenAI: the model that reasons the turn (PRE seam, chat, gate)."""
+ATTR_GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+"""OpenTelemetry GenAI: the model that answered, when reported."""
+ATTR_GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+"""OpenTelemetry GenAI: the emitted tool call's id (kept through a rewrite)."""
+ATTR_GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+"""OpenTelemetry GenAI: the executed tool's name."""
+ATTR_GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+"""OpenTelemetry GenAI: the conversation, when the caller provides it."""
+ATTR_GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+"""OpenTelemetry GenAI: the agent, when the caller provides it."""
+ATTR_GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+"""OpenTelemetry GenAI: input tokens of a model call, when reported."""
+ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+"""OpenTelemetry GenAI: output tokens of a model call, when reported."""
+
+# --------------------------------------------------------------------------
+# Attribute keys: seamscope's own.
+# --------------------------------------------------------------------------
+
+ATTR_ITERATION_INDEX: Final = "seamscope.iteration.index"
+"""int: 0-based index of the ReAct iteration within the turn."""
+ATTR_DECISION_KIND: Final = "seamscope.decision.kind"
+"""Metric attribute: which decision a duration measures (:class:`DecisionKind`)."""
+ATTR_ERROR_MESSAGE: Final = "seamscope.error.message"
+"""A contained error's message, truncated; recorded on events only."""
+
+ATTR_SELECTION_OFFERED: Final = "seamscope.selection.offered"
+"""string[]: tool names offered to the pipeline, in order."""
+ATTR_SELECTION_SELECTED: Final = "seamscope.selection.selected"
+"""string[]: tool names the pipeline selected, in order."""
+ATTR_SELECTION_DROPPED: Final = "seamscope.selection.dropped"
+"""string[]: offered tool names that were not selected."""
+ATTR_SELECTION_FORCED_TOOL: Final = "seamscope.selection.forced_tool"
+"""The forced tool for this iteration, or absent when none."""
+ATTR_SELECTION_REINSTATED: Final = "seamscope.selection.reinstated"
+"""bool: the forced tool was dropped by a protects_forced stage and reinstated."""
+
+ATTR_STAGE_NAME: Final = "seamscope.stage.name"
+"""The stage's ``name`` (bounded: stage names come from code)."""
+ATTR_STAGE_INDEX: Final = "seamscope.stage.index"
+"""int: 0-based position of the stage in the pipeline."""
+ATTR_STAGE_OUTCOME: Final = "seamscope.stage.outcome"
+"""``select`` or ``abstain`` (:class:`StageOutcomeKind`)."""
+ATTR_STAGE_REASON: Final = "seamscope.stage.reason"
+"""The stage outcome's reason, as the stage wrote it."""
+ATTR_STAGE_DEGRADED: Final = "seamscope.stage.degraded"
+"""bool on spans (``"true"``/``"false"`` on metrics): the stage abstained degraded."""
+ATTR_STAGE_PROTECTS_FORCED: Final = "seamscope.stage.protects_forced"
+"""bool: the pipeline reinstates a forced tool this stage drops."""
+ATTR_STAGE_DROPPED: Final = "seamscope.stage.dropped"
+"""string[]: tool names this stage removed."""
+ATTR_STAGE_FORCED_REINSTATED: Final = "seamscope.stage.forced_reinstated"
+"""bool: the pipeline reinstated the forced tool after this stage."""
+
+ATTR_SEAM: Final = "seamscope.seam"
+"""``pre_model`` or ``post_model`` (:class:`Seam`)."""
+ATTR_SEAM_WINNER_SOURCE: Final = "seamscope.seam.winner_source"
+"""Who decided (:class:`WinnerSource`)."""
+ATTR_SEAM_TOOL_CALLS: Final = "seamscope.seam.tool_calls"
+"""int: tool calls the model emitted (POST seam)."""
+ATTR_SEAM_REWRITTEN: Final = "seamscope.seam.rewritten"
+"""int: emitted tool calls that dispatch to another tool (POST seam)."""
+
+ATTR_POLICY_WINNER: Final = "seamscope.policy.winner"
+"""The name of the policy that won a seam or a dispatch; absent when none did."""
+ATTR_POLICY_NAME: Final = "seamscope.policy.name"
+"""The evaluated policy's name (events, metrics)."""
+ATTR_POLICY_RESULT: Final = "seamscope.policy.result"
+"""The evaluation's result (:class:`PolicyResult`)."""
+
+ATTR_DISPATCH_EMITTED_TOOL: Final = "seamscope.dispatch.emitted_tool"
+"""The tool the model emitted."""
+ATTR_DISPATCH_REDIRECT_TO: Final = "seamscope.dispatch.redirect_to"
+"""The winning policy's target, when a policy rewrote the call."""
+ATTR_DISPATCH_GUARD: Final = "seamscope.dispatch.guard"
+"""The guard verdict on the winning policy (:class:`GuardResult`)."""
+ATTR_DISPATCH_ADOPTER_OVERRIDE: Final = "seamscope.dispatch.adopter_override"
+"""bool: the adopter's ``on_tool_call_dispatch`` changed the call."""
+ATTR_DISPATCH_PALETTE_GATE: Final = "seamscope.dispatch.palette_gate"
+"""The palette gate's verdict (:class:`PaletteVerdict`)."""
+ATTR_DISPATCH_FINAL_TOOL: Final = "seamscope.dispatch.final_tool"
+"""The tool that really dispatches."""
+ATTR_DISPATCH_ARGS_TRANSFORMED: Final = "seamscope.dispatch.args_transformed"
+"""bool: the winning policy's args_transform rewrote the arguments."""
+ATTR_DISPATCH_ARGS: Final = "seamscope.dispatch.arguments"
+"""Content (opt-in only): the final call's arguments, masked and truncated."""
+
+ATTR_OFFLOAD_ID: Final = "seamscope.offload.id"
+"""A fired offload's id; the ledger follows it through the conversation."""
+ATTR_OFFLOAD_FIRE: Final = "seamscope.offload.fire"
+"""bool on spans (``"true"``/``"false"`` on metrics): the gate fired."""
+ATTR_OFFLOAD_NET_SAVING_USD: Final = "seamscope.offload.net_saving_usd"
+"""float USD: predicted net saving (reprefill − stub carry − expected recall hop)."""
+ATTR_OFFLOAD_REPREFILL_SAVING_USD: Final = "seamscope.offload.reprefill_saving_usd"
+"""float USD: re-prefill avoided over the horizon."""
+ATTR_OFFLOAD_STUB_CARRY_COST_USD: Final = "seamscope.offload.stub_carry_cost_usd"
+"""float USD: the stub carried over the horizon."""
+ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD: Final = "seamscope.offload.expected_recall_hop_cost_usd"
+"""float USD: one recall hop weighted by the recall probability."""
+ATTR_OFFLOAD_REASON: Final = "seamscope.offload.reason"
+"""The gate's reason string, with its priced terms."""
+ATTR_OFFLOAD_REASON_CODE: Final = "seamscope.offload.reason_code"
+"""Closed reason (:class:`OffloadReasonCode`)."""
+ATTR_OFFLOAD_OUTPUT_TOKENS: Final = "seamscope.offload.output_tokens"
+"""float: size of the candidate tool output in tokens."""
+ATTR_OFFLOAD_HORIZON: Final = "seamscope.offload.horizon"
+"""int: the horizon prior H after clamping."""
+ATTR_OFFLOAD_RECALL_PROBABILITY: Final = "seamscope.offload.recall_probability"
+"""float: the recall-probability prior after clamping."""
+ATTR_OFFLOAD_PRICING_SOURCE: Final = "seamscope.offload.pricing_source"
+"""Which table priced the model (:class:`PricingSource`)."""
+ATTR_OFFLOAD_OUTCOME: Final = "seamscope.offload.outcome"
+"""A settled offload's outcome (:class:`OffloadOutcome`)."""
+ATTR_OFFLOAD_COST_KIND: Final = "seamscope.offload.cost_kind"
+"""Metric attribute: what a realized cost paid for (:class:`OffloadCostKind`)."""
+ATTR_OFFLOAD_SETTLE_TRIGGER: Final = "seamscope.offload.settle_trigger"
+"""What settled the offload (:class:`SettleTrigger`)."""
+ATTR_OFFLOAD_REALIZED_SAVINGS_USD: Final = "seamscope.offload.realized_savings_usd"
+"""float USD: savings realized by a settled offload."""
+ATTR_OFFLOAD_REALIZED_COSTS_USD: Final = "seamscope.offload.realized_costs_usd"
+"""float USD: costs realized by a settled offload."""
+ATTR_OFFLOAD_REALIZED_NET_SAVING_USD: Final = "seamscope.offload.realized_net_saving_usd"
+"""float USD: realized savings − realized costs of a settled offload."""
+ATTR_OFFLOAD_TURNS_CARRIED: Final = "seamscope.offload.turns_carried"
+"""int: later model calls that carried the stub."""
+ATTR_OFFLOAD_RECALLS: Final = "seamscope.offload.recalls"
+"""int: recalls of the offloaded output."""
+ATTR_OFFLOAD_CACHE_DELTA_USD: Final = "seamscope.offload.cache_delta_usd"
+"""float USD: realized cost of prompt-cache disruption after the offload."""
+ATTR_OFFLOAD_ACTIVE: Final = "seamscope.offload.active"
+"""Metric attribute ``"true"``/``"false"``: the conversation has a live offload."""
+ATTR_USAGE_CACHE: Final = "seamscope.usage.cache"
+"""Metric attribute: how input tokens met the prompt cache (:class:`CacheUsage`)."""
+
+ATTR_MESSAGE_CONTENT: Final = "seamscope.content.messages"
+"""Content (opt-in only): the last message, masked and truncated."""
+ATTR_TOOL_CALL_RESULT: Final = "seamscope.content.tool_result"
+"""Content (opt-in only): a tool result, masked and truncated."""
+
+ATTRIBUTES: Final = tuple(
+    value
+    for key, value in sorted(globals().items())
+    if key.startswith("ATTR_") and isinstance(value, str)
+)
+"""Every attribute key above."""
+
+# --------------------------------------------------------------------------
+# Span events.
+# --------------------------------------------------------------------------
+
+EVENT_POLICY_EVALUATED: Final = "seamscope.policy.evaluated"
+"""One policy evaluation: policy name, seam, result (and ``error.type`` on error)."""
+EVENT_ADOPTER_ERROR: Final = "seamscope.adopter.error"
+"""Adopter code (resolver, callback, args_transform, stage) raised; contained."""
+EVENT_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
+"""On the settle span: a fired offload's realized outcome."""
+
+EVENTS: Final = (EVENT_POLICY_EVALUATED, EVENT_ADOPTER_ERROR, EVENT_OFFLOAD_SETTLED)
+
+# --------------------------------------------------------------------------
+# structlog event names.
+# --------------------------------------------------------------------------
+
+LOG_PALETTE_GATE_DROP: Final = "seamscope.palette_gate.drop"
+"""WARN: a redirect's target was not routed; the original call dispatched."""
+LOG_POLICY_ERROR: Final = "seamscope.policy.error"
+"""WARN: a policy predicate raised; counted as no match."""
+LOG_ADOPTER_ERROR: Final = "seamscope.adopter.error"
+"""WARN: a resolver, callback or args_transform raised; contained."""
+LOG_STAGE_DEGRADED: Final = "seamscope.stage.degraded"
+"""WARN: a selection stage abstained degraded (or raised and was contained)."""
+LOG_OFFLOAD_DECIDED: Final = "seamscope.offload.decided"
+"""INFO: the offload gate fired."""
+LOG_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
+"""INFO (WARN on loss): an offload settled."""
+LOG_TELEMETRY_ERROR: Final = "seamscope.telemetry.error"
+"""ERROR: seamscope's own telemetry code failed; the loop went on."""
+
+LOG_EVENTS: Final = (
+    LOG_PALETTE_GATE_DROP,
+    LOG_POLICY_ERROR,
+    LOG_ADOPTER_ERROR,
+    LOG_STAGE_DEGRADED,
+    LOG_OFFLOAD_DECIDED,
+    LOG_OFFLOAD_SETTLED,
+    LOG_TELEMETRY_ERROR,
+)
+
+# --------------------------------------------------------------------------
+# Metrics.
+# --------------------------------------------------------------------------
+
+
+class MetricSpec:
+    """One instrument: its OTel name, kind, unit, description, attributes.
+
+    ``prometheus`` is the series name the OpenTelemetry Prometheus exporter
+    really produces (checked against a real Prometheus in the end-to-end
+    tests): dots become underscores, counters get ``_total``, a braced unit
+    is dropped, ``s`` becomes ``_seconds``.
+    """
+
+    __slots__ = ("attributes", "description", "kind", "name", "unit")
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        unit: str,
+        description: str,
+        attributes: tuple[str, ...],
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.unit = unit
+        self.description = description
+        self.attributes = attributes
+
+    @property
+    def prometheus(self) -> str:
+        base = self.name.replace(".", "_")
+        if self.unit == "s":
+            base += "_seconds"
+        elif self.unit and not self.unit.startswith("{"):
+            base += "_" + self.unit
+        if self.kind == "counter":
+            base += "_total"
+        return base
+
+    def __repr__(self) -> str:
+        return f"MetricSpec({self.name!r}, {self.kind!r}, {self.unit!r})"
+
+
+METRIC_POLICY_EVALUATIONS: Final = MetricSpec(
+    "seamscope.policy.evaluations",
+    "counter",
+    "{evaluation}",
+    "Policy evaluations by seam, policy and result.",
+    (ATTR_SEAM, ATTR_POLICY_NAME, ATTR_POLICY_RESULT),
+)
+METRIC_POLICY_WINS: Final = MetricSpec(
+    "seamscope.policy.wins",
+    "counter",
+    "{decision}",
+    "Seam decisions by seam, winner source and winning policy (``none`` when no policy won).",
+    (ATTR_SEAM, ATTR_SEAM_WINNER_SOURCE, ATTR_POLICY_NAME),
+)
+METRIC_REDIRECTS: Final = MetricSpec(
+    "seamscope.redirects",
+    "counter",
+    "{redirect}",
+    "Policy redirects by policy and palette-gate verdict.",
+    (ATTR_POLICY_NAME, ATTR_DISPATCH_PALETTE_GATE),
+)
+METRIC_STAGE_OUTCOMES: Final = MetricSpec(
+    "seamscope.stage.outcomes",
+    "counter",
+    "{outcome}",
+    "Selection-stage outcomes by stage, outcome and degraded flag.",
+    (ATTR_STAGE_NAME, ATTR_STAGE_OUTCOME, ATTR_STAGE_DEGRADED),
+)
+METRIC_OFFLOAD_DECISIONS: Final = MetricSpec(
+    "seamscope.offload.decisions",
+    "counter",
+    "{decision}",
+    "Offload-gate decisions by model, fire and reason code.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_FIRE, ATTR_OFFLOAD_REASON_CODE),
+)
+METRIC_OFFLOAD_PREDICTED_NET_SAVING: Final = MetricSpec(
+    "seamscope.offload.predicted_net_saving",
+    "counter",
+    "{USD}",
+    "Predicted net saving of fired offloads, in USD.",
+    (ATTR_GEN_AI_REQUEST_MODEL,),
+)
+METRIC_OFFLOAD_REALIZED_SAVINGS: Final = MetricSpec(
+    "seamscope.offload.realized_savings",
+    "counter",
+    "{USD}",
+    "Realized savings of offloads in USD: each later model call that carried the stub.",
+    (ATTR_GEN_AI_REQUEST_MODEL,),
+)
+METRIC_OFFLOAD_REALIZED_COSTS: Final = MetricSpec(
+    "seamscope.offload.realized_costs",
+    "counter",
+    "{USD}",
+    "Realized costs of offloads in USD by kind: stub carry, recall, cache disruption.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_COST_KIND),
+)
+METRIC_OFFLOAD_RECALLS: Final = MetricSpec(
+    "seamscope.offload.recalls",
+    "counter",
+    "{recall}",
+    "Recalls of offloaded tool outputs.",
+    (ATTR_GEN_AI_REQUEST_MODEL,),
+)
+METRIC_OFFLOAD_SETTLED: Final = MetricSpec(
+    "seamscope.offload.settled",
+    "counter",
+    "{offload}",
+    "Settled offloads by outcome (gain, loss).",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_OUTCOME),
+)
+METRIC_MODEL_INPUT_TOKENS: Final = MetricSpec(
+    "seamscope.model.input_tokens",
+    "counter",
+    "{token}",
+    "Model input tokens by prompt-cache use and whether an offload is live.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_USAGE_CACHE, ATTR_OFFLOAD_ACTIVE),
+)
+METRIC_DECISION_DURATION: Final = MetricSpec(
+    "seamscope.decision.duration",
+    "histogram",
+    "s",
+    "Duration of one decision (pipeline, stage, seam, dispatch, gate), in seconds.",
+    (ATTR_DECISION_KIND,),
+)
+
+METRICS: Final = (
+    METRIC_POLICY_EVALUATIONS,
+    METRIC_POLICY_WINS,
+    METRIC_REDIRECTS,
+    METRIC_STAGE_OUTCOMES,
+    METRIC_OFFLOAD_DECISIONS,
+    METRIC_OFFLOAD_PREDICTED_NET_SAVING,
+    METRIC_OFFLOAD_REALIZED_SAVINGS,
+    METRIC_OFFLOAD_REALIZED_COSTS,
+    METRIC_OFFLOAD_RECALLS,
+    METRIC_OFFLOAD_SETTLED,
+    METRIC_MODEL_INPUT_TOKENS,
+    METRIC_DECISION_DURATION,
+)
+
+DECISION_DURATION_BUCKETS: Final = (
+    0.000005,
+    0.00001,
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
+)
+"""Explicit bucket boundaries (seconds) of :data:`METRIC_DECISION_DURATION`."""
+
+
+def render_markdown() -> str:
+    """The reference table of every name, as committed in docs/semantic-conventions.md."""
+    import inspect
+    import sys
+
+    module = sys.modules[__name__]
+    source = inspect.getsource(module)
+    docs: dict[str, str] = {}
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        head = line.split(":", 1)[0].strip()
+        if head.isidentifier() and head.isupper() and ": Final" in line:
+            j = i + 1
+            # a constant spanning several lines ends at the first line
+            # that closes it; its docstring follows.
+            while j < len(lines) and not lines[j].lstrip().startswith('"""'):
+                if lines[j] and not lines[j].startswith((" ", ")")):
+                    break
+                j += 1
+            if j < len(lines) and lines[j].lstrip().startswith('"""'):
+                docs[head] = lines[j].strip().strip('"')
+
+    out = [
+        "# seamscope semantic conventions",
+        "",
+        "Generated from `src/seamscope/telemetry/conventions.py` by",
+        "`python -m seamscope.telemetry.conventions`. Do not edit by hand.",
+        "",
+        "## Spans",
+        "",
+        "| name | constant | meaning |",
+        "|---|---|---|",
+    ]
+    for key, value in vars(module).items():
+        if key.startswith("SPAN_") and isinstance(value, str):
+            out.append(f"| `{value}` | `{key}` | {docs.get(key, '')} |")
+    out += ["", "## Attributes", "", "| key | constant | meaning |", "|---|---|---|"]
+    for key, value in vars(module).items():
+        if key.startswith("ATTR_") and isinstance(value, str):
+            out.append(f"| `{value}` | `{key}` | {docs.get(key, '')} |")
+    out += ["", "## Span events", "", "| name | constant | meaning |", "|---|---|---|"]
+    for key, value in vars(module).items():
+        if key.startswith("EVENT_") and isinstance(value, str):
+            out.append(f"| `{value}` | `{key}` | {docs.get(key, '')} |")
+    out += ["", "## Log events (structlog)", "", "| event | constant | meaning |", "|---|---|---|"]
+    for key, value in vars(module).items():
+        if key.startswith("LOG_") and isinstance(value, str):
+            out.append(f"| `{value}` | `{key}` | {docs.get(key, '')} |")
+    out += [
+        "",
+        "## Metrics",
+        "",
+        "| OTel name | Prometheus series | kind | unit | attributes | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in METRICS:
+        attrs = ", ".join(f"`{a}`" for a in spec.attributes)
+        prom = spec.prometheus
+        if spec.kind == "histogram":
+            prom += "_bucket/_sum/_count"
+        out.append(
+            f"| `{spec.name}` | `{prom}` | {spec.kind} | `{spec.unit}` | {attrs} | "
+            f"{spec.description} |"
+        )
+    buckets = ", ".join(str(b) for b in DECISION_DURATION_BUCKETS)
+    out += ["", f"Histogram buckets (s): {buckets}.", "", "## Closed value sets", ""]
+    for key, value in vars(module).items():
+        if isinstance(value, type) and issubclass(value, enum.StrEnum):
+            members = ", ".join(f"`{m.value}`" for m in value)
+            doc = (value.__doc__ or "").strip().splitlines()[0]
+            out.append(f"- `{key}`: {members}. {doc}")
+    out += ["", f"A capped metric attribute folds its tail into `{OTHER}`.", ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
