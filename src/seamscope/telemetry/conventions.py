@@ -42,6 +42,7 @@ from seamscope.decisions._enums import (
 )
 
 __all__ = [
+    "ATTR_ADOPTER_SOURCE",
     "ATTR_DISPATCH_ADOPTER_OVERRIDE",
     "ATTR_DISPATCH_EMITTED_TOOL",
     "ATTR_DISPATCH_FINAL_TOOL",
@@ -237,6 +238,8 @@ ATTR_ITERATION_INDEX: Final = "seamscope.iteration.index"
 """int: 0-based index of the ReAct iteration within the turn."""
 ATTR_DECISION_KIND: Final = "seamscope.decision.kind"
 """Metric attribute: which decision a duration measures (:class:`DecisionKind`)."""
+ATTR_ADOPTER_SOURCE: Final = "seamscope.adopter.source"
+"""What adopter code raised: match, guard, args_transform, resolver, callback."""
 ATTR_ERROR_MESSAGE: Final = "seamscope.error.message"
 """A contained error's message, truncated; recorded on events only."""
 
