@@ -1,1 +1,33 @@
-"""seamscope.adapters."""
+"""Wrap an existing agent loop.
+
+* :mod:`seamscope.adapters.loop`: the framework-free API (:class:`DecisionLayer`).
+* :mod:`seamscope.adapters.react`: a reference ReAct loop built on it.
+* :mod:`seamscope.adapters.langchain`: LangChain v1 agent middleware
+  (extra ``seamscope[langchain]``).
+* :mod:`seamscope.adapters.symfonic`: symfonic-core's SymfonicAgent
+  (extra ``seamscope[symfonic]``).
+"""
+
+from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration, Turn, estimate_tokens
+from seamscope.adapters.react import (
+    RECALL_TOOL,
+    ChatRequest,
+    ChatResponse,
+    IterationRecord,
+    ReActAgent,
+    TurnResult,
+)
+
+__all__ = [
+    "RECALL_TOOL",
+    "ChatCall",
+    "ChatRequest",
+    "ChatResponse",
+    "DecisionLayer",
+    "Iteration",
+    "IterationRecord",
+    "ReActAgent",
+    "Turn",
+    "TurnResult",
+    "estimate_tokens",
+]

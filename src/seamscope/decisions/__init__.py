@@ -55,6 +55,7 @@ from seamscope.decisions._seams import (
     PreModelResult,
     SeamRouter,
 )
+from seamscope.decisions._usage import ModelUsage
 from seamscope.decisions.selection import (
     AllowlistStage,
     ForcedChoiceStage,
@@ -95,6 +96,7 @@ __all__ = [
     "Message",
     "ModelConfig",
     "ModelPrice",
+    "ModelUsage",
     "NoopObserver",
     "OffloadCostKind",
     "OffloadGate",

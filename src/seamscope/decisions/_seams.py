@@ -99,7 +99,9 @@ class PolicyEvaluation:
     ``skipped`` means the policy does not apply there (no model at PRE; no
     redirect or a when_tool that rejects the tool at POST) and its match was
     not called. At POST, ``guard`` is the guard's verdict for a matched
-    policy (``none`` when it has no guard or was not matched).
+    policy (``none`` when it has no guard or was not matched); a guard that
+    raises makes the result ``error`` (no match for that policy), with
+    ``guard`` ``error`` and the contained error.
     """
 
     policy: str
@@ -359,7 +361,11 @@ class SeamRouter:
                         guard_err = contained_error("guard", exc, policy.name)
                         errors.append(guard_err)
                 ev = PolicyEvaluation(
-                    policy.name, Seam.POST_MODEL, PolicyResult.MATCHED, verdict, guard_err
+                    policy.name,
+                    Seam.POST_MODEL,
+                    PolicyResult.ERROR if guard_err is not None else PolicyResult.MATCHED,
+                    verdict,
+                    guard_err,
                 )
                 evaluations.append(ev)
                 obs.on_policy_evaluated(handle, ev)

@@ -214,9 +214,7 @@ def configure(
 
         registry = prometheus_registry if prometheus_registry is not None else REGISTRY
         readers.append(PrometheusMetricReader(registry=registry))
-        http_server, thread = start_http_server(
-            prometheus_port, prometheus_host, registry=registry
-        )
+        http_server, thread = start_http_server(prometheus_port, prometheus_host, registry=registry)
         address = (prometheus_host, int(http_server.server_address[1]))
         server = (http_server, thread)
     metrics_endpoint = _endpoint(

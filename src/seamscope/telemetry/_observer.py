@@ -27,6 +27,7 @@ catches, logs ``seamscope.telemetry.error`` and carries on.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -62,7 +63,12 @@ from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event
 
-__all__ = ["OTelObserver"]
+__all__ = ["LAST_GATE_SPAN", "OTelObserver"]
+
+LAST_GATE_SPAN: contextvars.ContextVar[trace.SpanContext | None] = contextvars.ContextVar(
+    "seamscope_last_gate_span", default=None
+)
+"""The span context of the latest offload-gate span in this context (for ledger links)."""
 
 _INTERNAL = SpanKind.INTERNAL
 
@@ -497,6 +503,7 @@ class OTelObserver:
                 )
             if handle is None:
                 return
+            LAST_GATE_SPAN.set(handle.span.get_span_context())
             if handle.recording:
                 handle.span.set_attributes(gate_attributes(decision, self._text))
             self._finish(handle)

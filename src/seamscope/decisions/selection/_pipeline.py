@@ -29,9 +29,11 @@ class StageRecord:
     ``before``/``after`` are tool names in order; ``dropped``/``added`` their
     difference. ``rejected`` lists names a stage returned that were neither
     offered nor in the catalogue (ignored: the pipeline never authors a
-    tool). ``forced_reinstated`` is True when the pipeline put the forced
-    tool back after this (protects_forced) stage dropped it. ``error`` is
-    set when the stage raised and was contained as a degraded abstain.
+    tool); an unnamed tool that is not one of the offered (or catalogue)
+    objects is rejected as ``?``. ``forced_reinstated`` is True when the
+    pipeline put the forced tool back after this (protects_forced) stage
+    dropped it. ``error`` is set when the stage raised and was contained as
+    a degraded abstain.
     """
 
     index: int
@@ -127,8 +129,12 @@ class SelectionPipeline:
         handle = obs.start_selection(ctx, offered)
         start = time.perf_counter()
         allowed = set(offered)
+        # unnamed tools cannot be checked by name: admit only the very objects
+        # that were offered (or a catalogue entry's bindable object)
+        allowed_unnamed = {id(t) for t in offered_tools if tool_name(t) is None}
         if self._catalog is not None:
             allowed.update(self._catalog)
+            allowed_unnamed.update(id(self._catalog.bindable(n)) for n in self._catalog)
         current = offered_tools
         forced = ctx.forced_tool
         records = []
@@ -157,7 +163,9 @@ class SelectionPipeline:
                 after: list[Any] = []
                 for tool in outcome.tools:
                     name = tool_name(tool)
-                    if name is not None and name not in allowed:
+                    if name is None and id(tool) not in allowed_unnamed:
+                        rejected.append("?")
+                    elif name is not None and name not in allowed:
                         rejected.append(name)
                     else:
                         after.append(tool)

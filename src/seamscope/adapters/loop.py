@@ -1,0 +1,355 @@
+"""The framework-free API: seamscope inside a hand-written agent loop.
+
+One :class:`DecisionLayer` holds the policies, the selection pipeline, the
+offload gate, the ledger and the telemetry. A loop calls it at each point
+of a ReAct iteration::
+
+    layer = DecisionLayer(default_model="claude-opus-4-6", policies=[...],
+                          stages=[...], catalog=catalog, agent_name="analyst")
+
+    with layer.turn("conv-7", messages) as turn:         # invoke_agent span
+        while True:
+            with turn.iteration() as it:                  # seamscope.iteration
+                selection = it.select_tools(all_tools)    # select_tools + stages
+                pre = it.pre_model()                      # PRE seam
+                with it.chat(pre.model.model_name) as call:   # chat {model}
+                    reply = my_model(pre.model, messages, selection.tools)
+                    call.report(usage)                    # gen_ai.usage.*, ledger
+                post = it.post_model(reply)               # POST seam + dispatches
+                for tool_call in post.calls:
+                    with it.execute_tool(tool_call):      # execute_tool {tool}
+                        output = run(tool_call)
+                    decision = it.offload(tool_call, output)   # offload gate
+                    ...
+
+Telemetry comes from the providers passed in (or the global API); nothing
+here sets global providers. Decisions never depend on telemetry: an
+observer that fails is contained and the loop takes the same decisions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+
+from seamscope.decisions import (
+    DispatchContext,
+    GateCall,
+    Message,
+    ModelConfig,
+    ModelUsage,
+    OffloadGate,
+    OffloadGateDecision,
+    PostModelResult,
+    PreModelResult,
+    PricingTable,
+    Seam,
+    SeamRouter,
+    SelectionContext,
+    SelectionPipeline,
+    SelectionResult,
+    SelectionStage,
+    ToolCall,
+    ToolCallPolicy,
+    ToolCatalog,
+    build_dispatch_context,
+)
+from seamscope.decisions._offload import DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
+from seamscope.decisions._seams import RoleModelResolver, ToolCallDispatchCallback
+from seamscope.telemetry._config import TelemetryConfig
+from seamscope.telemetry._genai import GenAISpans
+from seamscope.telemetry._observer import LAST_GATE_SPAN, OTelObserver
+from seamscope.telemetry.ledger import OffloadLedger
+
+__all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
+
+
+def estimate_tokens(text: str) -> float:
+    """Tokens of a text by the seed's rule of thumb: characters / 4."""
+    return len(text) / 4
+
+
+class DecisionLayer:
+    """Policies, selection, the offload gate, the ledger and telemetry in one object.
+
+    Configuration errors raise ValueError at construction, naming the field.
+    ``telemetry`` may be a :class:`~seamscope.telemetry.TelemetryHandle`
+    (from ``configure()``): its providers and observer are used. Otherwise
+    providers are the ones passed, or the global API's.
+    """
+
+    def __init__(
+        self,
+        *,
+        default_model: ModelConfig | str,
+        policies: Sequence[ToolCallPolicy] = (),
+        role_model_resolver: RoleModelResolver | None = None,
+        on_tool_call_dispatch: ToolCallDispatchCallback | None = None,
+        stages: Sequence[SelectionStage] = (),
+        catalog: ToolCatalog | None = None,
+        horizon: int = 5,
+        recall_probability: float = 0.5,
+        offload_threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+        pricing: PricingTable | None = None,
+        agent_name: str | None = None,
+        provider_name: str | None = None,
+        telemetry: Any | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: Any | None = None,
+        telemetry_config: TelemetryConfig | None = None,
+        observer: Any | None = None,
+        ledger: OffloadLedger | None = None,
+        offload_id_factory: Any | None = None,
+    ) -> None:
+        if telemetry is not None:
+            tracer_provider = telemetry.tracer_provider or tracer_provider
+            meter_provider = telemetry.meter_provider or meter_provider
+            observer = observer or telemetry.observer
+        known = {p.name for p in policies if isinstance(p, ToolCallPolicy)}
+        known.update(getattr(s, "name", "") for s in stages)
+        config = telemetry_config or TelemetryConfig.create(known_labels=known)
+        if observer is None:
+            observer = OTelObserver(
+                tracer_provider=tracer_provider, meter_provider=meter_provider, config=config
+            )
+        self.observer = observer
+        self.router = SeamRouter(
+            policies,
+            default_model=default_model,
+            role_model_resolver=role_model_resolver,
+            on_tool_call_dispatch=on_tool_call_dispatch,
+            observer=observer,
+        )
+        self.pipeline = SelectionPipeline(stages, catalog=catalog, observer=observer)
+        self.gate = OffloadGate(
+            horizon=horizon,
+            recall_probability=recall_probability,
+            large_offload_threshold_tokens=offload_threshold_tokens,
+            pricing=pricing,
+            observer=observer,
+            id_factory=offload_id_factory,
+        )
+        if ledger is None:
+            ledger = OffloadLedger(
+                pricing=pricing,
+                tracer_provider=tracer_provider,
+                instruments=getattr(observer, "instruments", None),
+                meter_provider=meter_provider,
+            )
+        self.ledger = ledger
+        self.catalog = catalog
+        self.agent_name = agent_name
+        self.provider_name = provider_name
+        self.genai = GenAISpans(tracer_provider)
+
+    @contextlib.contextmanager
+    def turn(
+        self,
+        conversation_id: str | None,
+        messages: list[Any],
+        *,
+        role: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        scope: Mapping[str, Any] | None = None,
+    ) -> Iterator[Turn]:
+        """One user turn: an ``invoke_agent`` span around its iterations.
+
+        ``messages`` is the loop's own list; the layer reads it (the loop
+        appends to it) and never copies content into telemetry.
+        """
+        with self.genai.invoke_agent(self.agent_name, conversation_id=conversation_id):
+            yield Turn(self, conversation_id, messages, role, state, scope)
+
+    def end_conversation(self, conversation_id: str) -> list[Any]:
+        """Settle the conversation's offloads in the ledger."""
+        return self.ledger.end_conversation(conversation_id)
+
+
+class Turn:
+    """The iterations of one user turn."""
+
+    def __init__(
+        self,
+        layer: DecisionLayer,
+        conversation_id: str | None,
+        messages: list[Any],
+        role: str | None,
+        state: Mapping[str, Any] | None,
+        scope: Mapping[str, Any] | None,
+    ) -> None:
+        self.layer = layer
+        self.conversation_id = conversation_id
+        self.messages = messages
+        self.role = role
+        self.state: Mapping[str, Any] = {} if state is None else state
+        self.scope = scope
+        self.iterations = 0
+
+    @contextlib.contextmanager
+    def iteration(self) -> Iterator[Iteration]:
+        """One ReAct iteration: a ``seamscope.iteration`` span."""
+        index = self.iterations
+        self.iterations += 1
+        observer = self.layer.observer
+        if isinstance(observer, OTelObserver):
+            with observer.iteration(
+                index, conversation_id=self.conversation_id, agent_name=self.layer.agent_name
+            ):
+                yield Iteration(self, index)
+        else:
+            yield Iteration(self, index)
+
+
+class ChatCall:
+    """An open ``chat {model}`` span; report the call's usage on it."""
+
+    def __init__(self, iteration: Iteration, model: str, span: trace.Span) -> None:
+        self._iteration = iteration
+        self.model = model
+        self.span = span
+        self.usage: ModelUsage | None = None
+
+    def report(self, usage: ModelUsage, *, response_model: str | None = None) -> None:
+        """Record usage on the span and in the ledger (carried stubs, cache)."""
+        self.usage = usage
+        GenAISpans.record_usage(self.span, usage, response_model)
+        turn = self._iteration.turn
+        if turn.conversation_id:
+            turn.layer.ledger.record_model_call(turn.conversation_id, model=self.model, usage=usage)
+
+
+class Iteration:
+    """The decision points of one ReAct iteration."""
+
+    def __init__(self, turn: Turn, index: int) -> None:
+        self.turn = turn
+        self.index = index
+        self.selection: SelectionResult | None = None
+        self.pre: PreModelResult | None = None
+        self.post: PostModelResult | None = None
+        self.model: str | None = None
+
+    # contexts ------------------------------------------------------------------
+
+    def _routed(self) -> tuple[str, ...]:
+        return () if self.selection is None else self.selection.selected
+
+    def context(self, seam: Seam, emitted_message: Any | None = None) -> DispatchContext:
+        """The DispatchContext of a seam, built by the core's one helper."""
+        turn = self.turn
+        return build_dispatch_context(
+            seam,
+            turn.messages,
+            resolved_tool_names=self._routed(),
+            forced_tool_choice=None if self.selection is None else self.selection.forced_tool,
+            scope=turn.scope,
+            iteration=self.index,
+            role=turn.role,
+            conversation_id=turn.conversation_id,
+            agent_name=turn.layer.agent_name,
+            emitted_message=emitted_message,
+        )
+
+    # decision points ----------------------------------------------------------
+
+    def select_tools(self, tools: Sequence[Any]) -> SelectionResult:
+        """Run the selection pipeline over the tools offered this iteration."""
+        turn = self.turn
+        ctx = SelectionContext(
+            messages=tuple(turn.messages),
+            state=turn.state,
+            role=turn.role,
+            iteration=self.index,
+            conversation_id=turn.conversation_id,
+            agent_name=turn.layer.agent_name,
+        )
+        self.selection = turn.layer.pipeline.run(tools, ctx)
+        return self.selection
+
+    def pre_model(self) -> PreModelResult:
+        """The PRE seam: which model reasons this iteration."""
+        self.pre = self.turn.layer.router.pre_model(self.context(Seam.PRE_MODEL))
+        self.model = self.pre.model.model_name
+        return self.pre
+
+    @contextlib.contextmanager
+    def chat(self, model: str | None = None) -> Iterator[ChatCall]:
+        """A ``chat {model}`` span around the model call."""
+        name = model or self.model or self.turn.layer.router.default_model.model_name
+        self.model = name
+        layer = self.turn.layer
+        with layer.genai.chat(
+            name,
+            provider=layer.provider_name,
+            conversation_id=self.turn.conversation_id,
+            agent_name=layer.agent_name,
+        ) as span:
+            yield ChatCall(self, name, span)
+
+    def post_model(self, emitted: Any) -> PostModelResult:
+        """The POST seam over the emitted assistant message (or its tool calls).
+
+        The context includes the just-emitted message, as the seed says.
+        """
+        if isinstance(emitted, Message) or not isinstance(emitted, Sequence):
+            message = emitted
+            calls = tuple(getattr(emitted, "tool_calls", ()) or ())
+        else:
+            message = Message("assistant", "", tuple(emitted))
+            calls = tuple(emitted)
+        calls = tuple(_as_tool_call(call) for call in calls)
+        self.post = self.turn.layer.router.post_model(
+            self.context(Seam.POST_MODEL, emitted_message=message), calls
+        )
+        return self.post
+
+    def execute_tool(self, call: ToolCall) -> contextlib.AbstractContextManager[trace.Span]:
+        """An ``execute_tool {tool}`` span around one tool call."""
+        return self.turn.layer.genai.execute_tool(
+            call.name, call_id=call.id, conversation_id=self.turn.conversation_id
+        )
+
+    def offload(self, call: ToolCall, output: str | float) -> OffloadGateDecision:
+        """Ask the offload gate about one tool output (text, or its token count).
+
+        A fired decision is followed by the ledger under its offload id.
+        """
+        tokens = estimate_tokens(output) if isinstance(output, str) else float(output)
+        turn = self.turn
+        layer = turn.layer
+        model = self.model or layer.router.default_model.model_name
+        decision = layer.gate.evaluate(
+            tokens,
+            model,
+            GateCall(turn.conversation_id, layer.agent_name, call.name, call.id),
+        )
+        if decision.fire and turn.conversation_id:
+            layer.ledger.record_offload(
+                decision,
+                conversation_id=turn.conversation_id,
+                gate_span=LAST_GATE_SPAN.get(),
+            )
+        return decision
+
+    def recall(self, offload_id: str, *, input_tokens: int, output_tokens: int) -> None:
+        """The model recalled an offloaded output: a real cost in the ledger."""
+        turn = self.turn
+        if turn.conversation_id:
+            turn.layer.ledger.record_recall(
+                turn.conversation_id,
+                offload_id,
+                model=self.model or turn.layer.router.default_model.model_name,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+            )
+
+
+def _as_tool_call(call: Any) -> ToolCall:
+    if isinstance(call, ToolCall):
+        return call
+    if isinstance(call, Mapping):
+        return ToolCall(str(call.get("id") or ""), str(call["name"]), dict(call.get("args") or {}))
+    return ToolCall(str(call.id), str(call.name), dict(call.args))
