@@ -30,7 +30,7 @@ observer that fails is contained and the loop takes the same decisions.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -212,13 +212,25 @@ class ChatCall:
         self.span = span
         self.usage: ModelUsage | None = None
 
-    def report(self, usage: ModelUsage, *, response_model: str | None = None) -> None:
-        """Record usage on the span and in the ledger (carried stubs, cache)."""
+    def report(
+        self,
+        usage: ModelUsage,
+        *,
+        response_model: str | None = None,
+        carried: Iterable[str] | None = None,
+    ) -> None:
+        """Record usage on the span and in the ledger (carried stubs, cache).
+
+        ``carried``: the offload ids whose stub (not the full output) this
+        call's prompt held; None means every live offload of the conversation.
+        """
         self.usage = usage
         GenAISpans.record_usage(self.span, usage, response_model)
         turn = self._iteration.turn
         if turn.conversation_id:
-            turn.layer.ledger.record_model_call(turn.conversation_id, model=self.model, usage=usage)
+            turn.layer.ledger.record_model_call(
+                turn.conversation_id, model=self.model, usage=usage, carried=carried
+            )
 
 
 class Iteration:

@@ -129,7 +129,15 @@ class ReActAgent:
         self._max_iterations = max_iterations
         self._offload = offload
         self._store: OrderedDict[str, str] = OrderedDict()
+        self._expanded: set[str] = set()  # recalled: the full output is back in the prompt
         self._max_stored = max_stored_outputs
+
+    def _carried(self, conversation_id: str | None) -> tuple[str, ...] | None:
+        """Live offloads whose stub, not the output, is in the prompt."""
+        if not conversation_id:
+            return None
+        live = self.layer.ledger.live_offloads(conversation_id)
+        return tuple(o for o in live if o not in self._expanded)
 
     def stored_output(self, offload_id: str) -> str | None:
         return self._store.get(offload_id)
@@ -173,7 +181,11 @@ class ReActAgent:
                             )
                         )
                         if response.usage is not None:
-                            call.report(response.usage, response_model=response.response_model)
+                            call.report(
+                                response.usage,
+                                response_model=response.response_model,
+                                carried=self._carried(conversation_id),
+                            )
                     emitted = response.message
                     history.append(emitted)
                     if not emitted.tool_calls:
@@ -228,6 +240,7 @@ class ReActAgent:
                 if stored is None:
                     _mark_error(span, "UnknownOffload")
                     return f"error: no offloaded output {offload_id!r}", None
+                self._expanded.add(offload_id)
                 it.recall(
                     offload_id,
                     input_tokens=int(estimate_tokens(stored)),
@@ -250,7 +263,8 @@ class ReActAgent:
             return output, decision
         self._store[decision.offload_id] = output
         while len(self._store) > self._max_stored:
-            self._store.popitem(last=False)
+            evicted, _ = self._store.popitem(last=False)
+            self._expanded.discard(evicted)
         stub = (
             f"[offloaded {decision.offload_id}: {int(decision.output_tokens)} tokens from "
             f"{call.name}; call {RECALL_TOOL}(offload_id={decision.offload_id!r}) to re-expand]"

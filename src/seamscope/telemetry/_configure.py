@@ -123,6 +123,7 @@ def configure(
     prometheus_registry: Any | None = None,
     resource_attributes: Mapping[str, str] | None = None,
     sampler: Any | None = None,
+    id_generator: Any | None = None,
     extra_span_processors: tuple[Any, ...] = (),
     config: TelemetryConfig | None = None,
     set_global: bool = True,
@@ -189,7 +190,7 @@ def configure(
         attrs.setdefault("service.name", "seamscope")
     resource = Resource.create(attrs)
 
-    tracer_provider = TracerProvider(resource=resource, sampler=sampler)
+    tracer_provider = TracerProvider(resource=resource, sampler=sampler, id_generator=id_generator)
     for processor in extra_span_processors:
         tracer_provider.add_span_processor(processor)
     if traces_endpoint:

@@ -12,9 +12,11 @@ of its conversation and measures what really happened:
 * a prompt-cache disruption after the offload costs the cache-read tokens
   lost against the conversation's pre-offload hit ratio, priced at the
   difference between the rate they were paid at (cache write or uncached
-  input) and the cache-read rate (``cache_disruption``). With no model call
-  seen before the first offload there is no baseline and no disruption is
-  attributed (conservative: unmeasured is not charged).
+  input) and the cache-read rate (``cache_disruption``). It is charged to
+  the offloads recalled since the previous model call (their output
+  re-entered the prompt), else shared by the offloads the call carried.
+  With no model call seen before the first offload there is no baseline
+  and no disruption is charged (unmeasured is not charged).
 
 Realized savings and costs are counted per event, where they happen
 (monotonic USD counters): no process needs the whole history for the
@@ -112,6 +114,7 @@ class _Offload:  # mutable accounting of one live offload
     cache_cost: Decimal = _ZERO
     turns: int = 0
     recalls: int = 0
+    recalled_since_call: bool = False
 
 
 @dataclass(slots=True)
@@ -235,10 +238,17 @@ class OffloadLedger:
                     saving += s
                     stub += k
                 cache = self._cache_disruption(conv, usage, price)
-                if cache > 0 and live:
-                    share = cache / len(live)
-                    for off in live:
+                # a recall since the previous call put its output back into the
+                # prompt: the cache disruption is that offload's; otherwise it is
+                # shared by the offloads whose stubs this prompt carried.
+                recalled = [o for o in conv.offloads.values() if o.recalled_since_call]
+                blamed = recalled or live
+                if cache > 0 and blamed:
+                    share = cache / len(blamed)
+                    for off in blamed:
                         off.cache_cost += share
+                for off in recalled:
+                    off.recalled_since_call = False
             elif not conv.offloads:
                 conv.baseline_read += usage.cache_read_tokens
                 conv.baseline_input += usage.input_tokens
@@ -310,6 +320,7 @@ class OffloadLedger:
             if off is not None:
                 off.recall_cost += cost
                 off.recalls += 1
+                off.recalled_since_call = True
         self._inst.offload_recalls.add(1, {c.ATTR_GEN_AI_REQUEST_MODEL: model_label})
         if cost > 0:
             self._inst.offload_realized_costs.add(

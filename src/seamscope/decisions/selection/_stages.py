@@ -23,6 +23,7 @@ from seamscope.decisions.selection._types import (
     StageOutcome,
     ToolCatalog,
     filter_by_names,
+    safety_rank,
 )
 
 __all__ = [
@@ -338,7 +339,7 @@ class PolicyStage:
         spec = self._catalog.get(name)
         if spec is None:
             return None
-        if self._max_safety is not None and spec.safety_level.rank > self._max_safety.rank:
+        if self._max_safety is not None and safety_rank(spec.safety_level) > self._max_safety.rank:
             return f"safety ceiling {self._max_safety.value!r}"
         if spec.cost_usd is None:
             if self._budget is not None and not self._include_unknown_cost:

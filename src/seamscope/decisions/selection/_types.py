@@ -36,6 +36,11 @@ class SafetyLevel(enum.StrEnum):
         return _SAFETY_RANK[self]
 
 
+def safety_rank(level: SafetyLevel | str) -> int:
+    """The rank of a safety level (its value or the enum)."""
+    return _SAFETY_RANK[SafetyLevel(level)]
+
+
 _SAFETY_RANK = {SafetyLevel.READ: 0, SafetyLevel.WRITE: 1, SafetyLevel.DESTRUCTIVE: 2}
 
 
@@ -55,7 +60,7 @@ class ToolSpec:
     """
 
     name: str
-    safety_level: SafetyLevel = SafetyLevel.READ
+    safety_level: SafetyLevel | str = SafetyLevel.READ
     cost_usd: float | None = None
     required_capabilities: frozenset[Any] = frozenset()
     categories: frozenset[str] = frozenset()

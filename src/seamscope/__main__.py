@@ -1,0 +1,5 @@
+"""``python -m seamscope``."""
+
+from seamscope.cli import run
+
+run()

@@ -1,0 +1,247 @@
+"""``seamscope demo``: the scripted scenario through the reference loop."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import structlog
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from rich.console import Console
+
+from seamscope.adapters import DecisionLayer, ReActAgent
+from seamscope.cli._otlp import read_otlp_json
+from seamscope.cli._render import render_settlements, render_turn
+from seamscope.cli._scenario import AGENT_NAME, DEFAULT_MODEL, build_scenario
+from seamscope.cli._views import build_report
+from seamscope.telemetry import TelemetryConfig, add_trace_context, configure
+
+__all__ = ["add_demo_parser", "run_demo"]
+
+DEFAULT_OUTPUT = "seamscope-trace.jsonl"
+
+
+class SeededIdGenerator(IdGenerator):
+    """Deterministic trace and span ids, so a seeded demo prints the same trees."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def generate_span_id(self) -> int:
+        with self._lock:
+            return self._random.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        with self._lock:
+            return self._random.getrandbits(128) or 1
+
+
+def add_demo_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run the scripted scenario and print its decision trace",
+        description=(
+            "Run a scripted, deterministic multi-turn conversation through the reference "
+            "ReAct loop (no network, no server). Writes OTLP-JSON to --output and prints, "
+            "per turn, the decision trace as a tree, then predicted versus realized "
+            "offload economics."
+        ),
+    )
+    p.add_argument("--turns", type=int, default=4, help="turns to run (4 per conversation)")
+    p.add_argument("--seed", type=int, default=7, help="seed for ids (default 7)")
+    p.add_argument(
+        "--output", default=DEFAULT_OUTPUT, help=f"OTLP-JSON file to write ({DEFAULT_OUTPUT})"
+    )
+    p.add_argument("--otlp-endpoint", help="also send spans over OTLP/HTTP to this base URL")
+    p.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT while running"
+    )
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        help="seconds to keep serving metrics after the run (with --metrics-port)",
+    )
+    p.add_argument("--service-name", default="seamscope-demo", help="OTel service.name")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--svg", help="also save the printed trees as an SVG picture")
+
+
+def _configure_logging(path: Path) -> Any:
+    handle = path.open("w", encoding="utf-8")
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            add_trace_context,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.WriteLoggerFactory(file=handle),
+        cache_logger_on_first_use=False,
+    )
+    logging.getLogger("seamscope").setLevel(logging.ERROR)
+    return handle
+
+
+def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.turns < 1:
+        err.print("[red]error:[/red] --turns must be >= 1")
+        return 2
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        err.print("[red]error:[/red] --metrics-port must be 0..65535")
+        return 2
+    output = Path(args.output)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("", encoding="utf-8")
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot write {output}: {exc.strerror}")
+        return 1
+    log_path = output.with_name(output.stem + ".log.jsonl")
+    log_file = _configure_logging(log_path)
+    registry = None
+    if args.metrics_port is not None:
+        from prometheus_client import CollectorRegistry
+
+        registry = CollectorRegistry()
+    try:
+        handle = configure(
+            service_name=args.service_name,
+            otlp_endpoint=args.otlp_endpoint,
+            trace_file=output,
+            prometheus_port=args.metrics_port,
+            prometheus_registry=registry,
+            id_generator=SeededIdGenerator(args.seed),
+            set_global=False,
+            register_atexit=False,
+            environ={
+                k: v
+                for k, v in __import__("os").environ.items()
+                if not k.startswith("OTEL_EXPORTER_OTLP")
+            },
+        )
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot serve metrics on port {args.metrics_port}: {exc}")
+        log_file.close()
+        return 1
+    try:
+        return _run(args, handle, output, log_path, console, err)
+    finally:
+        handle.shutdown()
+        log_file.close()
+
+
+def _run(
+    args: argparse.Namespace,
+    handle: Any,
+    output: Path,
+    log_path: Path,
+    console: Console,
+    err: Console,
+) -> int:
+    scenario = build_scenario()
+    ids = random.Random(args.seed)
+    layer = DecisionLayer(
+        default_model=DEFAULT_MODEL,
+        policies=scenario.policies,
+        role_model_resolver=scenario.role_model_resolver,
+        stages=scenario.stages,
+        catalog=scenario.catalog,
+        agent_name=AGENT_NAME,
+        provider_name="scripted",
+        tracer_provider=handle.tracer_provider,
+        meter_provider=handle.meter_provider,
+        telemetry_config=TelemetryConfig.create(known_labels=[p.name for p in scenario.policies]),
+        offload_id_factory=lambda: f"off-{ids.getrandbits(32):08x}",
+    )
+    agent = ReActAgent(layer, scenario.chat, scenario.tools)
+    per_conversation = len(scenario.turns)
+    if handle.prometheus_address:
+        host, port = handle.prometheus_address
+        err.print(f"serving Prometheus metrics on http://{host}:{port}/metrics")
+
+    progress = None
+    task = None
+    if args.turns > 8 and not args.quiet:
+        from rich.progress import Progress
+
+        progress = Progress(console=err, transient=True)
+        progress.start()
+        task = progress.add_task("running turns", total=args.turns)
+    history: list[Any] = []
+    conversation = ""
+    try:
+        for index in range(args.turns):
+            number, position = divmod(index, per_conversation)
+            if position == 0:
+                conversation = f"demo-{args.seed}" + (f"-{number + 1}" if number else "")
+                history = []
+            script = scenario.turns[position]
+            agent.run_turn(
+                conversation,
+                script.user,
+                messages=history,
+                role=scenario.role,
+                scope=scenario.scope,
+            )
+            if position == per_conversation - 1 or index == args.turns - 1:
+                layer.end_conversation(conversation)
+            if progress is not None and task is not None:
+                progress.advance(task)
+    finally:
+        if progress is not None:
+            progress.stop()
+    handle.flush()
+
+    spans, errors = read_otlp_json(output)
+    report = build_report(spans)
+    recording = Console(record=True, width=console.width, file=console.file) if args.svg else None
+    target = recording or console
+    if not args.quiet:
+        for turn in report["turns"]:
+            target.print(render_turn(turn))
+            target.print()
+    if report["settlements"]:
+        target.print(render_settlements(report["settlements"]))
+    predicted = sum(s["predicted_net_saving_usd"] or 0 for s in report["settlements"])
+    realized = sum(s["realized_net_saving_usd"] or 0 for s in report["settlements"])
+    target.print(
+        f"{args.turns} turns · {len(report['turns'])} traces · offloads predicted "
+        f"{'+' if predicted >= 0 else '−'}${abs(predicted):.4f}, realized "
+        f"{'+' if realized >= 0 else '−'}${abs(realized):.4f}"
+    )
+    target.print(f"spans: {output}   logs: {log_path}   explain: seamscope explain {output}")
+    if recording is not None:
+        recording.save_svg(args.svg, title="seamscope demo")
+    if errors:
+        err.print(f"[red]error:[/red] {len(errors)} unreadable lines in {output}")
+        return 1
+    if handle.prometheus_address and args.linger > 0:
+        _linger(args.linger, err)
+    return 0
+
+
+def _linger(seconds: float, err: Console) -> None:
+    done = threading.Event()
+
+    def stop(signum: int, frame: Any) -> None:
+        done.set()
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            previous[sig] = signal.signal(sig, stop)
+        except ValueError:  # not the main thread
+            pass
+    err.print(f"serving metrics for {seconds:g} s more (Ctrl-C to stop)")
+    try:
+        done.wait(seconds)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
