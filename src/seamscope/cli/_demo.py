@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,12 @@ def add_demo_parser(sub: Any) -> None:
         default=0.0,
         help="seconds to keep serving metrics after the run (with --metrics-port)",
     )
+    p.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        help="seconds to wait between turns (a live feed for dashboards; default 0)",
+    )
     p.add_argument("--service-name", default="seamscope-demo", help="OTel service.name")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.add_argument("--svg", help="also save the printed trees as an SVG picture")
@@ -92,6 +100,9 @@ def _configure_logging(path: Path) -> Any:
 def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.turns < 1:
         err.print("[red]error:[/red] --turns must be >= 1")
+        return 2
+    if args.pace < 0 or args.linger < 0:
+        err.print("[red]error:[/red] --pace and --linger must be >= 0")
         return 2
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         err.print("[red]error:[/red] --metrics-port must be 0..65535")
@@ -194,6 +205,8 @@ def _run(
                 layer.end_conversation(conversation)
             if progress is not None and task is not None:
                 progress.advance(task)
+            if args.pace and index < args.turns - 1:
+                time.sleep(args.pace)
     finally:
         if progress is not None:
             progress.stop()

@@ -2,10 +2,11 @@
 
 An analyst agent with a catalogue of 12 tools across roles, the seed's
 sales-data policy (cheap model + run_block → fetch_data, guarded on the
-sales table), a redirect whose target is not routed (palette-gate drop), a
-policy whose predicate raises, a forced tool, all six selection stages, and
-two large tool outputs: an export that pays for its offload, and error logs
-that get recalled twice and lose money.
+sales table), a role model resolver, a redirect whose target is not routed
+(palette-gate drop), a policy whose predicate raises, a forced tool, all six
+selection stages, and two large tool outputs: error logs that get recalled
+twice and lose money (on gpt-4o), and an export that pays for its offload
+(on the default model).
 
 A conversation has four turns; longer runs start new conversations. The
 chat model is scripted per turn and iteration; its token usage is computed
@@ -125,14 +126,13 @@ def _offload_id_for(tool: str) -> Callable[[ChatRequest], Mapping[str, Any]]:
 
 TURNS: tuple[TurnScript, ...] = (
     TurnScript(
-        user="Pull Q3 sales by brand and export the full quarterly report.",
+        user="Pull Q3 sales by brand for the regional leads.",
         intent="action",
         force="hydrate_context",
         steps=(
             Step("hydrate_context", {"account": "acme"}),
             Step("run_block", {"code": "SELECT brand, SUM(amount) FROM sales GROUP BY brand"}),
-            Step("export_report", {"quarter": "Q3", "format": "full"}),
-            Step(text="Q3 sales by brand are in; the full report is exported."),
+            Step(text="Q3 sales by brand: acme leads, globex second."),
         ),
     ),
     TurnScript(
@@ -155,11 +155,11 @@ TURNS: tuple[TurnScript, ...] = (
         ),
     ),
     TurnScript(
-        user="Summarize the sales trend for the board.",
+        user="Export the full quarterly report for the board.",
         intent="action",
         steps=(
-            Step("run_block", {"code": "SELECT month, SUM(amount) FROM sales GROUP BY month"}),
-            Step(text="Sales grew 12% quarter on quarter, led by two brands."),
+            Step("export_report", {"quarter": "Q3", "format": "full"}),
+            Step(text="The full quarterly report is exported."),
         ),
     ),
 )
@@ -192,8 +192,8 @@ def _turn_of(ctx: SelectionContext) -> TurnScript | None:
 
 
 def _resolver(ctx: DispatchContext) -> ModelConfig | None:
-    # knowledge turns that quote sources go to a model with a long context
-    return ModelConfig(RESOLVER_MODEL) if "quote" in ctx.user_text.lower() else None
+    # error triage goes to the model the on-call team standardised on
+    return ModelConfig(RESOLVER_MODEL) if "errors" in ctx.user_text.lower() else None
 
 
 def _vip_match(ctx: DispatchContext) -> bool:
