@@ -133,7 +133,7 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
             register_atexit=False,
             environ={
                 k: v
-                for k, v in __import__("os").environ.items()
+                for k, v in os.environ.items()
                 if not k.startswith("OTEL_EXPORTER_OTLP")
             },
         )
