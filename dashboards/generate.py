@@ -1,0 +1,1334 @@
+"""Generate the seamscope Grafana dashboards from code.
+
+    python dashboards/generate.py          # write dashboards/*.json
+    python dashboards/generate.py --check  # exit 1 when a committed file is stale
+
+The dashboards are built with grafana-foundation-sdk (the Grafana 11.6 build,
+``seamscope[dashboards]``). Every metric name comes from
+:mod:`seamscope.telemetry.conventions` (``MetricSpec.prometheus``: the name the
+OpenTelemetry Prometheus exporter really produces) and every label from an
+attribute constant with dots turned into underscores, so a renamed instrument
+or attribute changes the dashboards with it. Label values come from the
+conventions' closed value sets; metric booleans are the strings
+``"true"``/``"false"``.
+
+Every Prometheus panel reads the ``datasource`` variable, every rate uses
+``$__rate_interval``. Trace panels read the ``tempo`` and ``jaeger`` variables.
+:func:`all_promql` lists every PromQL expression of both dashboards so that a
+test can run each one against a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import common as common_builders
+from grafana_foundation_sdk.builders import dashboard as dash
+from grafana_foundation_sdk.builders import prometheus, stat, table, tempo, timeseries
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as common_models
+from grafana_foundation_sdk.models import dashboard as dashboard_models
+from grafana_foundation_sdk.models import prometheus as prometheus_models
+from grafana_foundation_sdk.models import tempo as tempo_models
+
+from seamscope.telemetry import conventions as c
+
+__all__ = [
+    "DASHBOARD_FILES",
+    "TAGS",
+    "all_promql",
+    "build_dashboards",
+    "main",
+    "render",
+]
+
+HERE = Path(__file__).resolve().parent
+TAGS = ["seamscope"]
+DECISIONS_UID = "seamscope-decisions"
+OFFLOAD_UID = "seamscope-offload-economics"
+DASHBOARD_FILES = {
+    DECISIONS_UID: "seamscope-decisions.json",
+    OFFLOAD_UID: "seamscope-offload-economics.json",
+}
+
+RATE_INTERVAL = "$__rate_interval"
+# Provisioned data source uids (dashboards/provisioning/datasources/seamscope.yaml).
+PROMETHEUS_UID = "prometheus"
+TEMPO_UID = "tempo"
+JAEGER_UID = "jaeger"
+
+PROMETHEUS_DS = dashboard_models.DataSourceRef(type_val="prometheus", uid="${datasource}")
+TEMPO_DS = dashboard_models.DataSourceRef(type_val="tempo", uid="${tempo}")
+JAEGER_DS = dashboard_models.DataSourceRef(type_val="jaeger", uid="${jaeger}")
+
+TRUE = "true"  # metric booleans are strings
+# Default of the `service` variable (Jaeger search needs a service.name).
+JAEGER_SERVICE = "seamscope-demo"
+TRACE_LIMIT = 20
+
+
+# --------------------------------------------------------------------------
+# Names: labels from attribute constants, series from metric specs.
+# --------------------------------------------------------------------------
+
+
+def label(attribute: str) -> str:
+    """The Prometheus label the exporter makes of an attribute key."""
+    return attribute.replace(".", "_")
+
+
+L_SEAM = label(c.ATTR_SEAM)
+L_WINNER_SOURCE = label(c.ATTR_SEAM_WINNER_SOURCE)
+L_POLICY = label(c.ATTR_POLICY_NAME)
+L_POLICY_RESULT = label(c.ATTR_POLICY_RESULT)
+L_PALETTE_GATE = label(c.ATTR_DISPATCH_PALETTE_GATE)
+L_STAGE = label(c.ATTR_STAGE_NAME)
+L_STAGE_OUTCOME = label(c.ATTR_STAGE_OUTCOME)
+L_STAGE_DEGRADED = label(c.ATTR_STAGE_DEGRADED)
+L_DECISION_KIND = label(c.ATTR_DECISION_KIND)
+L_MODEL = label(c.ATTR_GEN_AI_REQUEST_MODEL)
+L_FIRE = label(c.ATTR_OFFLOAD_FIRE)
+L_REASON_CODE = label(c.ATTR_OFFLOAD_REASON_CODE)
+L_COST_KIND = label(c.ATTR_OFFLOAD_COST_KIND)
+L_OUTCOME = label(c.ATTR_OFFLOAD_OUTCOME)
+L_CACHE = label(c.ATTR_USAGE_CACHE)
+L_OFFLOAD_ACTIVE = label(c.ATTR_OFFLOAD_ACTIVE)
+
+POLICY_EVALUATIONS = c.METRIC_POLICY_EVALUATIONS.prometheus
+POLICY_WINS = c.METRIC_POLICY_WINS.prometheus
+REDIRECTS = c.METRIC_REDIRECTS.prometheus
+STAGE_OUTCOMES = c.METRIC_STAGE_OUTCOMES.prometheus
+OFFLOAD_DECISIONS = c.METRIC_OFFLOAD_DECISIONS.prometheus
+PREDICTED_NET_SAVING = c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.prometheus
+REALIZED_SAVINGS = c.METRIC_OFFLOAD_REALIZED_SAVINGS.prometheus
+REALIZED_COSTS = c.METRIC_OFFLOAD_REALIZED_COSTS.prometheus
+RECALLS = c.METRIC_OFFLOAD_RECALLS.prometheus
+SETTLED = c.METRIC_OFFLOAD_SETTLED.prometheus
+INPUT_TOKENS = c.METRIC_MODEL_INPUT_TOKENS.prometheus
+DECISION_DURATION_BUCKET = c.METRIC_DECISION_DURATION.prometheus + "_bucket"
+DECISION_DURATION_SUM = c.METRIC_DECISION_DURATION.prometheus + "_sum"
+DECISION_DURATION_COUNT = c.METRIC_DECISION_DURATION.prometheus + "_count"
+
+
+# --------------------------------------------------------------------------
+# PromQL helpers. They only assemble strings; the test suite checks every
+# resulting expression's names, and the end-to-end suite runs each one.
+# --------------------------------------------------------------------------
+
+
+def series(metric: str, **matchers: str) -> str:
+    """``metric{label="value", ...}`` (labels in the order given)."""
+    if not matchers:
+        return metric
+    inner = ", ".join(f'{name}="{value}"' for name, value in matchers.items())
+    return f"{metric}{{{inner}}}"
+
+
+def rate(selector: str) -> str:
+    return f"rate({selector}[{RATE_INTERVAL}])"
+
+
+def sum_by(labels: Sequence[str], expr: str) -> str:
+    if not labels:
+        return f"sum({expr})"
+    return f"sum by ({', '.join(labels)}) ({expr})"
+
+
+def ratio(numerator: str, denominator: str, matching: str = "") -> str:
+    """``numerator / denominator``, empty (not NaN) where the denominator is 0.
+
+    ``matching`` is a vector-matching clause for the division, such as
+    ``ignoring (label) group_left ()`` (the empty list keeps PromQL from
+    reading a parenthesised denominator as the label list).
+    """
+    op = f"/ {matching}" if matching else "/"
+    return f"({numerator})\n{op}\n({denominator} > 0)"
+
+
+def or_zero_like(expr: str, template: str) -> str:
+    """``expr``, or 0 for each series of ``template`` that ``expr`` lacks."""
+    return f"({expr}\nor\n0 * {template})"
+
+
+def per_hour(expr: str) -> str:
+    return f"({expr}) * 3600"
+
+
+# --------------------------------------------------------------------------
+# Queries and links.
+# --------------------------------------------------------------------------
+
+
+def promql(expr: str, legend: str, ref_id: str = "A") -> prometheus.Dataquery:
+    return (
+        prometheus.Dataquery()
+        .expr(expr)
+        .legend_format(legend)
+        .ref_id(ref_id)
+        .datasource(PROMETHEUS_DS)
+        .editor_mode(prometheus_models.QueryEditorMode.CODE)
+        .range()
+    )
+
+
+def traceql(query: str, ref_id: str = "A") -> tempo.TempoQuery:
+    return (
+        tempo.TempoQuery()
+        .ref_id(ref_id)
+        .datasource(TEMPO_DS)
+        .query_type(tempo_models.TempoQueryType.TRACEQL)
+        .query(query)
+        .limit(TRACE_LIMIT)
+        .table_type(tempo_models.SearchTableType.SPANS)
+    )
+
+
+class JaegerQuery(cogvariants.Dataquery):
+    """A Jaeger data source query (the SDK ships no Jaeger model).
+
+    The fields are those of Grafana's Jaeger query: ``queryType`` ``search``
+    with a service, an operation (span name) and logfmt ``tags``.
+    """
+
+    def __init__(self) -> None:
+        self.ref_id = ""
+        self.datasource: dashboard_models.DataSourceRef | None = None
+        self.query_type = "search"
+        self.service: str | None = None
+        self.operation: str | None = None
+        self.tags: str | None = None
+        self.limit: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        payload: dict[str, object] = {"refId": self.ref_id, "queryType": self.query_type}
+        if self.datasource is not None:
+            payload["datasource"] = self.datasource
+        for key, value in (
+            ("service", self.service),
+            ("operation", self.operation),
+            ("tags", self.tags),
+            ("limit", self.limit),
+        ):
+            if value is not None:
+                payload[key] = value
+        return payload
+
+
+class JaegerSearch(cogbuilder.Builder[JaegerQuery]):
+    def __init__(self) -> None:
+        self._internal = JaegerQuery()
+
+    def build(self) -> JaegerQuery:
+        return self._internal
+
+    def ref_id(self, ref_id: str) -> JaegerSearch:
+        self._internal.ref_id = ref_id
+        return self
+
+    def datasource(self, datasource: dashboard_models.DataSourceRef) -> JaegerSearch:
+        self._internal.datasource = datasource
+        return self
+
+    def service(self, service: str) -> JaegerSearch:
+        self._internal.service = service
+        return self
+
+    def operation(self, operation: str) -> JaegerSearch:
+        self._internal.operation = operation
+        return self
+
+    def tags(self, tags: dict[str, str]) -> JaegerSearch:
+        self._internal.tags = " ".join(f"{key}={value}" for key, value in tags.items())
+        return self
+
+    def limit(self, limit: int) -> JaegerSearch:
+        self._internal.limit = limit
+        return self
+
+
+def jaeger_search(operation: str, tags: dict[str, str]) -> JaegerSearch:
+    return (
+        JaegerSearch()
+        .ref_id("A")
+        .datasource(JAEGER_DS)
+        .service("${service}")
+        .operation(operation)
+        .tags(tags)
+        .limit(TRACE_LIMIT)
+    )
+
+
+class ExploreTracesLink:
+    """A field data link that opens a TraceQL search in Explore.
+
+    Grafana resolves an ``internal`` link to an Explore URL itself, with the
+    ``${__field.labels.*}`` of the clicked series interpolated into the query.
+    The link names the provisioned Tempo data source by uid: Grafana does not
+    interpolate variables in an internal link's data source.
+    """
+
+    def __init__(self, title: str, query: str) -> None:
+        self.title = title
+        self.query = query
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "title": self.title,
+            "url": "",
+            "internal": {
+                "datasourceUid": TEMPO_UID,
+                "datasourceName": "Tempo",
+                "query": {
+                    "refId": "A",
+                    "queryType": tempo_models.TempoQueryType.TRACEQL.value,
+                    "query": self.query,
+                    "limit": TRACE_LIMIT,
+                    "tableType": tempo_models.SearchTableType.SPANS.value,
+                },
+            },
+        }
+
+
+class TracesLink(cogbuilder.Builder[dashboard_models.DashboardLink]):
+    def __init__(self, title: str, query: str) -> None:
+        self._link = ExploreTracesLink(title, query)
+
+    def build(self) -> dashboard_models.DashboardLink:
+        return self._link  # type: ignore[return-value]  # serialised via to_json
+
+
+def field_label(attribute: str) -> str:
+    """The data-link variable holding the clicked series' label for ``attribute``."""
+    return "${__field.labels." + label(attribute) + "}"
+
+
+def span_attr(attribute: str, value: str, quote: bool = True) -> str:
+    shown = f'"{value}"' if quote else value
+    return f"span.{attribute} = {shown}"
+
+
+def spanset(*conditions: str) -> str:
+    return "{ " + " && ".join(conditions) + " }"
+
+
+def span_name(name: str) -> str:
+    return f'name = "{name}"'
+
+
+# --------------------------------------------------------------------------
+# Layout.
+# --------------------------------------------------------------------------
+
+
+class Grid:
+    """Places rows and panels explicitly, left to right, 24 columns wide."""
+
+    WIDTH = 24
+
+    def __init__(self) -> None:
+        self.x = 0
+        self.y = 0
+        self.row_height = 0
+        self.next_id = 1
+
+    def _newline(self) -> None:
+        self.y += self.row_height
+        self.x = 0
+        self.row_height = 0
+
+    def row(self, title: str) -> dash.Row:
+        if self.x:
+            self._newline()
+        row = (
+            dash.Row(title)
+            .id(self._id())
+            .grid_pos(dashboard_models.GridPos(h=1, w=24, x=0, y=self.y))
+        )
+        self.y += 1
+        return row
+
+    def place(self, w: int, h: int) -> dashboard_models.GridPos:
+        if self.x + w > self.WIDTH:
+            self._newline()
+        pos = dashboard_models.GridPos(h=h, w=w, x=self.x, y=self.y)
+        self.x += w
+        self.row_height = max(self.row_height, h)
+        return pos
+
+    def _id(self) -> int:
+        value = self.next_id
+        self.next_id += 1
+        return value
+
+    def panel_id(self) -> int:
+        return self._id()
+
+
+def legend_table() -> common_builders.VizLegendOptions:
+    return (
+        common_builders.VizLegendOptions()
+        .display_mode(common_models.LegendDisplayMode.TABLE)
+        .placement(common_models.LegendPlacement.BOTTOM)
+        .show_legend(True)
+        .calcs(["mean", "lastNotNull"])
+    )
+
+
+def ts_panel(
+    grid: Grid,
+    title: str,
+    description: str,
+    targets: list[cogbuilder.Builder[cogvariants.Dataquery]],
+    unit: str,
+    *,
+    w: int = 12,
+    h: int = 8,
+    stacked: bool = False,
+    links: list[cogbuilder.Builder[dashboard_models.DashboardLink]] | None = None,
+    max_value: float | None = None,
+) -> timeseries.Panel:
+    panel = (
+        timeseries.Panel()
+        .id(grid.panel_id())
+        .title(title)
+        .description(description)
+        .datasource(PROMETHEUS_DS)
+        .targets(targets)
+        .unit(unit)
+        .min(0)
+        .legend(legend_table())
+        .tooltip(
+            common_builders.VizTooltipOptions()
+            .mode(common_models.TooltipDisplayMode.MULTI)
+            .sort(common_models.SortOrder.DESCENDING)
+        )
+        .fill_opacity(10 if not stacked else 40)
+        .grid_pos(grid.place(w, h))
+    )
+    if stacked:
+        panel = panel.stacking(
+            common_builders.StackingConfig().mode(common_models.StackingMode.NORMAL)
+        )
+    if max_value is not None:
+        panel = panel.max(max_value)
+    if links:
+        panel = panel.data_links(links)
+    return panel
+
+
+def stat_panel(
+    grid: Grid,
+    title: str,
+    description: str,
+    expr: str,
+    unit: str,
+    *,
+    w: int = 6,
+    h: int = 4,
+) -> stat.Panel:
+    return (
+        stat.Panel()
+        .id(grid.panel_id())
+        .title(title)
+        .description(description)
+        .datasource(PROMETHEUS_DS)
+        .with_target(promql(expr, title))
+        .unit(unit)
+        .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]))
+        .graph_mode(common_models.BigValueGraphMode.AREA)
+        .grid_pos(grid.place(w, h))
+    )
+
+
+def trace_table(
+    grid: Grid,
+    title: str,
+    description: str,
+    target: cogbuilder.Builder[cogvariants.Dataquery],
+    datasource: dashboard_models.DataSourceRef,
+    dashboard_uid: str,
+    *,
+    w: int = 12,
+    h: int = 10,
+) -> table.Panel:
+    """Search results; a click on a trace id shows that trace in the trace panel."""
+    show_trace = {
+        "title": "Show this trace below",
+        "url": (
+            f"/d/{dashboard_uid}?${{__url_time_range}}&${{datasource:queryparam}}"
+            "&${tempo:queryparam}&${jaeger:queryparam}&${service:queryparam}"
+            "&var-traceId=${__value.raw}"
+        ),
+    }
+    return (
+        table.Panel()
+        .id(grid.panel_id())
+        .title(title)
+        .description(description)
+        .datasource(datasource)
+        .with_target(target)
+        .override_by_name(
+            "traceID", [dashboard_models.DynamicConfigValue(id_val="links", value=[show_trace])]
+        )
+        .grid_pos(grid.place(w, h))
+    )
+
+
+def trace_view(grid: Grid) -> dash.Panel:
+    return (
+        dash.Panel()
+        .type("traces")
+        .id(grid.panel_id())
+        .title("Trace ${traceId}")
+        .description(
+            "The trace whose id is in the traceId variable: click a trace id in a "
+            "search table above, or paste one into the variable."
+        )
+        .datasource(TEMPO_DS)
+        .with_target(
+            tempo.TempoQuery()
+            .ref_id("A")
+            .datasource(TEMPO_DS)
+            .query_type(tempo_models.TempoQueryType.TRACEQL)
+            .query("${traceId}")
+        )
+        .grid_pos(grid.place(24, 16))
+    )
+
+
+# --------------------------------------------------------------------------
+# Variables and dashboard frame.
+# --------------------------------------------------------------------------
+
+
+def datasource_variable(
+    name: str, plugin: str, label_text: str, uid: str
+) -> dash.DatasourceVariable:
+    return (
+        dash.DatasourceVariable(name)
+        .label(label_text)
+        .type(plugin)
+        .current(dashboard_models.VariableOption(text=uid, value=uid, selected=True))
+    )
+
+
+def textbox_variable(
+    name: str, label_text: str, description: str, value: str
+) -> dash.TextBoxVariable:
+    return (
+        dash.TextBoxVariable(name)
+        .label(label_text)
+        .description(description)
+        .default_value(value)
+        .current(dashboard_models.VariableOption(text=value, value=value))
+    )
+
+
+def variables() -> list[cogbuilder.Builder[dashboard_models.VariableModel]]:
+    return [
+        datasource_variable("datasource", "prometheus", "Prometheus", PROMETHEUS_UID),
+        datasource_variable("tempo", "tempo", "Tempo", TEMPO_UID),
+        datasource_variable("jaeger", "jaeger", "Jaeger", JAEGER_UID),
+        textbox_variable(
+            "service",
+            "Jaeger service",
+            "service.name of the process that runs seamscope (Jaeger search needs one).",
+            JAEGER_SERVICE,
+        ),
+        textbox_variable("traceId", "Trace id", "The trace shown in the trace panel.", ""),
+    ]
+
+
+def frame(uid: str, title: str, description: str) -> dash.Dashboard:
+    return (
+        dash.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(TAGS)
+        .readonly()
+        .time("now-6h", "now")
+        .refresh("1m")
+        .timezone("browser")
+        .tooltip(dashboard_models.DashboardCursorSync.CROSSHAIR)
+        .variables(variables())
+        .link(
+            dash.DashboardLink("seamscope")
+            .type(dashboard_models.DashboardLinkType.DASHBOARDS)
+            .tags(TAGS)
+            .as_dropdown(False)
+            .include_vars(True)
+            .keep_time(True)
+        )
+    )
+
+
+# --------------------------------------------------------------------------
+# Dashboard 1: decisions.
+# --------------------------------------------------------------------------
+
+
+def decisions_dashboard() -> dash.Dashboard:
+    g = Grid()
+    d = frame(
+        DECISIONS_UID,
+        "seamscope / decisions",
+        "Which policy won each seam, which redirects the palette gate dropped, what the "
+        "selection stages did, and how long each decision took.",
+    )
+
+    # Seams ---------------------------------------------------------------
+    d = d.with_row(g.row("Seams: who decided"))
+    wins = rate(POLICY_WINS)
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Policy wins per seam",
+            "Seam decisions per second by seam, winner source and winning policy "
+            "(policy `none` when the resolver, the default or the adopter decided).",
+            [
+                promql(
+                    sum_by([L_SEAM, L_WINNER_SOURCE, L_POLICY], wins),
+                    f"{{{{{L_SEAM}}}}} · {{{{{L_WINNER_SOURCE}}}}} · {{{{{L_POLICY}}}}}",
+                )
+            ],
+            "ops",
+            links=[
+                TracesLink(
+                    "Traces where this policy won",
+                    spanset(span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME))),
+                )
+            ],
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Winner source share per seam",
+            "Share of each seam's decisions taken by a policy, the role resolver, the "
+            "default, the adopter callback, or nobody (dispatched as emitted).",
+            [
+                promql(
+                    ratio(
+                        sum_by([L_SEAM, L_WINNER_SOURCE], wins),
+                        sum_by([L_SEAM], wins),
+                        f"ignoring ({L_WINNER_SOURCE}) group_left ()",
+                    ),
+                    f"{{{{{L_SEAM}}}}} · {{{{{L_WINNER_SOURCE}}}}}",
+                )
+            ],
+            "percentunit",
+            stacked=True,
+            max_value=1,
+        )
+    )
+    evaluations = rate(POLICY_EVALUATIONS)
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Policy evaluations by result",
+            "Policy evaluations per second by seam, policy and result. `skipped`: the "
+            "policy does not apply at that seam; `error`: its predicate raised (counted "
+            "as no match).",
+            [
+                promql(
+                    sum_by([L_SEAM, L_POLICY, L_POLICY_RESULT], evaluations),
+                    f"{{{{{L_SEAM}}}}} · {{{{{L_POLICY}}}}} · {{{{{L_POLICY_RESULT}}}}}",
+                )
+            ],
+            "ops",
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Policy predicate error ratio",
+            "Share of a policy's applicable evaluations (not skipped) whose predicate "
+            "raised. Each one silently counts as no match.",
+            [
+                promql(
+                    ratio(
+                        sum_by(
+                            [L_POLICY],
+                            rate(
+                                series(
+                                    POLICY_EVALUATIONS,
+                                    **{L_POLICY_RESULT: c.PolicyResult.ERROR.value},
+                                )
+                            ),
+                        ),
+                        sum_by(
+                            [L_POLICY],
+                            rate(
+                                f"{POLICY_EVALUATIONS}"
+                                f'{{{L_POLICY_RESULT}!="{c.PolicyResult.SKIPPED.value}"}}'
+                            ),
+                        ),
+                    ),
+                    f"{{{{{L_POLICY}}}}}",
+                )
+            ],
+            "percentunit",
+            links=[
+                TracesLink(
+                    "Traces where this policy won",
+                    spanset(span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME))),
+                )
+            ],
+        )
+    )
+
+    # Redirects -----------------------------------------------------------
+    d = d.with_row(g.row("Redirects and the palette gate"))
+    redirects = rate(REDIRECTS)
+    dropped = c.PaletteVerdict.DROPPED.value
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Redirects by palette-gate verdict",
+            "Policy redirects per second by policy: `kept` dispatched to the redirect "
+            "target, `dropped` targeted a tool not routed this turn, so the original "
+            "call dispatched.",
+            [
+                promql(
+                    sum_by([L_POLICY, L_PALETTE_GATE], redirects),
+                    f"{{{{{L_POLICY}}}}} · {{{{{L_PALETTE_GATE}}}}}",
+                )
+            ],
+            "ops",
+            links=[
+                TracesLink(
+                    "Dispatches with this policy and verdict",
+                    spanset(
+                        span_name(c.SPAN_DISPATCH),
+                        span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME)),
+                        span_attr(
+                            c.ATTR_DISPATCH_PALETTE_GATE, field_label(c.ATTR_DISPATCH_PALETTE_GATE)
+                        ),
+                    ),
+                )
+            ],
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Palette-gate drop ratio per policy",
+            "Share of a policy's redirects the palette gate dropped. A policy whose "
+            "target is rarely routed is a configuration problem.",
+            [
+                promql(
+                    ratio(
+                        sum_by([L_POLICY], rate(series(REDIRECTS, **{L_PALETTE_GATE: dropped}))),
+                        sum_by([L_POLICY], redirects),
+                    ),
+                    f"{{{{{L_POLICY}}}}}",
+                )
+            ],
+            "percentunit",
+            links=[
+                TracesLink(
+                    "Dropped redirects of this policy",
+                    spanset(
+                        span_name(c.SPAN_DISPATCH),
+                        span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME)),
+                        span_attr(c.ATTR_DISPATCH_PALETTE_GATE, dropped),
+                    ),
+                )
+            ],
+        )
+    )
+
+    # Stages --------------------------------------------------------------
+    d = d.with_row(g.row("Tool selection stages"))
+    outcomes = rate(STAGE_OUTCOMES)
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Stage outcomes",
+            "Selection-stage outcomes per second by stage: `select` narrowed the tools, "
+            "`abstain` left them as they were.",
+            [
+                promql(
+                    sum_by([L_STAGE, L_STAGE_OUTCOME], outcomes),
+                    f"{{{{{L_STAGE}}}}} · {{{{{L_STAGE_OUTCOME}}}}}",
+                )
+            ],
+            "ops",
+            links=[
+                TracesLink(
+                    "Stage spans with this outcome",
+                    spanset(
+                        span_name(c.SPAN_STAGE),
+                        span_attr(c.ATTR_STAGE_NAME, field_label(c.ATTR_STAGE_NAME)),
+                        span_attr(c.ATTR_STAGE_OUTCOME, field_label(c.ATTR_STAGE_OUTCOME)),
+                    ),
+                )
+            ],
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Degraded abstain ratio per stage",
+            "Share of a stage's runs that abstained degraded (or raised and were "
+            "contained). The pipeline went on without that lever.",
+            [
+                promql(
+                    ratio(
+                        sum_by([L_STAGE], rate(series(STAGE_OUTCOMES, **{L_STAGE_DEGRADED: TRUE}))),
+                        sum_by([L_STAGE], outcomes),
+                    ),
+                    f"{{{{{L_STAGE}}}}}",
+                )
+            ],
+            "percentunit",
+            links=[
+                TracesLink(
+                    "Degraded runs of this stage",
+                    spanset(
+                        span_name(c.SPAN_STAGE),
+                        span_attr(c.ATTR_STAGE_NAME, field_label(c.ATTR_STAGE_NAME)),
+                        span_attr(c.ATTR_STAGE_DEGRADED, TRUE, quote=False),
+                    ),
+                )
+            ],
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Stages that narrowed the tools (select share)",
+            "Share of a stage's runs that selected (narrowed the offered tools). "
+            "How many tools were offered and selected is on the select_tools span "
+            "(seamscope.selection.offered / .selected); no metric counts them.",
+            [
+                promql(
+                    ratio(
+                        sum_by(
+                            [L_STAGE],
+                            rate(
+                                series(
+                                    STAGE_OUTCOMES,
+                                    **{L_STAGE_OUTCOME: c.StageOutcomeKind.SELECT.value},
+                                )
+                            ),
+                        ),
+                        sum_by([L_STAGE], outcomes),
+                    ),
+                    f"{{{{{L_STAGE}}}}}",
+                )
+            ],
+            "percentunit",
+            max_value=1,
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Decisions per second by kind",
+            "Pipeline runs, stage runs, seam decisions, dispatches and offload-gate calls "
+            "per second (the decision-duration histogram's count).",
+            [
+                promql(
+                    sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
+                    f"{{{{{L_DECISION_KIND}}}}}",
+                )
+            ],
+            "ops",
+        )
+    )
+
+    # Latency -------------------------------------------------------------
+    d = d.with_row(g.row("Decision latency"))
+    buckets = sum_by(["le", L_DECISION_KIND], rate(DECISION_DURATION_BUCKET))
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Decision duration p50 / p95 by kind",
+            "Time seamscope spends deciding, per decision kind, from the "
+            "seamscope.decision.duration histogram. The mean is sum / count.",
+            [
+                promql(
+                    f"histogram_quantile(0.5, {buckets})", f"p50 {{{{{L_DECISION_KIND}}}}}", "A"
+                ),
+                promql(
+                    f"histogram_quantile(0.95, {buckets})", f"p95 {{{{{L_DECISION_KIND}}}}}", "B"
+                ),
+                promql(
+                    ratio(
+                        sum_by([L_DECISION_KIND], rate(DECISION_DURATION_SUM)),
+                        sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
+                    ),
+                    f"mean {{{{{L_DECISION_KIND}}}}}",
+                    "C",
+                ),
+            ],
+            "s",
+            w=24,
+            h=9,
+        )
+    )
+
+    # Traces --------------------------------------------------------------
+    d = d.with_row(g.row("Decision traces"))
+    d = d.with_panel(
+        trace_table(
+            g,
+            "Decision spans worth a look (Tempo)",
+            "TraceQL: dispatches whose redirect the palette gate dropped, stages that "
+            "abstained degraded, and decision spans with an error status.",
+            traceql(
+                " || ".join(
+                    [
+                        spanset(
+                            span_name(c.SPAN_DISPATCH),
+                            span_attr(c.ATTR_DISPATCH_PALETTE_GATE, dropped),
+                        ),
+                        spanset(
+                            span_name(c.SPAN_STAGE),
+                            span_attr(c.ATTR_STAGE_DEGRADED, TRUE, quote=False),
+                        ),
+                        spanset('name =~ "seamscope.*"', "status = error"),
+                    ]
+                )
+            ),
+            TEMPO_DS,
+            DECISIONS_UID,
+        )
+    )
+    d = d.with_panel(
+        trace_table(
+            g,
+            "Dropped redirects (Jaeger)",
+            "Jaeger search: dispatch spans whose redirect the palette gate dropped, for "
+            "the service in the `service` variable.",
+            jaeger_search(c.SPAN_DISPATCH, {c.ATTR_DISPATCH_PALETTE_GATE: dropped}),
+            JAEGER_DS,
+            DECISIONS_UID,
+        )
+    )
+    d = d.with_panel(trace_view(g))
+    return d
+
+
+# --------------------------------------------------------------------------
+# Dashboard 2: offload economics.
+# --------------------------------------------------------------------------
+
+
+def offload_dashboard() -> dash.Dashboard:
+    g = Grid()
+    d = frame(
+        OFFLOAD_UID,
+        "seamscope / offload economics",
+        "What the offload gate predicted, what offloads really saved and cost, recalls, "
+        "settled outcomes, and the prompt cache with and without a live offload.",
+    )
+
+    predicted = sum_by([], rate(PREDICTED_NET_SAVING))
+    savings = sum_by([], rate(REALIZED_SAVINGS))
+    costs = sum_by([], rate(REALIZED_COSTS))
+    realized_net = f"(({savings}) or vector(0))\n-\n(({costs}) or vector(0))"
+    decisions = rate(OFFLOAD_DECISIONS)
+    fired = rate(series(OFFLOAD_DECISIONS, **{L_FIRE: TRUE}))
+
+    savings_by_model = sum_by([L_MODEL], rate(REALIZED_SAVINGS))
+    costs_by_model = sum_by([L_MODEL], rate(REALIZED_COSTS))
+    predicted_by_model = sum_by([L_MODEL], rate(PREDICTED_NET_SAVING))
+
+    # Overview ------------------------------------------------------------
+    d = d.with_row(g.row("Overview"))
+    d = d.with_panel(
+        stat_panel(
+            g,
+            "Predicted net saving (USD/h)",
+            "Net saving the gate predicted for the offloads it fired, per hour.",
+            per_hour(predicted),
+            "currencyUSD",
+        )
+    )
+    d = d.with_panel(
+        stat_panel(
+            g,
+            "Realized net saving (USD/h)",
+            "Realized savings minus realized costs of offloads, per hour. Negative: "
+            "offloading loses money.",
+            per_hour(realized_net),
+            "currencyUSD",
+        )
+    )
+    d = d.with_panel(
+        stat_panel(
+            g,
+            "Realized / predicted",
+            "Realized net saving as a share of the predicted one. The realized side lags "
+            "by the turns an offload is carried.",
+            ratio(realized_net, predicted),
+            "percentunit",
+        )
+    )
+    d = d.with_panel(
+        stat_panel(
+            g,
+            "Gate fire rate",
+            "Share of offload-gate calls that fired.",
+            ratio(sum_by([], fired), sum_by([], decisions)),
+            "percentunit",
+        )
+    )
+
+    # Gate ----------------------------------------------------------------
+    d = d.with_row(g.row("Offload gate decisions"))
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Gate decisions by reason code",
+            "Share of offload-gate calls per reason: below the size threshold, unpriced "
+            "model, net saving positive (fired) or not positive.",
+            [
+                promql(
+                    ratio(
+                        sum_by([L_REASON_CODE], decisions),
+                        sum_by([], decisions),
+                        f"ignoring ({L_REASON_CODE}) group_left ()",
+                    ),
+                    f"{{{{{L_REASON_CODE}}}}}",
+                )
+            ],
+            "percentunit",
+            stacked=True,
+            max_value=1,
+            links=[
+                TracesLink(
+                    "Gate calls with this reason",
+                    spanset(
+                        span_name(c.SPAN_OFFLOAD_GATE),
+                        span_attr(
+                            c.ATTR_OFFLOAD_REASON_CODE, field_label(c.ATTR_OFFLOAD_REASON_CODE)
+                        ),
+                    ),
+                )
+            ],
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Fire rate by model",
+            "Share of each model's offload-gate calls that fired.",
+            [
+                promql(
+                    ratio(sum_by([L_MODEL], fired), sum_by([L_MODEL], decisions)),
+                    f"{{{{{L_MODEL}}}}}",
+                )
+            ],
+            "percentunit",
+            max_value=1,
+            links=[
+                TracesLink(
+                    "Fired offloads on this model",
+                    spanset(
+                        span_name(c.SPAN_OFFLOAD_GATE),
+                        span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
+                        span_attr(
+                            c.ATTR_GEN_AI_REQUEST_MODEL, field_label(c.ATTR_GEN_AI_REQUEST_MODEL)
+                        ),
+                    ),
+                )
+            ],
+        )
+    )
+
+    # Money ---------------------------------------------------------------
+    d = d.with_row(g.row("Predicted vs realized"))
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Predicted vs realized net saving (USD/h)",
+            "Predicted: the gate's net saving for fired offloads. Realized: savings "
+            "(later model calls that carried the stub) minus costs (stub carry, recalls, "
+            "prompt-cache disruption), counted where they happen.",
+            [
+                promql(per_hour(predicted), "predicted", "A"),
+                promql(per_hour(realized_net), "realized", "B"),
+            ],
+            "currencyUSD",
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Realized costs by kind (USD/h)",
+            "What offloads cost, per hour: the stub carried on later turns, recalls of "
+            "the offloaded output, and prompt-cache disruption.",
+            [
+                promql(
+                    per_hour(sum_by([L_COST_KIND], rate(REALIZED_COSTS))), f"{{{{{L_COST_KIND}}}}}"
+                )
+            ],
+            "currencyUSD",
+            stacked=True,
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Realized loss by model (USD/h)",
+            "Realized costs minus realized savings per model, where positive: the "
+            "offloads on that model lose money.",
+            [
+                promql(
+                    per_hour(
+                        f"{costs_by_model}\n-\n" + or_zero_like(savings_by_model, costs_by_model)
+                    )
+                    + " > 0",
+                    f"{{{{{L_MODEL}}}}}",
+                )
+            ],
+            "currencyUSD",
+            links=[
+                TracesLink(
+                    "Fired offloads on this model",
+                    spanset(
+                        span_name(c.SPAN_OFFLOAD_GATE),
+                        span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
+                        span_attr(
+                            c.ATTR_GEN_AI_REQUEST_MODEL, field_label(c.ATTR_GEN_AI_REQUEST_MODEL)
+                        ),
+                    ),
+                )
+            ],
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Realized / predicted by model",
+            "Realized net saving as a share of the predicted one, per model. Below 100%: "
+            "the gate's priors (horizon, recall probability) are optimistic for this "
+            "workload.",
+            [
+                promql(
+                    ratio(
+                        or_zero_like(savings_by_model, predicted_by_model)
+                        + "\n-\n"
+                        + or_zero_like(costs_by_model, predicted_by_model),
+                        predicted_by_model,
+                    ),
+                    f"{{{{{L_MODEL}}}}}",
+                )
+            ],
+            "percentunit",
+        )
+    )
+
+    # Recalls and settlement ---------------------------------------------
+    d = d.with_row(g.row("Recalls and settled offloads"))
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Recalls by model",
+            "Recalls of offloaded tool outputs per second.",
+            [promql(sum_by([L_MODEL], rate(RECALLS)), f"{{{{{L_MODEL}}}}}")],
+            "ops",
+            w=8,
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Recalls per fired offload",
+            "Recalls per offload the gate fired, per model: compare with the recall "
+            "probability prior the gate priced.",
+            [
+                promql(
+                    ratio(sum_by([L_MODEL], rate(RECALLS)), sum_by([L_MODEL], fired)),
+                    f"{{{{{L_MODEL}}}}}",
+                )
+            ],
+            "none",
+            w=8,
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Settled offloads by outcome",
+            "Offloads settled per second by outcome (gain or loss), where one process saw "
+            "the whole conversation.",
+            [promql(sum_by([L_OUTCOME], rate(SETTLED)), f"{{{{{L_OUTCOME}}}}}")],
+            "ops",
+            w=8,
+            stacked=True,
+            links=[
+                TracesLink(
+                    "Settlements with this outcome",
+                    spanset(
+                        span_name(c.SPAN_OFFLOAD_SETTLE),
+                        span_attr(c.ATTR_OFFLOAD_OUTCOME, field_label(c.ATTR_OFFLOAD_OUTCOME)),
+                    ),
+                )
+            ],
+        )
+    )
+
+    # Cache ---------------------------------------------------------------
+    d = d.with_row(g.row("Prompt cache"))
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Cache-hit ratio with / without a live offload",
+            "Share of model input tokens read from the prompt cache, for calls made while "
+            "the conversation had a live offload and for the others. A gap means offloads "
+            "disrupt the cache.",
+            [
+                promql(
+                    ratio(
+                        or_zero_like(
+                            sum_by(
+                                [L_MODEL, L_OFFLOAD_ACTIVE],
+                                rate(series(INPUT_TOKENS, **{L_CACHE: c.CacheUsage.READ.value})),
+                            ),
+                            sum_by([L_MODEL, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
+                        ),
+                        sum_by([L_MODEL, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
+                    ),
+                    f"{{{{{L_MODEL}}}}} · live offload {{{{{L_OFFLOAD_ACTIVE}}}}}",
+                )
+            ],
+            "percentunit",
+            max_value=1,
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Input tokens by cache use",
+            "Model input tokens per second: read from the cache, written to it, or "
+            "uncached, with and without a live offload.",
+            [
+                promql(
+                    sum_by([L_CACHE, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
+                    f"{{{{{L_CACHE}}}}} · live offload {{{{{L_OFFLOAD_ACTIVE}}}}}",
+                )
+            ],
+            "short",
+        )
+    )
+
+    # Traces --------------------------------------------------------------
+    d = d.with_row(g.row("Offload traces"))
+    d = d.with_panel(
+        trace_table(
+            g,
+            "Fired offloads and losing settlements (Tempo)",
+            "TraceQL: offload-gate calls that fired, and settled offloads that lost money.",
+            traceql(
+                spanset(
+                    span_name(c.SPAN_OFFLOAD_GATE),
+                    span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
+                )
+                + " || "
+                + spanset(
+                    span_name(c.SPAN_OFFLOAD_SETTLE),
+                    span_attr(c.ATTR_OFFLOAD_OUTCOME, c.OffloadOutcome.LOSS.value),
+                )
+            ),
+            TEMPO_DS,
+            OFFLOAD_UID,
+        )
+    )
+    d = d.with_panel(
+        trace_table(
+            g,
+            "Fired offloads (Jaeger)",
+            "Jaeger search: offload-gate spans that fired, for the service in the "
+            "`service` variable.",
+            jaeger_search(c.SPAN_OFFLOAD_GATE, {c.ATTR_OFFLOAD_FIRE: TRUE}),
+            JAEGER_DS,
+            OFFLOAD_UID,
+        )
+    )
+    d = d.with_panel(trace_view(g))
+    return d
+
+
+# --------------------------------------------------------------------------
+# Output.
+# --------------------------------------------------------------------------
+
+
+def build_dashboards() -> dict[str, dict[str, Any]]:
+    """Each dashboard as a JSON-ready dict, keyed by its file name."""
+    built = {
+        DASHBOARD_FILES[DECISIONS_UID]: decisions_dashboard().build(),
+        DASHBOARD_FILES[OFFLOAD_UID]: offload_dashboard().build(),
+    }
+    return {name: json.loads(json.dumps(model, cls=JSONEncoder)) for name, model in built.items()}
+
+
+def render(model: dict[str, Any]) -> str:
+    return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels") or [])
+
+
+def all_promql() -> list[tuple[str, str]]:
+    """(panel title, expression) for every Prometheus query of both dashboards.
+
+    ``$__rate_interval`` is left in place: whoever runs an expression
+    substitutes it.
+    """
+    found: list[tuple[str, str]] = []
+    for model in build_dashboards().values():
+        for panel in _panels(model.get("panels") or []):
+            for target in panel.get("targets") or []:
+                if (target.get("datasource") or {}).get("type") == "prometheus":
+                    found.append((panel["title"], target["expr"]))
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when a committed dashboard differs from the generated one",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=HERE, help="output folder (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+
+    stale: list[str] = []
+    for name, model in build_dashboards().items():
+        path = args.out / name
+        text = render(model)
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path))
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    if stale:
+        print(
+            "stale dashboards (run python dashboards/generate.py): " + ", ".join(stale),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,560 @@
+"""The Prometheus alert rules, their promtool unit tests and the Alertmanager example.
+
+promtool and amtool come with the Debian packages ``prometheus`` and
+``prometheus-alertmanager``; the tests that run them skip when they are
+missing. The static checks (names, labels, annotations, runbook anchors,
+test coverage) always run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from seamscope.telemetry import conventions as c
+
+ROOT = Path(__file__).resolve().parents[1]
+ALERTS_DIR = ROOT / "dashboards" / "alerts"
+RULES = ALERTS_DIR / "seamscope-alerts.rules.yaml"
+RULE_TESTS = sorted((ALERTS_DIR / "tests").glob("*.test.yaml"))
+ALERTMANAGER = ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
+RUNBOOK_BASE = "https://github.com/seamscope/seamscope/blob/main/docs/runbooks.md#"
+
+TIMEOUT_S = 60
+INSTALL_HINT = "apt-get install prometheus prometheus-alertmanager (CI installs it)"
+
+EXPECTED_GROUPS = ("seamscope-offload-economics", "seamscope-decisions")
+EXPECTED_ALERTS = (
+    "SeamscopeOffloadRealizedLoss",
+    "SeamscopeOffloadPredictionDrift",
+    "SeamscopeOffloadCacheHitCollapse",
+    "SeamscopeRedirectsDroppedByPaletteGate",
+    "SeamscopeSelectionStageDegraded",
+)
+SEVERITIES = frozenset({"critical", "warning"})
+ALERT_NAME = re.compile(r"^Seamscope(?:[A-Z][a-z0-9]*)+$")
+# An end-to-end test waits for the realized-loss alert to fire.
+MAX_FOR_S = {"SeamscopeOffloadRealizedLoss": 60}
+
+SCRAPE_LABELS = frozenset({"job", "instance"})
+# Labels the OpenTelemetry Prometheus exporter adds from the meter's scope.
+SCOPE_LABELS = frozenset({"otel_scope_name", "otel_scope_version"})
+
+
+# --------------------------------------------------------------------------
+# What seamscope really exports, from the conventions module.
+# --------------------------------------------------------------------------
+
+
+def _label(attribute: str) -> str:
+    return attribute.replace(".", "_")
+
+
+def _series_attributes() -> dict[str, frozenset[str]]:
+    """Prometheus series name -> the labels its instrument's attributes become."""
+    series: dict[str, frozenset[str]] = {}
+    for spec in c.METRICS:
+        labels = frozenset(_label(a) for a in spec.attributes)
+        if spec.kind == "histogram":
+            series[spec.prometheus + "_bucket"] = labels | {"le"}
+            series[spec.prometheus + "_sum"] = labels
+            series[spec.prometheus + "_count"] = labels
+        else:
+            series[spec.prometheus] = labels
+    return series
+
+
+SERIES = _series_attributes()
+KNOWN_LABELS = frozenset(_label(a) for a in c.ATTRIBUTES) | SCRAPE_LABELS | {"le"}
+
+_BOOLEAN = frozenset({"true", "false"})
+CLOSED_VALUES: dict[str, frozenset[str]] = {
+    _label(key): frozenset(member.value for member in enum)
+    for key, enum in (
+        (c.ATTR_SEAM, c.Seam),
+        (c.ATTR_SEAM_WINNER_SOURCE, c.WinnerSource),
+        (c.ATTR_POLICY_RESULT, c.PolicyResult),
+        (c.ATTR_DISPATCH_PALETTE_GATE, c.PaletteVerdict),
+        (c.ATTR_STAGE_OUTCOME, c.StageOutcomeKind),
+        (c.ATTR_OFFLOAD_REASON_CODE, c.OffloadReasonCode),
+        (c.ATTR_OFFLOAD_OUTCOME, c.OffloadOutcome),
+        (c.ATTR_OFFLOAD_COST_KIND, c.OffloadCostKind),
+        (c.ATTR_USAGE_CACHE, c.CacheUsage),
+        (c.ATTR_DECISION_KIND, c.DecisionKind),
+    )
+} | {
+    _label(c.ATTR_STAGE_DEGRADED): _BOOLEAN,
+    _label(c.ATTR_OFFLOAD_FIRE): _BOOLEAN,
+    _label(c.ATTR_OFFLOAD_ACTIVE): _BOOLEAN,
+}
+
+
+# --------------------------------------------------------------------------
+# A small PromQL reader: enough to list the series, matchers and grouping
+# labels an expression uses. It fails loudly on anything it does not know.
+# --------------------------------------------------------------------------
+
+AGGREGATIONS = frozenset(
+    [
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "count",
+        "group",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+    ]
+)
+FUNCTIONS = AGGREGATIONS | frozenset(
+    [
+        "abs",
+        "absent",
+        "absent_over_time",
+        "avg_over_time",
+        "ceil",
+        "changes",
+        "clamp",
+        "clamp_max",
+        "clamp_min",
+        "count_over_time",
+        "delta",
+        "deriv",
+        "floor",
+        "histogram_quantile",
+        "idelta",
+        "increase",
+        "irate",
+        "label_join",
+        "label_replace",
+        "last_over_time",
+        "max_over_time",
+        "min_over_time",
+        "predict_linear",
+        "quantile_over_time",
+        "rate",
+        "resets",
+        "round",
+        "scalar",
+        "sort",
+        "sort_desc",
+        "sum_over_time",
+        "time",
+        "timestamp",
+        "vector",
+    ]
+)
+GROUPING = frozenset(["by", "without", "on", "ignoring", "group_left", "group_right"])
+KEYWORDS = frozenset(["and", "or", "unless", "bool", "offset", "atan2", "Inf", "NaN", "inf", "nan"])
+
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+)
+  | (?P<comment>\#[^\n]*)
+  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
+  | (?P<number>\d[\w.]*|\.\d[\w.]*)
+  | (?P<ident>[A-Za-z_:][\w:]*)
+  | (?P<op>=~|!~|!=|==|>=|<=|[-+*/%^<>=,(){}\[\]@])
+    """,
+    re.VERBOSE,
+)
+
+
+def _tokens(expr: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(expr):
+        match = _TOKEN.match(expr, pos)
+        if match is None:
+            raise ValueError(f"cannot read PromQL at {expr[pos : pos + 30]!r}")
+        pos = match.end()
+        kind = match.lastgroup
+        assert kind is not None
+        if kind not in ("space", "comment"):
+            out.append((kind, match.group()))
+    return out
+
+
+class PromQLUse:
+    """The series, label matchers and grouping labels one expression uses."""
+
+    def __init__(self, expr: str) -> None:
+        self.series: set[str] = set()
+        self.functions: set[str] = set()
+        # (series name or None, label, operator, value)
+        self.matchers: list[tuple[str | None, str, str, str]] = []
+        self.grouping: set[str] = set()
+        self._read(_tokens(expr))
+
+    def _read(self, toks: list[tuple[str, str]]) -> None:
+        i = 0
+        while i < len(toks):
+            kind, text = toks[i]
+            nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
+            if kind == "ident" and text in GROUPING:
+                if nxt == "(":
+                    i = self._label_list(toks, i + 2)
+                    continue
+            elif kind == "ident" and text in KEYWORDS:
+                pass
+            elif kind == "ident" and (nxt == "(" or text in AGGREGATIONS):
+                if text not in FUNCTIONS:
+                    raise ValueError(f"unknown PromQL function {text!r}")
+                self.functions.add(text)
+            elif kind == "ident":
+                self.series.add(text)
+                if nxt == "{":
+                    i = self._selector(toks, i + 2, text)
+                    continue
+            elif text == "{":
+                i = self._selector(toks, i + 1, None)
+                continue
+            elif text == "[":
+                while toks[i][1] != "]":
+                    i += 1
+            i += 1
+
+    def _label_list(self, toks: list[tuple[str, str]], i: int) -> int:
+        while toks[i][1] != ")":
+            if toks[i][0] == "ident":
+                self.grouping.add(toks[i][1])
+            i += 1
+        return i + 1
+
+    def _selector(self, toks: list[tuple[str, str]], i: int, series: str | None) -> int:
+        while toks[i][1] != "}":
+            if toks[i][1] == ",":
+                i += 1
+                continue
+            (k_kind, label), (_, op), (v_kind, value) = toks[i : i + 3]
+            if k_kind != "ident" or v_kind != "string":
+                raise ValueError(f"cannot read matcher {label}{op}{value}")
+            self.matchers.append((series, label, op, value[1:-1]))
+            i += 3
+        return i + 1
+
+
+def _check_promql(expr: str) -> list[str]:
+    """What in ``expr`` is not something seamscope exports; empty when all is."""
+    use = PromQLUse(expr)
+    problems: list[str] = []
+    if not use.series:
+        problems.append("uses no series at all")
+    labels_in_scope = set(SCRAPE_LABELS)
+    for name in sorted(use.series):
+        if name not in SERIES:
+            problems.append(f"series {name} is not exported by seamscope")
+        else:
+            labels_in_scope |= SERIES[name]
+    for series, label, op, value in use.matchers:
+        allowed = (SERIES.get(series, KNOWN_LABELS) | SCRAPE_LABELS) if series else KNOWN_LABELS
+        if label not in allowed:
+            problems.append(f"matcher label {label} is not a label of {series or 'any series'}")
+        closed = CLOSED_VALUES.get(label)
+        if closed is not None and op in ("=", "!=") and value not in closed:
+            problems.append(f"{label}={value!r} is not one of {sorted(closed)}")
+    for label in sorted(use.grouping - labels_in_scope):
+        problems.append(f"grouping label {label} is not a label of the series used")
+    return problems
+
+
+# --------------------------------------------------------------------------
+# Loading the files.
+# --------------------------------------------------------------------------
+
+
+def _load(path: Path) -> Any:
+    with path.open(encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _alerts() -> list[dict[str, Any]]:
+    return [rule for group in _load(RULES)["groups"] for rule in group["rules"] if "alert" in rule]
+
+
+def _alert_tests() -> Iterator[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    for path in RULE_TESTS:
+        for group in _load(path)["tests"]:
+            for case in group.get("alert_rule_test", []):
+                yield path, group, case
+
+
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def _seconds(duration: str) -> float:
+    parts = _DURATION.findall(duration)
+    if not parts or "".join(n + u for n, u in parts) != duration:
+        raise ValueError(f"not a Prometheus duration: {duration!r}")
+    return sum(int(n) * _UNIT_S[u] for n, u in parts)
+
+
+def _duration(seconds: float) -> str:
+    return f"{int(seconds)}s"
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _runbook_anchors() -> set[str]:
+    anchors: set[str] = set()
+    fenced = False
+    for line in RUNBOOKS.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"^#{1,6}\s+(.*)$", line)):
+            anchors.add(_slug(m.group(1)))
+    return anchors
+
+
+def _runbook_queries() -> list[str]:
+    """Each PromQL query in the runbooks: blocks split at comments and blank lines."""
+    text = RUNBOOKS.read_text(encoding="utf-8")
+    queries: list[str] = []
+    for block in re.findall(r"^```promql\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        current: list[str] = []
+        for line in [*block.splitlines(), ""]:
+            if not line.strip() or line.lstrip().startswith("#"):
+                if current:
+                    queries.append("\n".join(current))
+                current = []
+            else:
+                current.append(line)
+    return queries
+
+
+# --------------------------------------------------------------------------
+# Running promtool and amtool.
+# --------------------------------------------------------------------------
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} not found: {INSTALL_HINT}")
+    return path
+
+
+def _run(*argv: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in argv],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    return _tool("promtool")
+
+
+@pytest.fixture(scope="module")
+def amtool() -> str:
+    return _tool("amtool")
+
+
+def test_promtool_check_rules(promtool: str) -> None:
+    result = _run(promtool, "check", "rules", RULES)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(_alerts())} rules found" in result.stdout
+
+
+def test_promtool_unit_tests_pass(promtool: str) -> None:
+    assert RULE_TESTS, "no promtool unit tests in dashboards/alerts/tests/"
+    result = _run(promtool, "test", "rules", *RULE_TESTS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "FAILED" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("alertname", EXPECTED_ALERTS)
+def test_promtool_unit_tests_pin_the_for_boundary(
+    promtool: str, alertname: str, tmp_path: Path
+) -> None:
+    """One more evaluation interval of ``for`` breaks that alert's tests."""
+    step = max(_seconds(_load(p).get("evaluation_interval", "1m")) for p in RULE_TESTS)
+    rules = _load(RULES)
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == alertname:
+                rule["for"] = _duration(_seconds(rule["for"]) + step)
+    (tmp_path / RULES.name).write_text(yaml.safe_dump(rules, sort_keys=False), encoding="utf-8")
+    (tmp_path / "tests").mkdir()
+    copies = []
+    for path in RULE_TESTS:
+        copy = tmp_path / "tests" / path.name
+        shutil.copyfile(path, copy)
+        copies.append(copy)
+
+    result = _run(promtool, "test", "rules", *copies)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"alertname: {alertname}" in result.stdout + result.stderr
+
+
+def test_amtool_check_config(amtool: str) -> None:
+    result = _run(amtool, "check-config", ALERTMANAGER)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("labels", "receiver"),
+    [
+        (
+            [
+                "alertname=SeamscopeOffloadRealizedLoss",
+                "severity=critical",
+                "gen_ai_request_model=claude-opus-4-6",
+            ],
+            "seamscope-critical",
+        ),
+        (["alertname=SeamscopeOffloadPredictionDrift", "severity=warning"], "default"),
+        (["alertname=SeamscopeSelectionStageDegraded", "severity=warning"], "default"),
+        (["alertname=NodeDown", "severity=critical"], "default"),
+    ],
+)
+def test_alertmanager_routes_critical_seamscope_alerts_to_the_webhook(
+    amtool: str, labels: list[str], receiver: str
+) -> None:
+    config = f"--config.file={ALERTMANAGER}"
+    verify = f"--verify.receivers={receiver}"
+    result = _run(amtool, "config", "routes", "test", config, verify, *labels)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == [receiver]
+
+
+# --------------------------------------------------------------------------
+# Static checks: always run.
+# --------------------------------------------------------------------------
+
+
+def test_rule_groups_and_alerts_are_the_expected_ones() -> None:
+    groups = _load(RULES)["groups"]
+    assert [g["name"] for g in groups] == list(EXPECTED_GROUPS)
+    assert sorted(a["alert"] for a in _alerts()) == sorted(EXPECTED_ALERTS)
+
+
+@pytest.mark.parametrize("alert", _alerts(), ids=lambda a: a["alert"])
+def test_alert_metadata(alert: dict[str, Any]) -> None:
+    name = alert["alert"]
+    assert ALERT_NAME.match(name), f"{name} is not CamelCase with the Seamscope prefix"
+    assert _seconds(alert["for"]) > 0
+    assert _seconds(alert["for"]) <= MAX_FOR_S.get(name, 3600)
+    assert alert["labels"]["severity"] in SEVERITIES
+    annotations = alert["annotations"]
+    assert annotations["summary"].strip()
+    description = annotations["description"]
+    assert "$value" in description, "the description shows the alert's value"
+    for label in PromQLUse(alert["expr"]).grouping:
+        assert f"$labels.{label}" in description, f"the description names {label}"
+    url = annotations["runbook_url"]
+    assert url.startswith(RUNBOOK_BASE)
+    assert url.removeprefix(RUNBOOK_BASE) == name.lower()
+    assert url.removeprefix(RUNBOOK_BASE) in _runbook_anchors()
+
+
+@pytest.mark.parametrize("alert", _alerts(), ids=lambda a: a["alert"])
+def test_alert_expr_uses_only_exported_series_and_labels(alert: dict[str, Any]) -> None:
+    assert _check_promql(alert["expr"]) == []
+
+
+@pytest.mark.parametrize("query", _runbook_queries())
+def test_runbook_queries_use_only_exported_series_and_labels(query: str) -> None:
+    assert _check_promql(query) == []
+
+
+def test_runbooks_have_a_section_per_alert_and_the_loading_section() -> None:
+    anchors = _runbook_anchors()
+    assert {a.lower() for a in EXPECTED_ALERTS} <= anchors
+    assert "loading-the-rules" in anchors
+    assert len(_runbook_queries()) >= len(EXPECTED_ALERTS)
+
+
+def test_promql_reader_finds_what_an_expression_uses() -> None:
+    use = PromQLUse(
+        "sum by (gen_ai_request_model) (increase(seamscope_offload_realized_costs_total"
+        '{seamscope_offload_cost_kind="recall", job=~"a.*"}[30m] offset 1h)) # note\n'
+        "/ on (gen_ai_request_model) group_left max(foo) > 0.5"
+    )
+    assert use.series == {"seamscope_offload_realized_costs_total", "foo"}
+    assert use.functions == {"sum", "increase", "max"}
+    assert use.grouping == {"gen_ai_request_model"}
+    assert use.matchers == [
+        ("seamscope_offload_realized_costs_total", "seamscope_offload_cost_kind", "=", "recall"),
+        ("seamscope_offload_realized_costs_total", "job", "=~", "a.*"),
+    ]
+    assert _check_promql(
+        'sum by (nope) (seamscope_redirects_total{seamscope_dispatch_palette_gate="gone"})'
+    ) == [
+        "seamscope_dispatch_palette_gate='gone' is not one of ['dropped', 'kept']",
+        "grouping label nope is not a label of the series used",
+    ]
+    assert _check_promql("rate(seamscope_redirects[5m])") == [
+        "series seamscope_redirects is not exported by seamscope",
+    ]
+    with pytest.raises(ValueError, match="unknown PromQL function"):
+        PromQLUse("rates(seamscope_redirects_total[5m])")
+
+
+def _series_labels(series: str) -> tuple[str, dict[str, str]]:
+    use = PromQLUse(series)
+    (name,) = use.series
+    labels = {label: value for _, label, op, value in use.matchers if op == "="}
+    assert len(labels) == len(use.matchers), f"{series}: input series take '=' labels only"
+    return name, labels
+
+
+@pytest.mark.parametrize("path", RULE_TESTS, ids=lambda p: p.name)
+def test_input_series_have_the_label_sets_a_scrape_produces(path: Path) -> None:
+    for group in _load(path)["tests"]:
+        for item in group["input_series"]:
+            name, labels = _series_labels(item["series"])
+            assert name in SERIES, f"{name} is not exported by seamscope"
+            keys = set(labels)
+            assert keys >= SCRAPE_LABELS, f"{item['series']}: job and instance as a scrape sets"
+            assert keys - SCRAPE_LABELS - SCOPE_LABELS == SERIES[name], (
+                f"{item['series']}: labels must be exactly the instrument's attributes"
+            )
+            for key, value in labels.items():
+                closed = CLOSED_VALUES.get(key)
+                assert closed is None or value in closed, f"{key}={value!r}"
+
+
+def test_every_alert_has_firing_and_quiet_test_cases() -> None:
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for _, _, case in _alert_tests():
+        (firing if case.get("exp_alerts") else quiet).add(case["alertname"])
+    names = {a["alert"] for a in _alerts()}
+    assert names - firing == set(), "alerts without a test case expecting them to fire"
+    assert names - quiet == set(), "alerts without a test case expecting them not to fire"
+
+
+def test_firing_expectations_are_complete() -> None:
+    """Each expected alert spells out its labels and every annotation."""
+    alerts = {a["alert"]: a for a in _alerts()}
+    for path, group, case in _alert_tests():
+        alert = alerts[case["alertname"]]
+        grouping = PromQLUse(alert["expr"]).grouping
+        for exp in case.get("exp_alerts") or []:
+            where = f"{path.name}: {group['name']} at {case['eval_time']}"
+            assert set(exp["exp_labels"]) == set(alert["labels"]) | grouping, where
+            assert set(exp["exp_annotations"]) == set(alert["annotations"]), where
