@@ -77,7 +77,7 @@ def add_demo_parser(sub: Any) -> None:
         help="seconds to wait between turns (a live feed for dashboards; default 0)",
     )
     p.add_argument("--service-name", default="seamscope-demo", help="OTel service.name")
-    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     p.add_argument("--svg", help="also save the printed trees as an SVG picture")
 
 
@@ -131,11 +131,7 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
             id_generator=SeededIdGenerator(args.seed),
             set_global=False,
             register_atexit=False,
-            environ={
-                k: v
-                for k, v in os.environ.items()
-                if not k.startswith("OTEL_EXPORTER_OTLP")
-            },
+            environ={k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")},
         )
     except OSError as exc:
         err.print(f"[red]error:[/red] cannot serve metrics on port {args.metrics_port}: {exc}")

@@ -34,7 +34,9 @@ def add_explain_parser(sub: Any) -> None:
         help="only iterations where a policy or the adopter rewrote a tool call",
     )
     p.add_argument(
-        "--only-offloads", action="store_true", help="only iterations with an offload-gate call"
+        "--only-offloads",
+        action="store_true",
+        help="only iterations where the offload gate priced an output (at or above its threshold)",
     )
     p.add_argument(
         "--tool",
@@ -49,7 +51,8 @@ def _keep_iteration(it: dict[str, Any], args: argparse.Namespace) -> bool:
         d.get("policy") or d.get("adopter_override") for d in it.get("dispatches", [])
     ):
         return False
-    return not (args.only_offloads and not it.get("offload_gates"))
+    priced = [g for g in it.get("offload_gates", []) if g.get("reason_code") != "below_threshold"]
+    return not (args.only_offloads and not priced)
 
 
 def run_explain(args: argparse.Namespace, console: Console, err: Console) -> int:

@@ -89,7 +89,9 @@ def _gate(g: dict[str, Any]) -> str:
         )
         offload = f" → offload {g['offload_id']}" if g.get("offload_id") else ""
         return f"[cyan]offload_gate[/cyan] {verdict} {terms}\n{tail}{offload}"
-    return f"[cyan]offload_gate[/cyan] [dim]no fire[/dim]  {code}: {g.get('reason')}"
+    reason = str(g.get("reason") or "")
+    detail = reason[reason.find("(") :] if "(" in reason else reason
+    return f"[cyan]offload_gate[/cyan] [dim]no fire  {code} {detail}[/dim]"
 
 
 def _stage_line(stage: dict[str, Any]) -> Text:

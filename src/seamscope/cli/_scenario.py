@@ -136,7 +136,10 @@ TURNS: tuple[TurnScript, ...] = (
         ),
     ),
     TurnScript(
-        user="Checkout errors spiked after the deploy. Pull the error logs and open a ticket.",
+        user=(
+            "Checkout errors spiked after the deploy. Pull the error logs and open a "
+            "ticket; no need to page oncall yet."
+        ),
         intent="action",
         procedure=INCIDENT_PROCEDURE,
         steps=(

@@ -246,10 +246,11 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
             if tool in stage["dropped"]:
                 parts.append(f"dropped by {stage['name']} ({stage['reason']})")
         if tool not in sel.get("selected", []):
-            return "; ".join(parts) or "not selected"
-        if parts:
-            parts.append("re-added later")
-        parts.append("selected")
+            parts.append("not selected")
+        else:
+            if parts:
+                parts.append("re-added later")
+            parts.append("selected")
     emitted = [d for d in iteration.get("dispatches", []) if d["emitted_tool"] == tool]
     targeted = [
         d
