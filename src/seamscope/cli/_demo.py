@@ -62,6 +62,11 @@ def add_demo_parser(sub: Any) -> None:
     )
     p.add_argument("--otlp-endpoint", help="also send spans over OTLP/HTTP to this base URL")
     p.add_argument(
+        "--otlp-metrics",
+        action="store_true",
+        help="with --otlp-endpoint, also push metrics over OTLP/HTTP (e.g. to a collector)",
+    )
+    p.add_argument(
         "--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT while running"
     )
     p.add_argument(
@@ -125,6 +130,7 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
         handle = configure(
             service_name=args.service_name,
             otlp_endpoint=args.otlp_endpoint,
+            otlp_metrics=args.otlp_metrics,
             trace_file=output,
             prometheus_port=args.metrics_port,
             prometheus_registry=registry,
