@@ -123,8 +123,8 @@ _HOOKS = tuple(name for name in vars(NoopObserver) if name.startswith(("start_",
 class _GuardedObserver:
     """Wraps an observer that may raise: a raising hook is swallowed.
 
-    The first error of each hook is kept in :attr:`errors` (bounded) so a
-    test or an operator can see that an observer misbehaved.
+    Errors are kept in :attr:`errors` (the first 100) so a test or an
+    operator can see that an observer misbehaved.
     """
 
     never_raises = True

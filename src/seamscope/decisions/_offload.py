@@ -9,9 +9,10 @@
     expected_recall_hop_cost = p_recall * (recall_input_tokens  * input_rate
                                            + recall_output_tokens * output_rate)
 
-with H = max(0, horizon) and p_recall clamped to [0, 1]. Below the large
-threshold the gate never fires; an unpriced model never fires (it cannot
-prove a saving). :func:`evaluate_offload_gate` is pure: no I/O, no mutation.
+with H = max(0, horizon) and p_recall clamped to [0, 1] (NaN counts as 1:
+certain recall). Below the large threshold the gate never fires, nor for an
+output size that is not a finite number; an unpriced model never fires (it
+cannot prove a saving). :func:`evaluate_offload_gate` is pure: no I/O, no mutation.
 
 Money: the terms are computed exactly with Decimal and the verdict is taken
 on the exact net, so a net of exactly zero never fires through rounding.
@@ -21,6 +22,7 @@ the nearest double); ``net_saving`` keeps the exact Decimal.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -122,7 +124,17 @@ def evaluate_offload_gate(
 ) -> OffloadGateDecision:
     """Decide whether a large tool output should be offloaded. Pure."""
     h = max(0, int(inputs.horizon))
-    p = max(0.0, min(1.0, float(inputs.recall_probability)))
+    raw_p = float(inputs.recall_probability)
+    # NaN is no evidence of a low recall rate: price it as certain recall
+    p = 1.0 if math.isnan(raw_p) else max(0.0, min(1.0, raw_p))
+    if not math.isfinite(float(inputs.output_tokens)):
+        return _no_fire(
+            inputs,
+            OffloadReasonCode.BELOW_THRESHOLD,
+            f"output size is not a finite number ({inputs.output_tokens!r}); not priced",
+            h,
+            p,
+        )
     if inputs.output_tokens < inputs.large_offload_threshold_tokens:
         return _no_fire(
             inputs,

@@ -8,6 +8,7 @@ resolver) may be given as values or as callables of the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,8 @@ from seamscope.decisions.selection._types import (
     filter_by_names,
     safety_rank,
 )
+
+_log = logging.getLogger("seamscope.decisions")
 
 __all__ = [
     "DEFAULT_ALWAYS_INCLUDE",
@@ -329,7 +332,7 @@ class PolicyStage:
         return (
             self._max_safety is not None
             or self._budget is not None
-            or not self._include_unknown_cost
+            or (not self._include_unknown_cost and self._budget is not None)
             or self._capabilities is not None
             or self._visible_only
             or self._categories is not None
@@ -407,6 +410,7 @@ class RolePaletteStage:
             return StageOutcome.abstain(f"no palette for role {role!r}")
         names = [palette] if isinstance(palette, str) else list(palette)
         if not names:
+            _log.warning("role palette resolver returned [] for role %r: kept all tools", role)
             return StageOutcome.abstain(
                 f"empty palette for role {role!r}: kept all tools", degraded=True
             )
