@@ -36,7 +36,12 @@ PINNED: dict[str, dict[str, str]] = {
         "NET_POSITIVE": "net_positive",
         "NET_NOT_POSITIVE": "net_not_positive",
     },
-    "PricingSource": {"OVERRIDE": "override", "GENAI_PRICES": "genai-prices", "NONE": "none"},
+    "PricingSource": {
+        "OVERRIDE": "override",
+        "GENAI_PRICES": "genai-prices",
+        "SYMFONIC": "symfonic",
+        "NONE": "none",
+    },
     "OffloadOutcome": {"GAIN": "gain", "LOSS": "loss"},
     "OffloadCostKind": {
         "STUB_CARRY": "stub_carry",

@@ -100,10 +100,15 @@ class OffloadReasonCode(enum.StrEnum):
 
 
 class PricingSource(enum.StrEnum):
-    """Which table priced a model (``seamscope.offload.pricing_source``)."""
+    """Which table priced a model (``seamscope.offload.pricing_source``).
+
+    ``symfonic``: symfonic-core's own table priced a decision seamscope
+    recorded from that framework.
+    """
 
     OVERRIDE = "override"
     GENAI_PRICES = "genai-prices"
+    SYMFONIC = "symfonic"
     NONE = "none"
 
 
