@@ -29,7 +29,7 @@ __all__ = ["main", "run"]
 
 
 def _console(stream: object) -> Console:
-    width = None if getattr(stream, "isatty", lambda: False)() else 140
+    width = None if getattr(stream, "isatty", lambda: False)() else 200
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)  # type: ignore[arg-type]
 
 

@@ -87,6 +87,11 @@ def add_demo_parser(sub: Any) -> None:
 
 
 def _configure_logging(path: Path) -> Any:
+    """Send structlog events to a JSON-lines file; returns the file to close.
+
+    The previous structlog configuration is restored by :func:`run_demo`
+    (``main()`` may be called from a process that has its own).
+    """
     handle = path.open("w", encoding="utf-8")
     structlog.configure(
         processors=[
@@ -120,7 +125,23 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
         err.print(f"[red]error:[/red] cannot write {output}: {exc.strerror}")
         return 1
     log_path = output.with_name(output.stem + ".log.jsonl")
+    previous_logging = structlog.get_config()
     log_file = _configure_logging(log_path)
+    try:
+        return _run_configured(args, output, log_path, log_file, console, err)
+    finally:
+        log_file.close()
+        structlog.configure(**previous_logging)
+
+
+def _run_configured(
+    args: argparse.Namespace,
+    output: Path,
+    log_path: Path,
+    log_file: Any,
+    console: Console,
+    err: Console,
+) -> int:
     registry = None
     if args.metrics_port is not None:
         from prometheus_client import CollectorRegistry
@@ -141,13 +162,12 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
         )
     except OSError as exc:
         err.print(f"[red]error:[/red] cannot serve metrics on port {args.metrics_port}: {exc}")
-        log_file.close()
         return 1
     try:
         return _run(args, handle, output, log_path, console, err)
     finally:
         handle.shutdown()
-        log_file.close()
+        log_file.flush()
 
 
 def _run(

@@ -38,6 +38,13 @@ def add_trace_context(
 
 
 def log_event(level: str, event: str, **fields: Any) -> None:
-    """Emit one seamscope log event at ``level`` with the trace context bound."""
-    fields.update(trace_ids())
-    getattr(_logger, level)(event, **fields)
+    """Emit one seamscope log event at ``level`` with the trace context bound.
+
+    Never raises: a logging pipeline that fails (a closed file, a processor
+    that raises) must not cost a span or a decision.
+    """
+    try:
+        fields.update(trace_ids())
+        getattr(_logger, level)(event, **fields)
+    except Exception:
+        pass
