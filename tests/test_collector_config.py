@@ -7,7 +7,6 @@ the sampler and the span metrics read is a seamscope conventions name.
 """
 
 # The project writes `assert expected == actual` (STYLE.md).
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ the collector's environment, Tempo's receiver).
 """
 
 # The project writes `assert expected == actual` (STYLE.md).
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ member of the attribute's closed value set.
 """
 
 # The project writes `assert expected == actual` (STYLE.md).
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

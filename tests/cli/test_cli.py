@@ -59,6 +59,9 @@ def test_demo_prints_one_tree_per_turn_with_every_decision(demo: Any) -> None:
         "lazy_routing   select  procedural routing (−3: hydrate_context, search_docs, "
         "deploy_service)",
         "lazy_routing   abstain no procedural routing",
+        "intent_routing abstain stage raised seamscope.cli._scenario.ClassifierTimeout: "
+        "contained as abstain  [degraded]",
+        "policy         select  budget $0.01 (−1: send_email); safety ceiling 'write'",
         "role_palette   select  analyst palette (−1: page_oncall)",
         "policy         select  safety ceiling 'write' (−1: delete_rows)",
         "allowlist      select  re-added hydrate_context",

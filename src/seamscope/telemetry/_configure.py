@@ -47,16 +47,25 @@ class TelemetryHandle:
     enabled: bool = True
     prometheus_address: tuple[str, int] | None = None
     trace_file: Path | None = None
+    push_metrics: bool = False
     _server: Any = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def flush(self, timeout_millis: int = 10_000) -> bool:
-        """Export everything buffered; False when an exporter did not finish."""
+        """Export everything buffered; False when an exporter did not finish.
+
+        Metrics are flushed only when a push exporter (OTLP) is configured: a
+        flush makes the pull-based Prometheus reader queue an extra snapshot,
+        which the next scrape would expose as duplicate series.
+        """
         if not self.enabled:
             return True
+        providers = [self.tracer_provider]
+        if self.push_metrics:
+            providers.append(self.meter_provider)
         ok = True
-        for provider in (self.tracer_provider, self.meter_provider):
+        for provider in providers:
             try:
                 ok = bool(provider.force_flush(timeout_millis)) and ok
             except Exception:
@@ -223,7 +232,8 @@ def configure(
         "metrics",
         None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
     )
-    if otlp_metrics and metrics_endpoint:
+    push_metrics = bool(otlp_metrics and metrics_endpoint)
+    if push_metrics:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
         readers.append(
@@ -245,6 +255,7 @@ def configure(
         observer,
         prometheus_address=address,
         trace_file=trace_path,
+        push_metrics=push_metrics,
         _server=server,
     )
     if register_atexit:

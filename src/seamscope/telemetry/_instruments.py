@@ -61,10 +61,15 @@ def _histogram(meter: metrics.Meter, spec: c.MetricSpec) -> metrics.Histogram:
 
 
 class Instruments:
-    """The instruments of one meter provider."""
+    """The instruments of one meter provider.
+
+    ``enabled`` is False when the provider is the no-op API's, so callers can
+    skip building measurements nobody records.
+    """
 
     __slots__ = (
         "decision_duration",
+        "enabled",
         "model_input_tokens",
         "offload_decisions",
         "offload_predicted_net_saving",
@@ -81,6 +86,7 @@ class Instruments:
     def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
         provider = meter_provider or metrics.get_meter_provider()
         meter = provider.get_meter("seamscope", __version__)
+        self.enabled = not isinstance(meter, metrics.NoOpMeter)
         self.policy_evaluations = _counter(meter, c.METRIC_POLICY_EVALUATIONS)
         self.policy_wins = _counter(meter, c.METRIC_POLICY_WINS)
         self.redirects = _counter(meter, c.METRIC_REDIRECTS)

@@ -19,9 +19,18 @@ status stays unset. Exceptions of the loop itself that cross an iteration
 span are recorded and the span is ERROR (see :meth:`OTelObserver.iteration`).
 
 Attributes a sampler needs (names, indexes, the emitted tool, the model)
-are set at span start; everything else is set at the end, and only when
-the span is recording. Nothing here raises into the loop: every hook
-catches, logs ``seamscope.telemetry.error`` and carries on.
+are set at span start; everything else is set at the end, in one call, and
+only when the span is recording. Nothing here raises into the loop: every
+hook catches, logs ``seamscope.telemetry.error`` and carries on, and a span
+a hook opened is always ended and its context detached, whatever failed in
+between. A value of the wrong type where the contract says string (a tool
+call id, a tool name, a stage reason) is recorded as its ``str()`` and
+logged as a ``seamscope.telemetry.error``.
+
+Cost: with the no-op OpenTelemetry API (``NoOpTracerProvider`` /
+``NoOpMeterProvider`` passed in, as ``configure()`` does under
+``OTEL_SDK_DISABLED``) the observer skips span and metric work entirely;
+metric attribute sets are built once per distinct label combination.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -71,17 +81,31 @@ LAST_GATE_SPAN: contextvars.ContextVar[trace.SpanContext | None] = contextvars.C
 """The span context of the latest offload-gate span in this context (for ledger links)."""
 
 _INTERNAL = SpanKind.INTERNAL
+_attach = otel_context.attach
+_detach = otel_context.detach
+_in_context = trace.set_span_in_context
+_perf_counter = time.perf_counter
+
+_KIND_SELECT = {c.ATTR_DECISION_KIND: DecisionKind.SELECT_TOOLS.value}
+_KIND_STAGE = {c.ATTR_DECISION_KIND: DecisionKind.STAGE.value}
+_KIND_PRE = {c.ATTR_DECISION_KIND: DecisionKind.PRE_MODEL.value}
+_KIND_POST = {c.ATTR_DECISION_KIND: DecisionKind.POST_MODEL.value}
+_KIND_DISPATCH = {c.ATTR_DECISION_KIND: DecisionKind.DISPATCH.value}
+_KIND_GATE = {c.ATTR_DECISION_KIND: DecisionKind.OFFLOAD_GATE.value}
+
+_MAX_CACHED_LABEL_SETS = 4096
 
 
 class _Handle:
-    """An open span, its context token and its duration clock's start."""
+    """An open span, its context token (None: not attached) and its start clock."""
 
-    __slots__ = ("recording", "span", "token")
+    __slots__ = ("recording", "span", "start", "token")
 
-    def __init__(self, span: trace.Span, token: object) -> None:
+    def __init__(self, span: trace.Span, token: object, recording: bool) -> None:
         self.span = span
         self.token = token
-        self.recording = span.is_recording()
+        self.recording = recording
+        self.start = 0.0
 
 
 class OTelObserver:
@@ -106,10 +130,15 @@ class OTelObserver:
         self.config = config or TelemetryConfig.create()
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
+        # The no-op API records nothing: skip building what it would drop.
+        self._spans_off = isinstance(self._tracer, trace.NoOpTracer)
         self.instruments = Instruments(meter_provider)
+        self._metrics_on = self.instruments.enabled
         self._cap = LabelCap(self.config.metric_label_cap, self.config.known_labels)
         self._max_len = self.config.max_attribute_length
         self._max_items = self.config.max_array_length
+        self._capture = self.config.capture_content
+        self._label_sets: dict[tuple[Any, ...], dict[str, str]] = {}
 
     # -- helpers ---------------------------------------------------------------
 
@@ -117,7 +146,26 @@ class OTelObserver:
         return value if len(value) <= self._max_len else value[: self._max_len - 1] + "…"
 
     def _names(self, names: Sequence[str]) -> list[str]:
-        return [self._text(n) for n in names[: self._max_items]]
+        max_len = self._max_len
+        return [n if len(n) <= max_len else self._text(n) for n in names[: self._max_items]]
+
+    def _str(self, hook: str, key: str, value: Any) -> str:
+        """A string-typed value that arrived with another type: record str(value), log it."""
+        try:
+            log_event(
+                "error",
+                c.LOG_TELEMETRY_ERROR,
+                hook=hook,
+                error_type="TypeError",
+                attribute=key,
+                value_type=type(value).__qualname__,
+            )
+        except Exception:  # pragma: no cover - logging itself broken
+            pass
+        try:
+            return self._text(str(value))
+        except Exception:
+            return "?"
 
     def _content(self, value: Any) -> str:
         if not isinstance(value, str):
@@ -127,17 +175,23 @@ class OTelObserver:
                 value = repr(value)
         return self._text(self.config.mask(value))
 
-    def _start(self, name: str, attributes: dict[str, Any]) -> _Handle:
+    def _start(self, name: str, attributes: dict[str, Any] | None) -> _Handle:
         span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        return _Handle(span, token)
+        return _Handle(span, _attach(_in_context(span)), span.is_recording())
 
-    @staticmethod
-    def _finish(handle: _Handle) -> None:
+    def _finish(self, hook: str, handle: _Handle) -> None:
+        """Detach and end: always, and each step on its own (never raises)."""
+        token = handle.token
+        if token is None:
+            return
         try:
-            otel_context.detach(handle.token)  # type: ignore[arg-type]
-        finally:
+            _detach(token)  # type: ignore[arg-type]
+        except Exception as exc:
+            self._failed(hook, exc)
+        try:
             handle.span.end()
+        except Exception as exc:
+            self._failed(hook, exc)
 
     def _failed(self, hook: str, exc: BaseException) -> None:
         try:
@@ -145,8 +199,14 @@ class OTelObserver:
         except Exception:  # pragma: no cover - logging itself broken
             pass
 
-    def _duration(self, kind: DecisionKind, seconds: float) -> None:
-        self.instruments.decision_duration.record(seconds, {c.ATTR_DECISION_KIND: kind.value})
+    def _labels(self, key: tuple[Any, ...], build: Any) -> dict[str, str]:
+        """The metric attribute set of ``key``, built (and capped) once."""
+        labels = self._label_sets.get(key)
+        if labels is None:
+            labels = build()
+            if len(self._label_sets) < _MAX_CACHED_LABEL_SETS:
+                self._label_sets[key] = labels
+        return labels
 
     @staticmethod
     def _conversation(attrs: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -171,31 +231,42 @@ class OTelObserver:
         """A ``seamscope.iteration`` span around one ReAct iteration.
 
         An exception of the loop crossing it is recorded (``error.type``,
-        status ERROR) and re-raised unchanged.
+        status ERROR) and re-raised unchanged. A failure of telemetry itself
+        (a span processor that raises) is logged and never reaches the loop.
         """
-        attrs: dict[str, Any] = {c.ATTR_ITERATION_INDEX: index}
-        if conversation_id:
-            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
-        if agent_name:
-            attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
-        with self._tracer.start_as_current_span(
-            c.SPAN_ITERATION,
-            kind=_INTERNAL,
-            attributes=attrs,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield span
-            except BaseException as exc:
-                with contextlib.suppress(Exception):
-                    span.set_attribute(c.ATTR_ERROR_TYPE, type(exc).__qualname__)
-                    span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-                raise
+        span: trace.Span = trace.INVALID_SPAN
+        token: object = None
+        try:
+            if self._spans_off:
+                span = self._tracer.start_span(c.SPAN_ITERATION)
+            else:
+                attrs: dict[str, Any] = {c.ATTR_ITERATION_INDEX: index}
+                if conversation_id:
+                    attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
+                if agent_name:
+                    attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
+                span = self._tracer.start_span(c.SPAN_ITERATION, kind=_INTERNAL, attributes=attrs)
+                token = _attach(_in_context(span))
+        except Exception as exc:
+            self._failed("iteration", exc)
+        try:
+            yield span
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                if span.is_recording():
+                    name = type(exc).__qualname__
+                    span.set_attribute(c.ATTR_ERROR_TYPE, name)
+                    span.set_status(Status(StatusCode.ERROR, name))
+            raise
+        finally:
+            if token is not None:
+                self._finish("iteration", _Handle(span, token, False))
 
     # -- selection ---------------------------------------------------------------
 
     def start_selection(self, ctx: SelectionContext, offered: tuple[str, ...]) -> Any:
+        if self._spans_off:
+            return None
         try:
             attrs = self._conversation({c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx)
             return self._start(c.SPAN_SELECT_TOOLS, attrs)
@@ -205,22 +276,30 @@ class OTelObserver:
 
     def end_selection(self, handle: Any, result: SelectionResult) -> None:
         try:
-            if handle is None:
-                return
-            if handle.recording:
-                span = handle.span
-                span.set_attribute(c.ATTR_SELECTION_OFFERED, self._names(result.offered))
-                span.set_attribute(c.ATTR_SELECTION_SELECTED, self._names(result.selected))
-                span.set_attribute(c.ATTR_SELECTION_DROPPED, self._names(result.dropped))
-                if result.forced_tool:
-                    span.set_attribute(c.ATTR_SELECTION_FORCED_TOOL, result.forced_tool)
-                span.set_attribute(c.ATTR_SELECTION_REINSTATED, result.reinstated)
-            self._duration(DecisionKind.SELECT_TOOLS, result.duration_s)
-            self._finish(handle)
+            if self._metrics_on:
+                self.instruments.decision_duration.record(result.duration_s, _KIND_SELECT)
         except Exception as exc:
             self._failed("end_selection", exc)
+        if handle is None:
+            return
+        try:
+            if handle.recording:
+                attrs: dict[str, Any] = {
+                    c.ATTR_SELECTION_OFFERED: self._names(result.offered),
+                    c.ATTR_SELECTION_SELECTED: self._names(result.selected),
+                    c.ATTR_SELECTION_DROPPED: self._names(result.dropped),
+                }
+                if result.forced_tool:
+                    attrs[c.ATTR_SELECTION_FORCED_TOOL] = result.forced_tool
+                attrs[c.ATTR_SELECTION_REINSTATED] = result.reinstated
+                handle.span.set_attributes(attrs)
+        except Exception as exc:
+            self._failed("end_selection", exc)
+        self._finish("end_selection", handle)
 
     def start_stage(self, ctx: SelectionContext, index: int, stage: Any) -> Any:
+        if self._spans_off:
+            return None
         try:
             attrs = self._conversation(
                 {
@@ -235,62 +314,87 @@ class OTelObserver:
             self._failed("start_stage", exc)
             return None
 
+    def _stage_labels(self, record: StageRecord) -> dict[str, str]:
+        return {
+            c.ATTR_STAGE_NAME: self._cap(c.ATTR_STAGE_NAME, record.name),
+            c.ATTR_STAGE_OUTCOME: record.outcome.value,
+            c.ATTR_STAGE_DEGRADED: flag(record.degraded),
+        }
+
     def end_stage(self, handle: Any, record: StageRecord) -> None:
+        reason = record.reason
         try:
-            self.instruments.stage_outcomes.add(
-                1,
-                {
-                    c.ATTR_STAGE_NAME: self._cap(c.ATTR_STAGE_NAME, record.name),
-                    c.ATTR_STAGE_OUTCOME: record.outcome.value,
-                    c.ATTR_STAGE_DEGRADED: flag(record.degraded),
-                },
-            )
-            self._duration(DecisionKind.STAGE, record.duration_s)
+            if type(reason) is not str:
+                reason = self._str("end_stage", c.ATTR_STAGE_REASON, reason)
+            if self._metrics_on:
+                inst = self.instruments
+                labels = self._labels(
+                    ("stage", record.name, record.outcome, record.degraded),
+                    lambda: self._stage_labels(record),
+                )
+                inst.stage_outcomes.add(1, labels)
+                inst.decision_duration.record(record.duration_s, _KIND_STAGE)
             if record.degraded:
-                fields: dict[str, Any] = {"stage": record.name, "reason": record.reason}
+                fields: dict[str, Any] = {"stage": record.name, "reason": self._text(reason)}
                 if record.error is not None:
                     fields["error_type"] = record.error.error_type
                 log_event("warning", c.LOG_STAGE_DEGRADED, **fields)
-            if handle is None:
-                return
-            span = handle.span
+        except Exception as exc:
+            self._failed("end_stage", exc)
+        if handle is None:
+            return
+        try:
             if handle.recording:
-                span.set_attribute(c.ATTR_STAGE_OUTCOME, record.outcome.value)
-                span.set_attribute(c.ATTR_STAGE_REASON, self._text(record.reason))
-                span.set_attribute(c.ATTR_STAGE_DEGRADED, record.degraded)
-                span.set_attribute(c.ATTR_STAGE_DROPPED, self._names(record.dropped))
-                span.set_attribute(c.ATTR_STAGE_FORCED_REINSTATED, record.forced_reinstated)
+                span = handle.span
+                span.set_attributes(
+                    {
+                        c.ATTR_STAGE_OUTCOME: record.outcome.value,
+                        c.ATTR_STAGE_REASON: self._text(reason),
+                        c.ATTR_STAGE_DEGRADED: record.degraded,
+                        c.ATTR_STAGE_DROPPED: self._names(record.dropped),
+                        c.ATTR_STAGE_FORCED_REINSTATED: record.forced_reinstated,
+                    }
+                )
                 if record.error is not None:
                     span.set_attribute(c.ATTR_ERROR_TYPE, record.error.error_type)
                     span.set_status(Status(StatusCode.ERROR, record.error.error_type))
-            self._finish(handle)
         except Exception as exc:
             self._failed("end_stage", exc)
+        self._finish("end_stage", handle)
 
     # -- seams ---------------------------------------------------------------------
 
     def start_pre_model(self, ctx: DispatchContext) -> Any:
+        if self._spans_off:
+            return None
         try:
             attrs = self._conversation(
                 {c.ATTR_SEAM: ctx.seam.value, c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx
             )
-            if self.config.capture_content and ctx.messages:
+            if self._capture and ctx.messages:
                 attrs[c.ATTR_MESSAGE_CONTENT] = self._content(message_text(ctx.messages[-1]))
             return self._start(c.SPAN_SEAM_PRE_MODEL, attrs)
         except Exception as exc:
             self._failed("start_pre_model", exc)
             return None
 
+    def _evaluation_labels(self, evaluation: PolicyEvaluation) -> dict[str, str]:
+        return {
+            c.ATTR_SEAM: evaluation.seam.value,
+            c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, evaluation.policy),
+            c.ATTR_POLICY_RESULT: evaluation.result.value,
+        }
+
     def on_policy_evaluated(self, handle: Any, evaluation: PolicyEvaluation) -> None:
         try:
-            self.instruments.policy_evaluations.add(
-                1,
-                {
-                    c.ATTR_SEAM: evaluation.seam.value,
-                    c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, evaluation.policy),
-                    c.ATTR_POLICY_RESULT: evaluation.result.value,
-                },
-            )
+            if self._metrics_on:
+                self.instruments.policy_evaluations.add(
+                    1,
+                    self._labels(
+                        ("evaluation", evaluation.seam, evaluation.policy, evaluation.result),
+                        lambda: self._evaluation_labels(evaluation),
+                    ),
+                )
             error = evaluation.error
             if error is not None:
                 log_event(
@@ -312,7 +416,7 @@ class OTelObserver:
                 attrs[c.ATTR_DISPATCH_GUARD] = evaluation.guard.value
             if error is not None:
                 attrs[c.ATTR_ERROR_TYPE] = error.error_type
-                if self.config.capture_content:
+                if self._capture:
                     attrs[c.ATTR_ERROR_MESSAGE] = self._content(error.message)
             handle.span.add_event(c.EVENT_POLICY_EVALUATED, attrs)
         except Exception as exc:
@@ -334,36 +438,51 @@ class OTelObserver:
                 attrs[c.ATTR_ERROR_TYPE] = error.error_type
                 if error.policy:
                     attrs[c.ATTR_POLICY_NAME] = error.policy
-                if self.config.capture_content:
+                if self._capture:
                     attrs[c.ATTR_ERROR_MESSAGE] = self._content(error.message)
                 handle.span.add_event(c.EVENT_ADOPTER_ERROR, attrs)
 
+    def _win_labels(self, seam: str, source: str, policy: str | None) -> dict[str, str]:
+        return {
+            c.ATTR_SEAM: seam,
+            c.ATTR_SEAM_WINNER_SOURCE: source,
+            c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, policy),
+        }
+
     def end_pre_model(self, handle: Any, result: PreModelResult) -> None:
+        policy = result.policy
         try:
-            policy = result.policy
-            self.instruments.policy_wins.add(
-                1,
-                {
-                    c.ATTR_SEAM: c.Seam.PRE_MODEL.value,
-                    c.ATTR_SEAM_WINNER_SOURCE: result.source.value,
-                    c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, policy),
-                },
-            )
-            self._duration(DecisionKind.PRE_MODEL, result.duration_s)
-            self._adopter_errors(handle, result.errors)
-            if handle is None:
-                return
-            if handle.recording:
-                span = handle.span
-                span.set_attribute(c.ATTR_SEAM_WINNER_SOURCE, result.source.value)
-                if policy:
-                    span.set_attribute(c.ATTR_POLICY_WINNER, policy)
-                span.set_attribute(c.ATTR_GEN_AI_REQUEST_MODEL, result.model.model_name)
-            self._finish(handle)
+            if self._metrics_on:
+                inst = self.instruments
+                source = result.source.value
+                inst.policy_wins.add(
+                    1,
+                    self._labels(
+                        ("win", c.Seam.PRE_MODEL, source, policy),
+                        lambda: self._win_labels(c.Seam.PRE_MODEL.value, source, policy),
+                    ),
+                )
+                inst.decision_duration.record(result.duration_s, _KIND_PRE)
+            if result.errors:
+                self._adopter_errors(handle, result.errors)
         except Exception as exc:
             self._failed("end_pre_model", exc)
+        if handle is None:
+            return
+        try:
+            if handle.recording:
+                attrs: dict[str, Any] = {c.ATTR_SEAM_WINNER_SOURCE: result.source.value}
+                if policy:
+                    attrs[c.ATTR_POLICY_WINNER] = policy
+                attrs[c.ATTR_GEN_AI_REQUEST_MODEL] = result.model.model_name
+                handle.span.set_attributes(attrs)
+        except Exception as exc:
+            self._failed("end_pre_model", exc)
+        self._finish("end_pre_model", handle)
 
     def start_post_model(self, ctx: DispatchContext, calls: tuple[ToolCall, ...]) -> Any:
+        if self._spans_off:
+            return None
         try:
             attrs = self._conversation(
                 {
@@ -380,51 +499,66 @@ class OTelObserver:
 
     def end_post_model(self, handle: Any, result: PostModelResult) -> None:
         try:
-            self._duration(DecisionKind.POST_MODEL, result.duration_s)
-            if handle is None:
-                return
-            if handle.recording:
-                handle.span.set_attribute(c.ATTR_SEAM_REWRITTEN, result.rewritten)
-            self._finish(handle)
+            if self._metrics_on:
+                self.instruments.decision_duration.record(result.duration_s, _KIND_POST)
         except Exception as exc:
             self._failed("end_post_model", exc)
+        if handle is None:
+            return
+        try:
+            if handle.recording:
+                handle.span.set_attribute(c.ATTR_SEAM_REWRITTEN, result.rewritten)
+        except Exception as exc:
+            self._failed("end_post_model", exc)
+        self._finish("end_post_model", handle)
 
     def start_dispatch(self, ctx: DispatchContext, index: int, call: ToolCall) -> Any:
+        if self._spans_off:
+            return None
         try:
+            call_id = call.id
+            if type(call_id) is not str:
+                call_id = self._str("start_dispatch", c.ATTR_GEN_AI_TOOL_CALL_ID, call_id)
+            name = call.name
+            if type(name) is not str:
+                name = self._str("start_dispatch", c.ATTR_DISPATCH_EMITTED_TOOL, name)
             attrs = self._conversation(
-                {
-                    c.ATTR_GEN_AI_TOOL_CALL_ID: call.id,
-                    c.ATTR_DISPATCH_EMITTED_TOOL: call.name,
-                },
-                ctx,
+                {c.ATTR_GEN_AI_TOOL_CALL_ID: call_id, c.ATTR_DISPATCH_EMITTED_TOOL: name}, ctx
             )
             return self._start(c.SPAN_DISPATCH, attrs)
         except Exception as exc:
             self._failed("start_dispatch", exc)
             return None
 
+    def _redirect_labels(self, policy: str | None, palette: str) -> dict[str, str]:
+        return {
+            c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, policy),
+            c.ATTR_DISPATCH_PALETTE_GATE: palette,
+        }
+
     def end_dispatch(self, handle: Any, record: DispatchRecord) -> None:
         try:
-            inst = self.instruments
-            policy_label = self._cap(c.ATTR_POLICY_NAME, record.policy)
-            inst.policy_wins.add(
-                1,
-                {
-                    c.ATTR_SEAM: c.Seam.POST_MODEL.value,
-                    c.ATTR_SEAM_WINNER_SOURCE: record.source.value,
-                    c.ATTR_POLICY_NAME: policy_label,
-                },
-            )
-            attempted = record.policy is not None or record.adopter_override
-            if attempted:
-                inst.redirects.add(
+            if self._metrics_on:
+                inst = self.instruments
+                policy = record.policy
+                source = record.source.value
+                inst.policy_wins.add(
                     1,
-                    {
-                        c.ATTR_POLICY_NAME: policy_label,
-                        c.ATTR_DISPATCH_PALETTE_GATE: record.palette.value,
-                    },
+                    self._labels(
+                        ("win", c.Seam.POST_MODEL, source, policy),
+                        lambda: self._win_labels(c.Seam.POST_MODEL.value, source, policy),
+                    ),
                 )
-            self._duration(DecisionKind.DISPATCH, record.duration_s)
+                if policy is not None or record.adopter_override:
+                    palette = record.palette.value
+                    inst.redirects.add(
+                        1,
+                        self._labels(
+                            ("redirect", policy, palette),
+                            lambda: self._redirect_labels(policy, palette),
+                        ),
+                    )
+                inst.decision_duration.record(record.duration_s, _KIND_DISPATCH)
             if record.palette is PaletteVerdict.DROPPED:
                 target = record.redirect_to
                 if record.adopter_override or target is None:
@@ -437,62 +571,98 @@ class OTelObserver:
                     target=target or "(adopter override)",
                     tool_call_id=record.emitted.id,
                 )
-            self._adopter_errors(handle, record.errors)
-            if handle is None:
-                return
-            if handle.recording:
-                span = handle.span
-                if record.policy:
-                    span.set_attribute(c.ATTR_POLICY_WINNER, record.policy)
-                if record.redirect_to:
-                    span.set_attribute(c.ATTR_DISPATCH_REDIRECT_TO, record.redirect_to)
-                span.set_attribute(c.ATTR_DISPATCH_GUARD, record.guard.value)
-                span.set_attribute(c.ATTR_DISPATCH_ADOPTER_OVERRIDE, record.adopter_override)
-                span.set_attribute(c.ATTR_DISPATCH_PALETTE_GATE, record.palette.value)
-                span.set_attribute(c.ATTR_DISPATCH_FINAL_TOOL, record.final.name)
-                span.set_attribute(c.ATTR_DISPATCH_ARGS_TRANSFORMED, record.args_transformed)
-                span.set_attribute(c.ATTR_SEAM_WINNER_SOURCE, record.source.value)
-                if self.config.capture_content:
-                    span.set_attribute(c.ATTR_DISPATCH_ARGS, self._content(dict(record.final.args)))
-            self._finish(handle)
+            if record.errors:
+                self._adopter_errors(handle, record.errors)
         except Exception as exc:
             self._failed("end_dispatch", exc)
+        if handle is None:
+            return
+        try:
+            if handle.recording:
+                attrs: dict[str, Any] = {}
+                if record.policy:
+                    attrs[c.ATTR_POLICY_WINNER] = record.policy
+                if record.redirect_to:
+                    attrs[c.ATTR_DISPATCH_REDIRECT_TO] = record.redirect_to
+                final = record.final.name
+                if type(final) is not str:
+                    final = self._str("end_dispatch", c.ATTR_DISPATCH_FINAL_TOOL, final)
+                attrs[c.ATTR_DISPATCH_GUARD] = record.guard.value
+                attrs[c.ATTR_DISPATCH_ADOPTER_OVERRIDE] = record.adopter_override
+                attrs[c.ATTR_DISPATCH_PALETTE_GATE] = record.palette.value
+                attrs[c.ATTR_DISPATCH_FINAL_TOOL] = final
+                attrs[c.ATTR_DISPATCH_ARGS_TRANSFORMED] = record.args_transformed
+                attrs[c.ATTR_SEAM_WINNER_SOURCE] = record.source.value
+                if self._capture:
+                    attrs[c.ATTR_DISPATCH_ARGS] = self._content(dict(record.final.args))
+                handle.span.set_attributes(attrs)
+        except Exception as exc:
+            self._failed("end_dispatch", exc)
+        self._finish("end_dispatch", handle)
 
     # -- offload gate ----------------------------------------------------------
 
     def start_offload_gate(self, inputs: OffloadGateInputs, call: GateCall | None) -> Any:
+        start = _perf_counter()
         try:
-            attrs: dict[str, Any] = {
-                c.ATTR_GEN_AI_REQUEST_MODEL: inputs.model_name,
-                c.ATTR_OFFLOAD_OUTPUT_TOKENS: float(inputs.output_tokens),
-            }
-            if call is not None:
-                self._conversation(attrs, call)
-                if call.tool_call_id:
-                    attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call.tool_call_id
-                if call.tool_name:
-                    attrs[c.ATTR_GEN_AI_TOOL_NAME] = call.tool_name
-            return self._start(c.SPAN_OFFLOAD_GATE, attrs)
+            if self._spans_off:
+                # the no-op tracer hands back the current span's context: kept
+                # so the ledger links a settlement to it exactly as before
+                handle = _Handle(self._tracer.start_span(c.SPAN_OFFLOAD_GATE), None, False)
+            else:
+                model = inputs.model_name
+                if type(model) is not str:
+                    model = self._str("start_offload_gate", c.ATTR_GEN_AI_REQUEST_MODEL, model)
+                attrs: dict[str, Any] = {
+                    c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                    c.ATTR_OFFLOAD_OUTPUT_TOKENS: float(inputs.output_tokens),
+                }
+                if call is not None:
+                    self._conversation(attrs, call)
+                    call_id = call.tool_call_id
+                    if call_id:
+                        if type(call_id) is not str:
+                            call_id = self._str(
+                                "start_offload_gate", c.ATTR_GEN_AI_TOOL_CALL_ID, call_id
+                            )
+                        attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
+                    tool = call.tool_name
+                    if tool:
+                        if type(tool) is not str:
+                            tool = self._str("start_offload_gate", c.ATTR_GEN_AI_TOOL_NAME, tool)
+                        attrs[c.ATTR_GEN_AI_TOOL_NAME] = tool
+                handle = self._start(c.SPAN_OFFLOAD_GATE, attrs)
+            handle.start = start
+            return handle
         except Exception as exc:
             self._failed("start_offload_gate", exc)
             return None
 
+    def _gate_labels(self, model: str, decision: OffloadGateDecision) -> dict[str, str]:
+        return {
+            c.ATTR_GEN_AI_REQUEST_MODEL: self._cap(c.ATTR_GEN_AI_REQUEST_MODEL, model),
+            c.ATTR_OFFLOAD_FIRE: flag(decision.fire),
+            c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code.value,
+        }
+
     def end_offload_gate(self, handle: Any, decision: OffloadGateDecision) -> None:
         try:
-            inst = self.instruments
-            model = self._cap(c.ATTR_GEN_AI_REQUEST_MODEL, decision.model_name)
-            inst.offload_decisions.add(
-                1,
-                {
-                    c.ATTR_GEN_AI_REQUEST_MODEL: model,
-                    c.ATTR_OFFLOAD_FIRE: flag(decision.fire),
-                    c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code.value,
-                },
-            )
-            if decision.fire and decision.net_saving_usd > 0:
-                inst.offload_predicted_net_saving.add(
-                    decision.net_saving_usd, {c.ATTR_GEN_AI_REQUEST_MODEL: model}
+            if self._metrics_on:
+                inst = self.instruments
+                name = decision.model_name
+                labels = self._labels(
+                    ("gate", name, decision.fire, decision.reason_code),
+                    lambda: self._gate_labels(name, decision),
                 )
+                inst.offload_decisions.add(1, labels)
+                if decision.fire and decision.net_saving_usd > 0:
+                    inst.offload_predicted_net_saving.add(
+                        decision.net_saving_usd,
+                        {c.ATTR_GEN_AI_REQUEST_MODEL: labels[c.ATTR_GEN_AI_REQUEST_MODEL]},
+                    )
+                if handle is not None:
+                    inst.decision_duration.record(_perf_counter() - handle.start, _KIND_GATE)
+            if decision.fire and decision.net_saving_usd > 0:
                 log_event(
                     "info",
                     c.LOG_OFFLOAD_DECIDED,
@@ -501,14 +671,17 @@ class OTelObserver:
                     reason_code=decision.reason_code.value,
                     offload_id=decision.offload_id,
                 )
-            if handle is None:
-                return
+        except Exception as exc:
+            self._failed("end_offload_gate", exc)
+        if handle is None:
+            return
+        try:
             LAST_GATE_SPAN.set(handle.span.get_span_context())
             if handle.recording:
                 handle.span.set_attributes(gate_attributes(decision, self._text))
-            self._finish(handle)
         except Exception as exc:
             self._failed("end_offload_gate", exc)
+        self._finish("end_offload_gate", handle)
 
 
 def gate_attributes(decision: OffloadGateDecision, text: Any = str) -> Mapping[str, Any]:

@@ -1,0 +1,475 @@
+"""Real Prometheus and Alertmanager against a real ``seamscope demo`` run.
+
+One demo run exposes its metrics on a loopback port for about half a minute
+(``--turns``/``--pace``: six conversations, so every counter keeps
+increasing across many 1 s scrapes). One Prometheus scrapes it and evaluates
+the shipped alert rules; one Alertmanager, configured from the shipped
+example with its webhook pointed at a receiver this module runs, routes the
+alerts. Against that one setup:
+
+* the money-losing offload on gpt-4o fires ``SeamscopeOffloadRealizedLoss``
+  and the webhook receives it with the rule's labels and annotations;
+* every PromQL expression of every dashboard panel returns a series;
+* every alert rule's expression returns the series the demo should make it
+  fire for; a rule the demo legitimately does not trip has its threshold
+  stripped and must still return a series (see ``RULE_EXPECTATIONS``).
+
+Expressions are evaluated at one instant, just after the demo's last turn,
+so the result does not depend on the order the tests run in.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import urllib.error
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from seamscope.telemetry import conventions as c
+
+from ._promql import parse_duration, split_threshold, substitute_grafana_variables
+from ._support import (
+    ROOT,
+    ProcessGroup,
+    WebhookReceiver,
+    child_env,
+    free_port,
+    get_json,
+    http_ok,
+    read_otlp_spans,
+    require_executable,
+    seamscope_demo_argv,
+    wait_for,
+)
+
+RULES_FILE = ROOT / "dashboards" / "alerts" / "seamscope-alerts.rules.yaml"
+ALERTMANAGER_EXAMPLE = ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
+DASHBOARD_GENERATOR = ROOT / "dashboards" / "generate.py"
+APT_HINT = "apt-get install -y --no-install-recommends prometheus prometheus-alertmanager"
+
+# 24 turns = six 4-turn conversations, one turn a second: every series the
+# first conversation creates grows five more times while Prometheus scrapes
+# each second, so rate() over RATE_INTERVAL sees real increases.
+DEMO_TURNS = 24
+DEMO_PACE_S = 1.0
+# Far longer than the module needs; the fixture stops the demo by PID.
+DEMO_LINGER_S = 600
+# What `$__rate_interval` becomes: it covers the whole demo run at 1 s scrapes.
+RATE_INTERVAL = "30s"
+GRAFANA_VARIABLES = {"__rate_interval": RATE_INTERVAL}
+
+LOSS_ALERT = "SeamscopeOffloadRealizedLoss"
+LOSING_MODEL = "gpt-4o"
+PAYING_MODEL = "claude-opus-4-6"
+L_MODEL = c.ATTR_GEN_AI_REQUEST_MODEL.replace(".", "_")
+L_POLICY = c.ATTR_POLICY_NAME.replace(".", "_")
+
+
+# --------------------------------------------------------------------------
+# What the demo must do to each shipped rule.
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fires:
+    """The rule's full expression returns exactly these label sets on the demo."""
+
+    labels: tuple[dict[str, str], ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """The rule legitimately stays quiet on the demo: its full expression returns
+    nothing, and without its top-level threshold it returns a series."""
+
+    why: str
+
+
+RULE_EXPECTATIONS: dict[str, Fires | Quiet] = {
+    "SeamscopeOffloadRealizedLoss": Fires(
+        ({L_MODEL: LOSING_MODEL},),
+        "the gpt-4o offload of the error logs is recalled twice and disrupts the "
+        "prompt cache: its realized costs exceed its savings. The claude-opus-4-6 "
+        "export pays for itself and must not appear.",
+    ),
+    "SeamscopeOffloadPredictionDrift": Fires(
+        ({L_MODEL: LOSING_MODEL}, {L_MODEL: PAYING_MODEL}),
+        "each offload is carried by one later model call before its conversation "
+        "ends, while the gate priced a horizon of 5: gpt-4o realizes a loss, "
+        "claude-opus-4-6 about a fifth of the predicted net saving, both below 50%.",
+    ),
+    "SeamscopeOffloadCacheHitCollapse": Fires(
+        ({L_MODEL: LOSING_MODEL},),
+        "gpt-4o calls with the log offload live read about two thirds of their "
+        "input from the prompt cache, against nearly all of it before. claude-opus-4-6 only "
+        "runs with an offload live and claude-haiku-4-5 only without one, so "
+        "neither has both sides of the ratio.",
+    ),
+    "SeamscopeRedirectsDroppedByPaletteGate": Fires(
+        ({L_POLICY: "escalate_incidents"},),
+        "escalate_incidents redirects create_ticket to page_oncall, which the "
+        "analyst palette never routes, in every conversation.",
+    ),
+    "SeamscopeSelectionStageDegraded": Fires(
+        ({c.ATTR_STAGE_NAME.replace(".", "_"): "intent_routing"},),
+        "the intent classifier times out on the board-report turn (one turn in "
+        "four): intent_routing abstains degraded on a quarter of its outcomes, "
+        "far above the 5% threshold. No other stage degrades.",
+    ),
+}
+
+# Rules whose stripped expression cannot return a series on today's demo.
+# strict: the day the demo produces the missing data, the test says so.
+STRIPPED_EMPTY: dict[str, str] = {}
+
+
+# Dashboard panels that cannot show a series on today's demo, and why.
+EMPTY_PANELS: dict[str, str] = {}
+
+
+def _load_rules() -> dict[str, dict[str, Any]]:
+    document = yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))
+    return {
+        rule["alert"]: rule
+        for group in document["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
+
+
+def _load_dashboard_queries() -> list[tuple[str, str]]:
+    spec = importlib.util.spec_from_file_location("seamscope_e2e_dashboards", DASHBOARD_GENERATOR)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    queries: list[tuple[str, str]] = module.all_promql()
+    return queries
+
+
+RULES = _load_rules()
+DASHBOARD_QUERIES = _load_dashboard_queries()
+
+
+def _query_params(queries: list[tuple[str, str]]) -> list[Any]:
+    seen: dict[str, int] = {}
+    params = []
+    for title, expr in queries:
+        seen[title] = seen.get(title, 0) + 1
+        marks = (
+            [pytest.mark.xfail(strict=True, raises=AssertionError, reason=EMPTY_PANELS[title])]
+            if title in EMPTY_PANELS
+            else []
+        )
+        query_id = title if seen[title] == 1 else f"{title} #{seen[title]}"
+        params.append(pytest.param(title, expr, marks=marks, id=query_id))
+    return params
+
+
+def _rule_params() -> list[Any]:
+    return [
+        pytest.param(
+            name,
+            marks=[
+                pytest.mark.xfail(strict=True, raises=AssertionError, reason=STRIPPED_EMPTY[name])
+            ]
+            if name in STRIPPED_EMPTY
+            else [],
+            id=name,
+        )
+        for name in RULES
+    ]
+
+
+# --------------------------------------------------------------------------
+# The running setup.
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    prometheus_url: str
+    alertmanager_url: str
+    webhook: WebhookReceiver
+    webhook_receivers: frozenset[str]
+    processes: ProcessGroup
+    eval_time: float
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Evaluate ``expr`` at :attr:`eval_time`; fail with Prometheus's error text."""
+        try:
+            answer = get_json(
+                f"{self.prometheus_url}/api/v1/query",
+                {"query": expr, "time": f"{self.eval_time:.3f}"},
+            )
+        except urllib.error.HTTPError as exc:
+            pytest.fail(f"Prometheus rejected the query:\n{expr}\n{exc.reason}")
+        assert answer is not None, f"Prometheus did not answer\n{self.diagnostics()}"
+        assert "success" == answer["status"], answer
+        assert "vector" == answer["data"]["resultType"], answer
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        return result
+
+    def diagnostics(self) -> str:
+        """What Prometheus and the webhook hold (process logs come with every failure)."""
+        alerts = get_json(f"{self.prometheus_url}/api/v1/alerts")
+        series = get_json(
+            f"{self.prometheus_url}/api/v1/label/__name__/values",
+            {"match[]": '{__name__=~"seamscope_.+"}'},
+        )
+        return (
+            f"Prometheus alerts: {json.dumps(alerts and alerts.get('data'))}\n"
+            f"seamscope series in Prometheus: {series and series.get('data')}\n"
+            f"webhook payloads: {json.dumps(self.webhook.payloads())}"
+        )
+
+
+def _alertmanager_config(webhook_url: str) -> tuple[dict[str, Any], frozenset[str]]:
+    """The shipped example, with every webhook sent to ``webhook_url`` and no batching.
+
+    Returns the configuration and the names of the receivers that have a webhook.
+    """
+    config = yaml.safe_load(ALERTMANAGER_EXAMPLE.read_text(encoding="utf-8"))
+
+    def hurry(route: dict[str, Any]) -> None:
+        route["group_wait"] = "0s"
+        route["group_interval"] = "1s"
+        for child in route.get("routes") or []:
+            hurry(child)
+
+    hurry(config["route"])
+    webhooks = set()
+    for receiver in config.get("receivers") or []:
+        for webhook in receiver.get("webhook_configs") or []:
+            webhook["url"] = webhook_url
+            webhooks.add(receiver["name"])
+    assert webhooks, f"{ALERTMANAGER_EXAMPLE} has no webhook receiver to point at the test"
+    return config, frozenset(webhooks)
+
+
+def _prometheus_config(demo_port: int, alertmanager_port: int) -> dict[str, Any]:
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES_FILE)],
+        "alerting": {
+            "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]
+        },
+        "scrape_configs": [
+            {
+                "job_name": "seamscope-demo",
+                "static_configs": [{"targets": [f"127.0.0.1:{demo_port}"]}],
+            }
+        ],
+    }
+
+
+def _demo_finished_ns(trace_file: Path) -> int | None:
+    """End of the demo's last turn, once the trace file holds every turn's root span."""
+    try:
+        spans = read_otlp_spans(trace_file)
+    except (OSError, ValueError):  # not written yet, or a line being written
+        return None
+    roots = [
+        s
+        for s in spans
+        if not s.parent_span_id and s.attributes.get(c.ATTR_GEN_AI_OPERATION_NAME) == "invoke_agent"
+    ]
+    return max(s.end_ns for s in roots) if len(roots) >= DEMO_TURNS else None
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    prometheus = require_executable("prometheus", APT_HINT)
+    alertmanager = require_executable("prometheus-alertmanager", APT_HINT)
+    tmp = tmp_path_factory.mktemp("prometheus-e2e")
+    processes = ProcessGroup()
+    webhook = WebhookReceiver()
+    try:
+        demo_port, prometheus_port, alertmanager_port = free_port(), free_port(), free_port()
+        prometheus_url = f"http://127.0.0.1:{prometheus_port}"
+        alertmanager_url = f"http://127.0.0.1:{alertmanager_port}"
+
+        am_config, webhook_receivers = _alertmanager_config(webhook.url)
+        (tmp / "am.yml").write_text(yaml.safe_dump(am_config), encoding="utf-8")
+        processes.start(
+            "alertmanager",
+            [
+                alertmanager,
+                "--cluster.listen-address=",
+                f"--web.listen-address=127.0.0.1:{alertmanager_port}",
+                f"--storage.path={tmp / 'alertmanager-data'}",
+                f"--config.file={tmp / 'am.yml'}",
+            ],
+            tmp,
+        )
+        (tmp / "prometheus.yml").write_text(
+            yaml.safe_dump(_prometheus_config(demo_port, alertmanager_port)), encoding="utf-8"
+        )
+        processes.start(
+            "prometheus",
+            [
+                prometheus,
+                f"--web.listen-address=127.0.0.1:{prometheus_port}",
+                f"--storage.tsdb.path={tmp / 'prometheus-data'}",
+                f"--config.file={tmp / 'prometheus.yml'}",
+            ],
+            tmp,
+        )
+        wait_for(
+            lambda: http_ok(f"{alertmanager_url}/-/ready") and http_ok(f"{prometheus_url}/-/ready"),
+            timeout=60,
+            what="Prometheus and Alertmanager to be ready",
+            diagnostics=processes.diagnostics,
+            alive=processes,
+        )
+
+        trace_file = tmp / "demo-trace.jsonl"
+        processes.start(
+            "seamscope-demo",
+            seamscope_demo_argv(
+                "--turns", str(DEMO_TURNS),
+                "--pace", str(DEMO_PACE_S),
+                "--linger", str(DEMO_LINGER_S),
+                "--metrics-port", str(demo_port),
+                "--output", str(trace_file),
+                "--quiet",
+            ),
+            tmp,
+            env=child_env(),
+            cwd=tmp,
+        )  # fmt: skip
+        finished_ns = wait_for(
+            lambda: _demo_finished_ns(trace_file),
+            timeout=DEMO_TURNS * DEMO_PACE_S + 60,
+            what=f"the demo to finish its {DEMO_TURNS} turns",
+            diagnostics=processes.diagnostics,
+            interval=0.5,
+            alive=processes,
+        )
+        # one scrape after the last turn has every increment
+        eval_time = finished_ns / 1e9 + 2.0
+
+        def scraped_after_eval_time() -> bool:
+            answer = get_json(
+                f"{prometheus_url}/api/v1/query", {"query": 'up{job="seamscope-demo"}'}
+            )
+            result = (answer or {}).get("data", {}).get("result") or []
+            return any(float(r["value"][0]) > eval_time and r["value"][1] == "1" for r in result)
+
+        wait_for(
+            scraped_after_eval_time,
+            timeout=30,
+            what="Prometheus to scrape the demo after its last turn",
+            diagnostics=processes.diagnostics,
+            alive=processes,
+        )
+        yield Stack(
+            prometheus_url,
+            alertmanager_url,
+            webhook,
+            webhook_receivers,
+            processes,
+            eval_time,
+        )
+    finally:
+        processes.stop_all()
+        webhook.close()
+
+
+# --------------------------------------------------------------------------
+# Tests.
+# --------------------------------------------------------------------------
+
+
+def test_every_rule_has_an_expectation() -> None:
+    assert sorted(RULES) == sorted(RULE_EXPECTATIONS)
+    assert set(EMPTY_PANELS) <= {title for title, _ in DASHBOARD_QUERIES}
+    assert set(STRIPPED_EMPTY) <= {n for n, e in RULE_EXPECTATIONS.items() if isinstance(e, Quiet)}
+
+
+@pytest.mark.e2e
+def test_realized_loss_alert_reaches_the_webhook(stack: Stack) -> None:
+    rule = RULES[LOSS_ALERT]
+
+    def loss_notifications() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        return [
+            (payload["body"], alert)
+            for payload in stack.webhook.payloads()
+            for alert in payload["body"].get("alerts", [])
+            if alert.get("labels", {}).get("alertname") == LOSS_ALERT
+        ]
+
+    # `for:` of the shipped rule, plus the first scrapes and some slack for slow CI
+    timeout = parse_duration(rule.get("for", "0s")) + 90
+    notifications = wait_for(
+        loss_notifications,
+        timeout=timeout,
+        what=f"Alertmanager to send {LOSS_ALERT} to the webhook",
+        diagnostics=stack.diagnostics,
+        interval=0.5,
+    )
+
+    body, alert = notifications[0]
+    context = f"\nnotifications: {json.dumps(notifications, indent=1)}\n{stack.diagnostics()}"
+    assert {
+        "alertname": LOSS_ALERT,
+        "severity": "critical",
+        L_MODEL: LOSING_MODEL,
+    } == alert["labels"], context
+    assert "firing" == alert["status"], context
+    assert "firing" == body["status"], context
+    assert body["receiver"] in stack.webhook_receivers, context
+    assert sorted(rule["annotations"]) == sorted(alert["annotations"]), context
+    for key, text in alert["annotations"].items():
+        assert text.strip(), f"annotation {key} is empty{context}"
+        assert "{{" not in text, f"annotation {key} is not rendered{context}"
+    assert LOSING_MODEL in alert["annotations"]["summary"], context
+    assert rule["annotations"]["runbook_url"] == alert["annotations"]["runbook_url"], context
+    # no other model is reported as losing money
+    assert [LOSING_MODEL] == sorted({a["labels"].get(L_MODEL) for _, a in notifications}), context
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("title", "expr"), _query_params(DASHBOARD_QUERIES))
+def test_dashboard_query_returns_a_series(stack: Stack, title: str, expr: str) -> None:
+    query = substitute_grafana_variables(expr, GRAFANA_VARIABLES)
+    result = stack.query(query)
+    assert result, f"panel {title!r}: no series for\n{query}\n{stack.diagnostics()}"
+    values = [float(sample["value"][1]) for sample in result]
+    assert any(math.isfinite(v) for v in values), (
+        f"panel {title!r}: only non-finite values {values} for\n{query}"
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", _rule_params())
+def test_alert_rule_expression_returns_a_series(stack: Stack, name: str) -> None:
+    expr = RULES[name]["expr"]
+    expectation = RULE_EXPECTATIONS[name]
+    result = stack.query(expr)
+    labels = sorted((sample["metric"] for sample in result), key=lambda m: sorted(m.items()))
+    if isinstance(expectation, Fires):
+        expected = sorted(expectation.labels, key=lambda m: sorted(m.items()))
+        assert expected == labels, (
+            f"{name} should fire for {expected} on the demo ({expectation.why}); "
+            f"its expression returned {result}\n{expr}\n{stack.diagnostics()}"
+        )
+        return
+    assert [] == labels, (
+        f"{name} was expected to stay quiet on the demo ({expectation.why}); it returned {result}"
+    )
+    operand, threshold = split_threshold(expr)
+    stripped = stack.query(operand)
+    assert stripped, (
+        f"{name} without its threshold ({threshold}) returned no series\n{operand}\n"
+        f"{stack.diagnostics()}"
+    )
+    values = [float(sample["value"][1]) for sample in stripped]
+    assert any(math.isfinite(v) for v in values), f"{name}: only non-finite values {values}"

@@ -1,0 +1,167 @@
+"""Metric attribute values are capped per attribute; the tail folds into ``other``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from seamscope.decisions import (
+    ModelConfig,
+    OffloadGate,
+    Seam,
+    SeamRouter,
+    SelectionContext,
+    SelectionPipeline,
+    StageOutcome,
+    ToolCallPolicy,
+    build_dispatch_context,
+)
+from seamscope.telemetry import OTelObserver, TelemetryConfig
+from seamscope.telemetry import conventions as c
+from seamscope.telemetry._instruments import LabelCap
+
+from . import _support as s
+
+MODELS = ("model-a", "model-b", "model-c", "model-d")
+
+
+def observer(tracer_provider: Any, meter_provider: Any, **config: Any) -> OTelObserver:
+    return OTelObserver(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        config=TelemetryConfig.create(**config),
+    )
+
+
+def gate_models(points: dict[str, dict[frozenset[Any], Any]]) -> dict[str, int]:
+    """Offload decisions per model label, summed over fire and reason code."""
+    totals: dict[str, int] = {}
+    for key, value in points[c.METRIC_OFFLOAD_DECISIONS.name].items():
+        model = dict(key)[c.ATTR_GEN_AI_REQUEST_MODEL]
+        totals[model] = totals.get(model, 0) + value
+    return totals
+
+
+def run_gate(obs: OTelObserver, models: tuple[str, ...] = MODELS) -> None:
+    gate = OffloadGate(pricing=s.PRICING, observer=obs)
+    for model in models:
+        gate.evaluate(20_000.0, model)
+
+
+def test_model_names_beyond_the_cap_fold_into_other(
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    run_gate(observer(tracer_provider, meter_provider, metric_label_cap=2))
+    assert {"model-a": 1, "model-b": 1, c.OTHER: 2} == gate_models(s.metric_points(metric_reader))
+    # spans keep the real value: only metric attributes are capped
+    assert list(MODELS) == [
+        span.attributes[c.ATTR_GEN_AI_REQUEST_MODEL]
+        for span in s.named(span_exporter.get_finished_spans(), c.SPAN_OFFLOAD_GATE)
+    ]
+
+
+def test_a_value_kept_once_stays_kept(
+    tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    obs = observer(tracer_provider, meter_provider, metric_label_cap=2)
+    run_gate(obs, ("model-a", "model-b", "model-c", "model-a", "model-c", "model-b"))
+    assert {"model-a": 2, "model-b": 2, c.OTHER: 2} == gate_models(s.metric_points(metric_reader))
+
+
+def test_known_labels_are_always_kept(
+    tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    obs = observer(
+        tracer_provider, meter_provider, metric_label_cap=1, known_labels={"model-c", "model-d"}
+    )
+    run_gate(obs)
+    assert {"model-a": 1, c.OTHER: 1, "model-c": 1, "model-d": 1} == gate_models(
+        s.metric_points(metric_reader)
+    )
+
+
+def test_policy_names_are_capped_per_attribute(
+    tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    obs = observer(tracer_provider, meter_provider, metric_label_cap=2)
+    policies = [
+        ToolCallPolicy(name=f"policy-{i}", match=s.always(False), model=ModelConfig(s.HAIKU))
+        for i in range(4)
+    ]
+    router = SeamRouter(policies, default_model=s.DEFAULT_MODEL, observer=obs)
+    router.pre_model(build_dispatch_context(Seam.PRE_MODEL, ()))
+    # the model attribute has its own budget: two models still fit after two policies
+    run_gate(obs, ("model-a", "model-b"))
+    points = s.metric_points(metric_reader)
+    assert {"policy-0": 1, "policy-1": 1, c.OTHER: 2} == {
+        dict(key)[c.ATTR_POLICY_NAME]: value
+        for key, value in points[c.METRIC_POLICY_EVALUATIONS.name].items()
+    }
+    assert {"model-a": 1, "model-b": 1} == gate_models(points)
+
+
+class NamedStage:
+    protects_forced = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def apply(self, tools: tuple[Any, ...], ctx: Any) -> StageOutcome:
+        return StageOutcome.abstain("nothing to do")
+
+
+def test_stage_names_are_capped(
+    tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    obs = observer(tracer_provider, meter_provider, metric_label_cap=2)
+    pipeline = SelectionPipeline([NamedStage(f"stage-{i}") for i in range(3)], observer=obs)
+    pipeline.run(["a"], SelectionContext())
+    assert {"stage-0": 1, "stage-1": 1, c.OTHER: 1} == {
+        dict(key)[c.ATTR_STAGE_NAME]: value
+        for key, value in s.metric_points(metric_reader)[c.METRIC_STAGE_OUTCOMES.name].items()
+    }
+
+
+def test_cap_from_the_environment(
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "3")
+    run_gate(observer(tracer_provider, meter_provider))
+    assert {"model-a": 1, "model-b": 1, "model-c": 1, c.OTHER: 1} == gate_models(
+        s.metric_points(metric_reader)
+    )
+
+
+def test_decision_layer_keeps_its_configured_policy_and_stage_names(
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "1")
+    s.run(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    points = s.metric_points(metric_reader)
+    assert set(s.STAGE_NAMES) == {
+        dict(key)[c.ATTR_STAGE_NAME] for key in points[c.METRIC_STAGE_OUTCOMES.name]
+    }
+    assert {"hydrate_to_deploy", "docs_lookup", "sales_data_read", "run_block_to_fetch"} == {
+        dict(key)[c.ATTR_POLICY_NAME] for key in points[c.METRIC_POLICY_EVALUATIONS.name]
+    }
+    # the one unconfigured value (the model) still fits the cap of 1
+    assert {s.HAIKU: 2} == gate_models(points)
+
+
+def test_label_cap_unit() -> None:
+    cap = LabelCap(2, frozenset({"known"}))
+    got = [cap("k", v) for v in ("a", "b", "c", "a", "known", "c")]
+    assert ["a", "b", c.OTHER, "a", "known", c.OTHER] == got
+    assert ["x", "none"] == [cap("other-key", "x"), cap("k", None)]
