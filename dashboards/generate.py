@@ -90,6 +90,7 @@ L_POLICY = label(c.ATTR_POLICY_NAME)
 L_POLICY_RESULT = label(c.ATTR_POLICY_RESULT)
 L_PALETTE_GATE = label(c.ATTR_DISPATCH_PALETTE_GATE)
 L_STAGE = label(c.ATTR_STAGE_NAME)
+L_SELECTION_SET = label(c.ATTR_SELECTION_SET)
 L_STAGE_OUTCOME = label(c.ATTR_STAGE_OUTCOME)
 L_STAGE_DEGRADED = label(c.ATTR_STAGE_DEGRADED)
 L_DECISION_KIND = label(c.ATTR_DECISION_KIND)
@@ -105,6 +106,7 @@ POLICY_EVALUATIONS = c.METRIC_POLICY_EVALUATIONS.prometheus
 POLICY_WINS = c.METRIC_POLICY_WINS.prometheus
 REDIRECTS = c.METRIC_REDIRECTS.prometheus
 STAGE_OUTCOMES = c.METRIC_STAGE_OUTCOMES.prometheus
+SELECTION_TOOLS = c.METRIC_SELECTION_TOOLS.prometheus
 OFFLOAD_DECISIONS = c.METRIC_OFFLOAD_DECISIONS.prometheus
 PREDICTED_NET_SAVING = c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.prometheus
 REALIZED_SAVINGS = c.METRIC_OFFLOAD_REALIZED_SAVINGS.prometheus
@@ -805,9 +807,7 @@ def decisions_dashboard() -> dash.Dashboard:
         ts_panel(
             g,
             "Stages that narrowed the tools (select share)",
-            "Share of a stage's runs that selected (narrowed the offered tools). "
-            "How many tools were offered and selected is on the select_tools span "
-            "(seamscope.selection.offered / .selected); no metric counts them.",
+            "Share of a stage's runs that selected (narrowed the offered tools).",
             [
                 promql(
                     ratio(
@@ -827,6 +827,22 @@ def decisions_dashboard() -> dash.Dashboard:
             ],
             "percentunit",
             max_value=1,
+        )
+    )
+    d = d.with_panel(
+        ts_panel(
+            g,
+            "Tools offered vs selected",
+            "Tools offered to the selection pipeline and tools it selected, per second "
+            "(one count per tool per iteration). The gap is what the stages dropped; "
+            "which tools and why is on the seamscope.select_tools and seamscope.stage spans.",
+            [
+                promql(
+                    sum_by([L_SELECTION_SET], rate(SELECTION_TOOLS)),
+                    f"{{{{{L_SELECTION_SET}}}}}",
+                )
+            ],
+            "ops",
         )
     )
     d = d.with_panel(

@@ -357,6 +357,8 @@ def test_a_conversation_through_create_agent(
         c.ATTR_GEN_AI_AGENT_NAME: AGENT,
         c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: 1_000,
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: 50,
+        c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 200,
+        c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 100,
     } == attrs(chat_1)
 
     # POST seam and its dispatches

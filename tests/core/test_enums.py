@@ -48,6 +48,7 @@ PINNED: dict[str, dict[str, str]] = {
         "RECALL": "recall",
         "CACHE_DISRUPTION": "cache_disruption",
     },
+    "SelectionSet": {"OFFERED": "offered", "SELECTED": "selected"},
     "SettleTrigger": {
         "CONVERSATION_END": "conversation_end",
         "EXPLICIT": "explicit",

@@ -64,6 +64,23 @@ def test_service_name_argument_and_environment(
     assert "from-env" == from_env.tracer_provider.resource.attributes["service.name"]
 
 
+def test_a_given_environment_sets_the_resource(handles: Any) -> None:
+    handle = handles(
+        environ={
+            "OTEL_SERVICE_NAME": "from-mapping",
+            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=staging,team=agents",
+        }
+    )
+    attributes = handle.tracer_provider.resource.attributes
+    assert ("from-mapping", "staging", "agents") == (
+        attributes["service.name"],
+        attributes["deployment.environment"],
+        attributes["team"],
+    )
+    argument = handles(service_name="arg", environ={"OTEL_SERVICE_NAME": "from-mapping"})
+    assert "arg" == argument.tracer_provider.resource.attributes["service.name"]
+
+
 def test_config_is_passed_to_the_observer(handles: Any) -> None:
     config = TelemetryConfig.create(metric_label_cap=3)
     assert config is handles(config=config, environ={}).observer.config
@@ -133,7 +150,7 @@ def test_prometheus_endpoint_serves_seamscope_metrics(handles: Any) -> None:
         (
             ("seamscope_policy_name", "sales_data_read"),
             ("seamscope_policy_result", "matched"),
-            ("seamscope_seam", "pre_model"),
+            ("seamscope_seam_name", "pre_model"),
         ),
     )
     assert 1.0 == samples[evaluated]

@@ -134,6 +134,8 @@ def test_on_records_content_on_spans_only(
         (c.EVENT_POLICY_EVALUATED, CANARY),
         (c.EVENT_ADOPTER_ERROR, repr(CANARY)),
     ] == error_messages
+    tool = s.named(spans, "execute_tool hydrate_context")[0]
+    assert f"context {CANARY}" == tool.attributes[c.ATTR_TOOL_CALL_RESULT]
 
 
 def test_on_content_passes_through_the_mask(

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from seamscope.decisions import ModelUsage, OffloadGate, PricingTable
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry.ledger import OffloadLedger, Settlement
+from seamscope.telemetry.ledger import CarriedStub, OffloadLedger, Settlement
 
 from . import _support as s
 
@@ -94,6 +94,31 @@ def test_only_carried_offloads_accrue(ledger: OffloadLedger) -> None:
     assert {"off-1": (1, D("0.02")), "off-2": (2, D("0.08"))} == {
         key: (x.turns_carried, x.realized_savings) for key, x in by_id.items()
     }
+
+
+def test_another_workers_offload_is_counted_where_its_stub_is_carried(
+    tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    """Worker A decided the offload; worker B serves the next turn and only sees the stub."""
+    worker_a = OffloadLedger(
+        pricing=PRICING, tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
+    worker_b = OffloadLedger(
+        pricing=PRICING, tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
+    worker_a.record_offload(fired(), conversation_id=CONV)
+    stub = CarriedStub("off-1", output_tokens=20_000.0, stub_tokens=80)
+    worker_b.record_model_call(CONV, model=OPUS, usage=ModelUsage(1000), carried=[stub])
+    # the Prometheus sums are right although no process saw the whole history
+    assert {
+        "savings": {(OPUS,): 0.1},
+        "costs": {(OPUS, STUB): 0.0004},
+        "recalls": {},
+    } == realized(metric_reader)
+    assert ([], ["off-1"]) == (
+        worker_b.end_conversation(CONV),
+        [x.offload_id for x in worker_a.end_conversation(CONV)],
+    )
 
 
 def test_a_recall_costs_its_real_tokens_at_that_models_rates(

@@ -105,6 +105,10 @@ EXPECTED_COUNTERS = {
         gate(s.HAIKU, "false", c.OffloadReasonCode.BELOW_THRESHOLD): 1,
     },
     c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name: {MODEL: s.PREDICTED_NET_SAVING},
+    c.METRIC_SELECTION_TOOLS.name: {
+        s.point_key({c.ATTR_SELECTION_SET: c.SelectionSet.OFFERED.value}): 6,
+        s.point_key({c.ATTR_SELECTION_SET: c.SelectionSet.SELECTED.value}): 3,
+    },
     c.METRIC_MODEL_INPUT_TOKENS.name: {
         s.point_key(
             {
@@ -214,6 +218,7 @@ def test_metric_attributes_are_the_declared_bounded_ones(
             c.OffloadReasonCode,
             c.DecisionKind,
             c.CacheUsage,
+            c.SelectionSet,
         )
         for m in enum_type
     }
@@ -292,3 +297,19 @@ def test_components_used_directly_record_the_same_instruments(
         c.METRIC_OFFLOAD_DECISIONS.name
     ]
     assert {"pre_model": 1, "post_model": 1, "dispatch": 1, "offload_gate": 1} == durations(points)
+
+
+def test_a_reevaluated_output_counts_its_decision_but_not_its_saving_again(
+    meter_provider: Any, metric_reader: InMemoryMetricReader, captured_logs: list[Any]
+) -> None:
+    """A framework that re-decides an earlier output every iteration (symfonic)."""
+    offload_gate = OffloadGate(
+        observer=OTelObserver(meter_provider=meter_provider), id_factory=lambda: "off-1"
+    )
+    first = offload_gate.evaluate(20_000, s.HAIKU, GateCall("conv", tool_call_id="t1"))
+    offload_gate.evaluate(20_000, s.HAIKU, GateCall("conv", tool_call_id="t1", reevaluation=True))
+    points = s.metric_points(metric_reader)
+    fired = gate(s.HAIKU, "true", c.OffloadReasonCode.NET_POSITIVE)
+    assert 2 == points[c.METRIC_OFFLOAD_DECISIONS.name][fired]
+    assert {MODEL: first.net_saving_usd} == points[c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name]
+    assert 1 == sum(1 for e in captured_logs if e["event"] == c.LOG_OFFLOAD_DECIDED)

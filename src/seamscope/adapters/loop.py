@@ -30,6 +30,7 @@ observer that fails is contained and the loop takes the same decisions.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -59,6 +60,7 @@ from seamscope.decisions import (
 )
 from seamscope.decisions._offload import DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
 from seamscope.decisions._seams import RoleModelResolver, ToolCallDispatchCallback
+from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._genai import GenAISpans
 from seamscope.telemetry._observer import LAST_GATE_SPAN, OTelObserver
@@ -110,7 +112,9 @@ class DecisionLayer:
             observer = observer or telemetry.observer
         known = {p.name for p in policies if isinstance(p, ToolCallPolicy)}
         known.update(getattr(s, "name", "") for s in stages)
-        config = telemetry_config or TelemetryConfig.create(known_labels=known)
+        # the configured policy and stage names always keep their own label
+        base = telemetry_config or TelemetryConfig.create()
+        config = dataclasses.replace(base, known_labels=base.known_labels | known)
         if observer is None:
             observer = OTelObserver(
                 tracer_provider=tracer_provider, meter_provider=meter_provider, config=config
@@ -323,6 +327,13 @@ class Iteration:
         return self.turn.layer.genai.execute_tool(
             call.name, call_id=call.id, conversation_id=self.turn.conversation_id
         )
+
+    def tool_result(self, span: trace.Span, output: Any) -> None:
+        """Record a tool's output on its ``execute_tool`` span, only if content
+        capture is on (masked and truncated by the observer's config)."""
+        observer = self.turn.layer.observer
+        if isinstance(observer, OTelObserver):
+            observer.capture(span, c.ATTR_TOOL_CALL_RESULT, output)
 
     def offload(self, call: ToolCall, output: str | float) -> OffloadGateDecision:
         """Ask the offload gate about one tool output (text, or its token count).

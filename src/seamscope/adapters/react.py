@@ -256,6 +256,7 @@ class ReActAgent:
             except Exception as exc:
                 _mark_error(span, type(exc).__qualname__)
                 return f"error: {type(exc).__name__}", None
+            it.tool_result(span, output)
         if not self._offload:
             return output, None
         decision = it.offload(call, output)

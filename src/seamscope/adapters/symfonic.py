@@ -554,6 +554,7 @@ class SymfonicInstrumentation:
         self._tracer = provider.get_tracer("seamscope", __version__)
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._offload_ids: OrderedDict[str, str] = OrderedDict()
+        self._gated: OrderedDict[str, None] = OrderedDict()  # tool call ids the gate saw
         self._lock = threading.Lock()
         self._installed = False
         self._handler = _Handler(self)
@@ -1468,8 +1469,21 @@ class SymfonicInstrumentation:
             recall_input_tokens=int(inputs.recall_input_tokens),
             recall_output_tokens=int(inputs.recall_output_tokens),
         )
+        repeat = False
+        if call_id:
+            with self._lock:
+                repeat = call_id in self._gated
+                self._gated[call_id] = None
+                while len(self._gated) > _MAX_OFFLOAD_IDS:
+                    self._gated.popitem(last=False)
+        # symfonic re-decides an earlier output on every iteration: count its
+        # predicted saving once
         gate_call = GateCall(
-            None if run is None else run.conversation_id, self.agent_name, tool, call_id
+            None if run is None else run.conversation_id,
+            self.agent_name,
+            tool,
+            call_id,
+            reevaluation=repeat,
         )
         token = otel_context.attach(parent) if parent is not None else None
         try:

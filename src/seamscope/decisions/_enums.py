@@ -20,6 +20,7 @@ __all__ = [
     "PolicyResult",
     "PricingSource",
     "Seam",
+    "SelectionSet",
     "SettleTrigger",
     "StageOutcomeKind",
     "WinnerSource",
@@ -88,6 +89,13 @@ class StageOutcomeKind(enum.StrEnum):
 
     SELECT = "select"
     ABSTAIN = "abstain"
+
+
+class SelectionSet(enum.StrEnum):
+    """Which set of tools a count is about (``seamscope.selection.set``)."""
+
+    OFFERED = "offered"
+    SELECTED = "selected"
 
 
 class OffloadReasonCode(enum.StrEnum):

@@ -188,12 +188,18 @@ def evaluate_offload_gate(
 
 @dataclass(frozen=True, slots=True)
 class GateCall:
-    """Where a gate call happens: for telemetry and the ledger, not the math."""
+    """Where a gate call happens: for telemetry and the ledger, not the math.
+
+    ``reevaluation``: the loop asks again about an output it already asked
+    about (a framework that re-decides earlier outputs every iteration).
+    Telemetry then counts the decision but not its predicted saving again.
+    """
 
     conversation_id: str | None = None
     agent_name: str | None = None
     tool_name: str | None = None
     tool_call_id: str | None = None
+    reevaluation: bool = False
 
 
 def _positive_int(name: str, value: Any) -> int:

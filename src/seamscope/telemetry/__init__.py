@@ -12,9 +12,13 @@ from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._configure import TelemetryHandle, configure
 from seamscope.telemetry._logging import add_trace_context
 from seamscope.telemetry._observer import OTelObserver
+from seamscope.telemetry.ledger import CarriedStub, OffloadLedger, Settlement
 
 __all__ = [
+    "CarriedStub",
     "OTelObserver",
+    "OffloadLedger",
+    "Settlement",
     "TelemetryConfig",
     "TelemetryHandle",
     "add_trace_context",

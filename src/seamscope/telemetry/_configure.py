@@ -192,10 +192,20 @@ def configure(
         else _parse_headers(env.get("OTEL_EXPORTER_OTLP_HEADERS"))
     )
 
-    attrs: dict[str, str] = dict(resource_attributes or {})
+    # precedence: arguments, then the given environment, then defaults. The
+    # SDK's own detector reads os.environ; values taken from ``environ`` are
+    # passed explicitly so a custom mapping is honoured too.
+    attrs: dict[str, str] = {}
+    for item in (env.get("OTEL_RESOURCE_ATTRIBUTES") or "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            attrs[key.strip()] = value.strip()
+    attrs.update(resource_attributes or {})
     if service_name:
         attrs["service.name"] = service_name
-    elif not env.get("OTEL_SERVICE_NAME"):
+    elif env.get("OTEL_SERVICE_NAME"):
+        attrs["service.name"] = env["OTEL_SERVICE_NAME"]
+    else:
         attrs.setdefault("service.name", "seamscope")
     resource = Resource.create(attrs)
 

@@ -4,7 +4,9 @@
 ``execute_tool {tool}`` per executed tool call, with ``gen_ai.*``
 attributes, so any GenAI-aware backend renders the loop. An exception of
 the loop crossing one of them is recorded (``error.type``, status ERROR)
-and re-raised unchanged.
+and re-raised unchanged; a failure of telemetry itself (a span processor
+that raises) is logged as ``seamscope.telemetry.error`` and never reaches
+the loop.
 """
 
 from __future__ import annotations
@@ -13,14 +15,25 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from seamscope import __version__
 from seamscope.decisions._usage import ModelUsage
 from seamscope.telemetry import conventions as c
+from seamscope.telemetry._logging import log_event
 
 __all__ = ["GenAISpans"]
+
+
+def _failed(span_name: str, exc: BaseException) -> None:
+    log_event(
+        "error",
+        c.LOG_TELEMETRY_ERROR,
+        hook=span_name.split(" ")[0],
+        error_type=type(exc).__qualname__,
+    )
 
 
 class GenAISpans:
@@ -32,20 +45,30 @@ class GenAISpans:
 
     @contextlib.contextmanager
     def _span(self, name: str, kind: SpanKind, attrs: dict[str, Any]) -> Iterator[trace.Span]:
-        with self._tracer.start_as_current_span(
-            name,
-            kind=kind,
-            attributes=attrs,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield span
-            except BaseException as exc:
-                with contextlib.suppress(Exception):
+        span: trace.Span = trace.INVALID_SPAN
+        token: object = None
+        try:
+            span = self._tracer.start_span(name, kind=kind, attributes=attrs)
+            token = otel_context.attach(trace.set_span_in_context(span))
+        except Exception as exc:  # telemetry failed: the loop goes on
+            _failed(name, exc)
+        try:
+            yield span
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                if span.is_recording():
                     span.set_attribute(c.ATTR_ERROR_TYPE, type(exc).__qualname__)
                     span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-                raise
+            raise
+        finally:
+            try:
+                if token is not None:
+                    otel_context.detach(token)  # type: ignore[arg-type]
+            finally:
+                try:
+                    span.end()
+                except Exception as exc:
+                    _failed(name, exc)
 
     def invoke_agent(
         self, agent_name: str | None, *, conversation_id: str | None = None
@@ -103,5 +126,13 @@ class GenAISpans:
         with contextlib.suppress(Exception):
             span.set_attribute(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
             span.set_attribute(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
+            if usage.cache_read_tokens:
+                span.set_attribute(
+                    c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens
+                )
+            if usage.cache_write_tokens:
+                span.set_attribute(
+                    c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens
+                )
             if response_model:
                 span.set_attribute(c.ATTR_GEN_AI_RESPONSE_MODEL, response_model)

@@ -80,6 +80,7 @@ class Instruments:
         "policy_evaluations",
         "policy_wins",
         "redirects",
+        "selection_tools",
         "stage_outcomes",
     )
 
@@ -91,6 +92,7 @@ class Instruments:
         self.policy_wins = _counter(meter, c.METRIC_POLICY_WINS)
         self.redirects = _counter(meter, c.METRIC_REDIRECTS)
         self.stage_outcomes = _counter(meter, c.METRIC_STAGE_OUTCOMES)
+        self.selection_tools = _counter(meter, c.METRIC_SELECTION_TOOLS)
         self.offload_decisions = _counter(meter, c.METRIC_OFFLOAD_DECISIONS)
         self.offload_predicted_net_saving = _counter(meter, c.METRIC_OFFLOAD_PREDICTED_NET_SAVING)
         self.offload_realized_savings = _counter(meter, c.METRIC_OFFLOAD_REALIZED_SAVINGS)

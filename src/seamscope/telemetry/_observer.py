@@ -86,6 +86,8 @@ _detach = otel_context.detach
 _in_context = trace.set_span_in_context
 _perf_counter = time.perf_counter
 
+_SET_OFFERED = {c.ATTR_SELECTION_SET: c.SelectionSet.OFFERED.value}
+_SET_SELECTED = {c.ATTR_SELECTION_SET: c.SelectionSet.SELECTED.value}
 _KIND_SELECT = {c.ATTR_DECISION_KIND: DecisionKind.SELECT_TOOLS.value}
 _KIND_STAGE = {c.ATTR_DECISION_KIND: DecisionKind.STAGE.value}
 _KIND_PRE = {c.ATTR_DECISION_KIND: DecisionKind.PRE_MODEL.value}
@@ -99,13 +101,14 @@ _MAX_CACHED_LABEL_SETS = 4096
 class _Handle:
     """An open span, its context token (None: not attached) and its start clock."""
 
-    __slots__ = ("recording", "span", "start", "token")
+    __slots__ = ("recording", "repeat", "span", "start", "token")
 
     def __init__(self, span: trace.Span, token: object, recording: bool) -> None:
         self.span = span
         self.token = token
         self.recording = recording
         self.start = 0.0
+        self.repeat = False  # a gate call re-deciding an output already decided
 
 
 class OTelObserver:
@@ -174,6 +177,17 @@ class OTelObserver:
             except Exception:
                 value = repr(value)
         return self._text(self.config.mask(value))
+
+    def capture(self, span: trace.Span, key: str, value: Any) -> None:
+        """Set a content attribute (``seamscope.content.*``) on ``span`` when content
+        capture is on; the value passes through the mask and the length limit."""
+        if not self.config.capture_content:
+            return
+        try:
+            if span.is_recording():
+                span.set_attribute(key, self._content(value))
+        except Exception as exc:
+            self._failed("capture", exc)
 
     def _start(self, name: str, attributes: dict[str, Any] | None) -> _Handle:
         span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
@@ -277,7 +291,10 @@ class OTelObserver:
     def end_selection(self, handle: Any, result: SelectionResult) -> None:
         try:
             if self._metrics_on:
-                self.instruments.decision_duration.record(result.duration_s, _KIND_SELECT)
+                inst = self.instruments
+                inst.decision_duration.record(result.duration_s, _KIND_SELECT)
+                inst.selection_tools.add(len(result.offered), _SET_OFFERED)
+                inst.selection_tools.add(len(result.tools), _SET_SELECTED)
         except Exception as exc:
             self._failed("end_selection", exc)
         if handle is None:
@@ -633,6 +650,7 @@ class OTelObserver:
                         attrs[c.ATTR_GEN_AI_TOOL_NAME] = tool
                 handle = self._start(c.SPAN_OFFLOAD_GATE, attrs)
             handle.start = start
+            handle.repeat = bool(call is not None and call.reevaluation)
             return handle
         except Exception as exc:
             self._failed("start_offload_gate", exc)
@@ -655,14 +673,19 @@ class OTelObserver:
                     lambda: self._gate_labels(name, decision),
                 )
                 inst.offload_decisions.add(1, labels)
-                if decision.fire and decision.net_saving_usd > 0:
+                first = handle is None or not handle.repeat
+                if first and decision.fire and decision.net_saving_usd > 0:
                     inst.offload_predicted_net_saving.add(
                         decision.net_saving_usd,
                         {c.ATTR_GEN_AI_REQUEST_MODEL: labels[c.ATTR_GEN_AI_REQUEST_MODEL]},
                     )
                 if handle is not None:
                     inst.decision_duration.record(_perf_counter() - handle.start, _KIND_GATE)
-            if decision.fire and decision.net_saving_usd > 0:
+            if (
+                (handle is None or not handle.repeat)
+                and decision.fire
+                and decision.net_saving_usd > 0
+            ):
                 log_event(
                     "info",
                     c.LOG_OFFLOAD_DECIDED,

@@ -36,6 +36,7 @@ from seamscope.decisions._enums import (
     PolicyResult,
     PricingSource,
     Seam,
+    SelectionSet,
     SettleTrigger,
     StageOutcomeKind,
     WinnerSource,
@@ -62,6 +63,8 @@ __all__ = [
     "ATTR_GEN_AI_RESPONSE_MODEL",
     "ATTR_GEN_AI_TOOL_CALL_ID",
     "ATTR_GEN_AI_TOOL_NAME",
+    "ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
+    "ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
     "ATTR_GEN_AI_USAGE_INPUT_TOKENS",
     "ATTR_GEN_AI_USAGE_OUTPUT_TOKENS",
     "ATTR_ITERATION_INDEX",
@@ -100,6 +103,7 @@ __all__ = [
     "ATTR_SELECTION_OFFERED",
     "ATTR_SELECTION_REINSTATED",
     "ATTR_SELECTION_SELECTED",
+    "ATTR_SELECTION_SET",
     "ATTR_STAGE_DEGRADED",
     "ATTR_STAGE_DROPPED",
     "ATTR_STAGE_FORCED_REINSTATED",
@@ -138,6 +142,7 @@ __all__ = [
     "METRIC_POLICY_EVALUATIONS",
     "METRIC_POLICY_WINS",
     "METRIC_REDIRECTS",
+    "METRIC_SELECTION_TOOLS",
     "METRIC_STAGE_OUTCOMES",
     "MetricSpec",
     "OTHER",
@@ -157,6 +162,7 @@ __all__ = [
     "SPAN_SELECT_TOOLS",
     "SPAN_STAGE",
     "Seam",
+    "SelectionSet",
     "SettleTrigger",
     "StageOutcomeKind",
     "WinnerSource",
@@ -227,6 +233,10 @@ ATTR_GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 """OpenTelemetry GenAI: the agent, when the caller provides it."""
 ATTR_GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 """OpenTelemetry GenAI: input tokens of a model call, when reported."""
+ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+"""OpenTelemetry GenAI: input tokens of a model call served from the prompt cache."""
+ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+"""OpenTelemetry GenAI: input tokens of a model call written to the prompt cache."""
 ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 """OpenTelemetry GenAI: output tokens of a model call, when reported."""
 
@@ -249,6 +259,8 @@ ATTR_SELECTION_SELECTED: Final = "seamscope.selection.selected"
 """string[]: tool names the pipeline selected, in order."""
 ATTR_SELECTION_DROPPED: Final = "seamscope.selection.dropped"
 """string[]: offered tool names that were not selected."""
+ATTR_SELECTION_SET: Final = "seamscope.selection.set"
+"""Metric attribute: ``offered`` or ``selected`` (:class:`SelectionSet`)."""
 ATTR_SELECTION_FORCED_TOOL: Final = "seamscope.selection.forced_tool"
 """The forced tool for this iteration, or absent when none."""
 ATTR_SELECTION_REINSTATED: Final = "seamscope.selection.reinstated"
@@ -271,7 +283,7 @@ ATTR_STAGE_DROPPED: Final = "seamscope.stage.dropped"
 ATTR_STAGE_FORCED_REINSTATED: Final = "seamscope.stage.forced_reinstated"
 """bool: the pipeline reinstated the forced tool after this stage."""
 
-ATTR_SEAM: Final = "seamscope.seam"
+ATTR_SEAM: Final = "seamscope.seam.name"
 """``pre_model`` or ``post_model`` (:class:`Seam`)."""
 ATTR_SEAM_WINNER_SOURCE: Final = "seamscope.seam.winner_source"
 """Who decided (:class:`WinnerSource`)."""
@@ -471,6 +483,13 @@ METRIC_REDIRECTS: Final = MetricSpec(
     "Policy redirects by policy and palette-gate verdict.",
     (ATTR_POLICY_NAME, ATTR_DISPATCH_PALETTE_GATE),
 )
+METRIC_SELECTION_TOOLS: Final = MetricSpec(
+    "seamscope.selection.tools",
+    "counter",
+    "{tool}",
+    "Tools offered to and selected by the selection pipeline (one count per tool).",
+    (ATTR_SELECTION_SET,),
+)
 METRIC_STAGE_OUTCOMES: Final = MetricSpec(
     "seamscope.stage.outcomes",
     "counter",
@@ -539,6 +558,7 @@ METRICS: Final = (
     METRIC_POLICY_EVALUATIONS,
     METRIC_POLICY_WINS,
     METRIC_REDIRECTS,
+    METRIC_SELECTION_TOOLS,
     METRIC_STAGE_OUTCOMES,
     METRIC_OFFLOAD_DECISIONS,
     METRIC_OFFLOAD_PREDICTED_NET_SAVING,

@@ -56,13 +56,14 @@ from seamscope.decisions._enums import (
     OffloadOutcome,
     SettleTrigger,
 )
-from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice
+from seamscope.decisions._offload import DEFAULT_STUB_TOKENS
+from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice, to_decimal
 from seamscope.decisions._usage import ModelUsage
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event
 
-__all__ = ["OffloadLedger", "Settlement"]
+__all__ = ["CarriedStub", "OffloadLedger", "Settlement"]
 
 _ZERO = Decimal(0)
 
@@ -98,6 +99,20 @@ class Settlement:
         return OffloadOutcome.GAIN if self.realized_net_saving > 0 else OffloadOutcome.LOSS
 
 
+@dataclass(frozen=True, slots=True)
+class CarriedStub:
+    """The stub of an offload a model call's prompt carried, with its sizes.
+
+    For a process that did not record the offload itself: ``output_tokens``
+    is the size of the offloaded output (what the stub saves per call),
+    ``stub_tokens`` the stub's own size.
+    """
+
+    offload_id: str
+    output_tokens: float
+    stub_tokens: int = DEFAULT_STUB_TOKENS
+
+
 @dataclass(slots=True)
 class _Offload:  # mutable accounting of one live offload
     offload_id: str
@@ -126,6 +141,14 @@ class _Conversation:
 
 
 _Due = tuple[Settlement, SpanContext | None]
+
+
+def _add(counter: Any, amount: float, attributes: dict[str, str]) -> None:
+    """Add to a counter; a failing metric pipeline is logged, never raised."""
+    try:
+        counter.add(amount, attributes)
+    except Exception as exc:
+        log_event("error", c.LOG_TELEMETRY_ERROR, hook="ledger", error_type=type(exc).__qualname__)
 
 
 def _positive(name: str, value: Any) -> int:
@@ -210,12 +233,16 @@ class OffloadLedger:
         *,
         model: str,
         usage: ModelUsage,
-        carried: Iterable[str] | None = None,
+        carried: Iterable[str | CarriedStub] | None = None,
     ) -> None:
         """A later model call of the conversation, with its token usage.
 
-        ``carried``: the offload ids whose stub this call's prompt carried;
-        None means every live offload of the conversation.
+        ``carried``: the offloads whose stub this call's prompt carried, by id;
+        None means every live offload of the conversation. A
+        :class:`CarriedStub` describes an offload this process did not see
+        decided (another worker served that turn): its saving and stub cost
+        are counted in the realized counters, but only the process that
+        recorded the offload settles it.
         """
         due: list[_Due] = []
         price = self._price(model)
@@ -224,10 +251,18 @@ class OffloadLedger:
             self._tick += 1
             conv = self._touch(conversation_id, due)
             live = list(conv.offloads.values())
-            if carried is not None:
-                wanted = set(carried)
-                live = [o for o in live if o.offload_id in wanted]
             saving = stub = cache = _ZERO
+            if carried is not None:
+                wanted: set[str] = set()
+                for item in carried:
+                    if isinstance(item, CarriedStub):
+                        wanted.add(item.offload_id)
+                        if item.offload_id not in conv.offloads and price is not None:
+                            saving += to_decimal(item.output_tokens) * price.input_rate
+                            stub += Decimal(item.stub_tokens) * price.input_rate
+                    else:
+                        wanted.add(item)
+                live = [o for o in live if o.offload_id in wanted]
             if conv.offloads and price is not None:
                 for off in live:
                     s = off.output_tokens * price.input_rate
@@ -261,7 +296,8 @@ class OffloadLedger:
             (CacheUsage.UNCACHED, usage.uncached_tokens),
         ):
             if tokens:
-                inst.model_input_tokens.add(
+                _add(
+                    inst.model_input_tokens,
                     tokens,
                     {
                         c.ATTR_GEN_AI_REQUEST_MODEL: model_label,
@@ -270,15 +306,18 @@ class OffloadLedger:
                     },
                 )
         if saving > 0:
-            inst.offload_realized_savings.add(
-                float(saving), {c.ATTR_GEN_AI_REQUEST_MODEL: model_label}
+            _add(
+                inst.offload_realized_savings,
+                float(saving),
+                {c.ATTR_GEN_AI_REQUEST_MODEL: model_label},
             )
         for kind_cost, amount in (
             (OffloadCostKind.STUB_CARRY, stub),
             (OffloadCostKind.CACHE_DISRUPTION, cache),
         ):
             if amount > 0:
-                inst.offload_realized_costs.add(
+                _add(
+                    inst.offload_realized_costs,
                     float(amount),
                     {
                         c.ATTR_GEN_AI_REQUEST_MODEL: model_label,
@@ -321,9 +360,10 @@ class OffloadLedger:
                 off.recall_cost += cost
                 off.recalls += 1
                 off.recalled_since_call = True
-        self._inst.offload_recalls.add(1, {c.ATTR_GEN_AI_REQUEST_MODEL: model_label})
+        _add(self._inst.offload_recalls, 1, {c.ATTR_GEN_AI_REQUEST_MODEL: model_label})
         if cost > 0:
-            self._inst.offload_realized_costs.add(
+            _add(
+                self._inst.offload_realized_costs,
                 float(cost),
                 {
                     c.ATTR_GEN_AI_REQUEST_MODEL: model_label,
@@ -420,8 +460,10 @@ class OffloadLedger:
 
     def _emit_one(self, s: Settlement, gate_span: SpanContext | None) -> None:
         model = self._cap(c.ATTR_GEN_AI_REQUEST_MODEL, s.model)
-        self._inst.offload_settled.add(
-            1, {c.ATTR_GEN_AI_REQUEST_MODEL: model, c.ATTR_OFFLOAD_OUTCOME: s.outcome.value}
+        _add(
+            self._inst.offload_settled,
+            1,
+            {c.ATTR_GEN_AI_REQUEST_MODEL: model, c.ATTR_OFFLOAD_OUTCOME: s.outcome.value},
         )
         attrs: dict[str, Any] = {
             c.ATTR_OFFLOAD_ID: s.offload_id,
