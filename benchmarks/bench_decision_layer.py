@@ -8,17 +8,27 @@ One iteration is what a ReAct loop asks the decision layer for on every
 turn of the model: the six-stage selection pipeline, the PRE seam over three
 policies, the POST seam over two emitted tool calls and one offload-gate
 call. With telemetry that is 13 spans (iteration, select_tools, six stages,
-pre_model, post_model, two dispatches, offload_gate), their policy events,
-about 25 metric measurements and the decision log events.
+pre_model, post_model, two dispatches, offload_gate), their seven policy
+events, 33 metric measurements (20 counts, one USD sum, 12 durations in the
+histogram) and the decision log events.
 
-Four configurations are measured in the same run, interleaved, each over
+The configurations are measured in the same run, interleaved, each over
 several repeats (the median repeat is reported):
 
 (a) bare: the core with the default ``NoopObserver``;
 (b) the telemetry observer on the no-op OpenTelemetry API
     (``trace.NoOpTracerProvider`` / ``metrics.NoOpMeterProvider``);
-(c) the telemetry observer on the SDK: a ``BatchSpanProcessor`` with a null
-    exporter and an SDK ``MeterProvider`` (in-memory reader);
+(c) the telemetry observer on the SDK providers exactly as
+    ``seamscope.telemetry.configure()`` builds them for an application
+    scraped by Prometheus (``prometheus_port=0``, a private registry): a
+    ``MeterProvider`` with a ``PrometheusMetricReader`` and configure()'s
+    exemplar filter (``always_off`` when no OTLP metrics push is configured:
+    nothing would export an exemplar), so the counts are in-process totals;
+    spans go through a ``BatchSpanProcessor`` with a null exporter (passed
+    as ``extra_span_processors``);
+(c') for reference, the observer on an SDK ``MeterProvider`` built with the
+    SDK's defaults (in-memory reader, ``trace_based`` exemplars, hence
+    synchronous counters with exemplars), spans as in (c);
 (d) the floor: the same spans, with the same attributes and events and the
     same nesting, created directly with the SDK tracer (same processor and
     exporter), without any decision work.
@@ -33,8 +43,8 @@ so logging costs the level check of one INFO event (the gate fires).
 
 Reading the result: (c) includes the decisions themselves, (d) does not, so
 (c)/(d) can never go below ((a) + (d)) / (d); the script prints that bound
-and (c) / ((a) + (d)), the cost of the observer against hand-written spans
-around the same decisions.
+and (c) / ((a) + (d)), the overhead of the observer over the decisions plus
+hand-written raw spans.
 """
 
 from __future__ import annotations
@@ -64,6 +74,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
 
 from seamscope.decisions import (
     AllowlistStage,
@@ -90,7 +101,7 @@ from seamscope.decisions import (
     ToolSpec,
     build_dispatch_context,
 )
-from seamscope.telemetry import OTelObserver, TelemetryConfig
+from seamscope.telemetry import OTelObserver, TelemetryConfig, TelemetryHandle, configure
 
 TARGET_SDK_OVER_FLOOR = 1.3
 TARGET_NOOP_OVER_BARE = 1.5
@@ -356,7 +367,7 @@ def time_block(run: Callable[[int], Any], iterations: int) -> float:
     return elapsed / iterations
 
 
-def build_configs() -> tuple[list[Config], int, list[Any]]:
+def build_configs() -> tuple[list[Config], int, list[Any], TelemetryHandle]:
     closers: list[Any] = []
 
     bare = Layer("bare", NoopObserver())
@@ -370,18 +381,34 @@ def build_configs() -> tuple[list[Config], int, list[Any]]:
         ),
     )
 
-    sdk_tracer_provider = TracerProvider()
-    sdk_tracer_provider.add_span_processor(BatchSpanProcessor(NullSpanExporter()))
-    sdk_meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    sdk = Layer(
-        "sdk",
+    # (c): the providers exactly as configure() builds them for an application
+    # scraped by Prometheus, spans batched to a null exporter.
+    handle = configure(
+        prometheus_port=0,
+        prometheus_registry=CollectorRegistry(),
+        extra_span_processors=(BatchSpanProcessor(NullSpanExporter()),),
+        config=TelemetryConfig.create(),
+        set_global=False,
+        register_atexit=False,
+        environ={},
+    )
+    sdk = Layer("sdk", handle.observer)
+    closers.append(handle)
+
+    # (c'): an SDK MeterProvider built with the SDK's defaults (trace_based
+    # exemplars, hence synchronous counters), read in memory.
+    default_tracer_provider = TracerProvider()
+    default_tracer_provider.add_span_processor(BatchSpanProcessor(NullSpanExporter()))
+    default_meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    sdk_defaults = Layer(
+        "sdk-defaults",
         OTelObserver(
-            tracer_provider=sdk_tracer_provider,
-            meter_provider=sdk_meter_provider,
+            tracer_provider=default_tracer_provider,
+            meter_provider=default_meter_provider,
             config=TelemetryConfig.create(),
         ),
     )
-    closers += [sdk_tracer_provider, sdk_meter_provider]
+    closers += [default_tracer_provider, default_meter_provider]
 
     plan, span_count = capture_plan()
     floor_provider = TracerProvider()
@@ -394,9 +421,15 @@ def build_configs() -> tuple[list[Config], int, list[Any]]:
         Config("b", "(b) OTelObserver on the no-op API", noop.iteration),
         Config(
             "c",
-            "(c) OTelObserver on the SDK (batch, null exporter)",
+            "(c) OTelObserver on the SDK as configure() builds it (batch, null exporter)",
             sdk.iteration,
-            sdk_tracer_provider.force_flush,
+            handle.tracer_provider.force_flush,
+        ),
+        Config(
+            "c'",
+            "(c') OTelObserver, SDK MeterProvider with SDK defaults (trace_based exemplars)",
+            sdk_defaults.iteration,
+            default_tracer_provider.force_flush,
         ),
         Config(
             "d",
@@ -405,7 +438,24 @@ def build_configs() -> tuple[list[Config], int, list[Any]]:
             floor_provider.force_flush,
         ),
     ]
-    return configs, span_count, closers
+    return configs, span_count, closers, handle
+
+
+def describe_metrics(handle: TelemetryHandle) -> str:
+    """How configure() built the meter provider of (c) (SDK internals read for display only)."""
+    provider = handle.meter_provider
+    readers = ", ".join(type(r).__name__ for r in getattr(provider, "_metric_readers", ()))
+    exemplars = getattr(getattr(provider, "_sdk_config", None), "exemplar_filter", None)
+    counts = (
+        "in-process totals (observable counters)"
+        if handle.observer.instruments.counters_in_process
+        else "synchronous counters"
+    )
+    return (
+        f"MeterProvider as configure(prometheus_port=0) builds it: {readers or 'no reader'}, "
+        f"exemplar filter {type(exemplars).__name__}; counts as {counts}, "
+        f"USD sums and the duration histogram synchronous"
+    )
 
 
 def count_floor_spans(plan: SpanNode) -> int:
@@ -430,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     configure_logging()
-    configs, span_count, closers = build_configs()
+    configs, span_count, closers, handle = build_configs()
     plan, floor_spans = capture_plan()
     if count_floor_spans(plan) != span_count or floor_spans != span_count:
         raise RuntimeError("the floor does not create the same spans as the observer")
@@ -445,8 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             config.flush()
 
     by_key = {config.key: config for config in configs}
-    noop_ratio = by_key["b"].median_us / by_key["a"].median_us
-    sdk_ratio = by_key["c"].median_us / by_key["d"].median_us
+    bare_us, noop_us, sdk_us, floor_us = (by_key[k].median_us for k in ("a", "b", "c", "d"))
+    noop_ratio = noop_us / bare_us
+    sdk_ratio = sdk_us / floor_us
+    defaults_ratio = by_key["c'"].median_us / floor_us
     rows = [
         (by_key["a"], "1.00 (base of b)", "", ""),
         (
@@ -461,6 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"<= {TARGET_SDK_OVER_FLOOR}",
             "pass" if sdk_ratio <= TARGET_SDK_OVER_FLOOR else "FAIL",
         ),
+        (by_key["c'"], f"{defaults_ratio:.2f} × (d)", "(reference)", ""),
         (by_key["d"], "1.00 (base of c)", "", ""),
     ]
 
@@ -476,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"= {span_count} spans; {args.iterations} iterations × {args.repeats} repeats "
         f"(median repeat; min in brackets), gc off while timing"
     )
+    print(f"(c) metrics: {describe_metrics(handle)}")
     print()
     print("| configuration | µs/iteration | ratio | target | result |")
     print("|---|---:|---|---|---|")
@@ -485,12 +539,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{target} | {result} |"
         )
     print()
-    bare_us, sdk_us, floor_us = (by_key[k].median_us for k in ("a", "c", "d"))
     print(
         f"(c) - (d) = {sdk_us - floor_us:.1f} µs per iteration, of which the decisions "
         f"themselves (a) are {bare_us:.1f} µs: (c)/(d) cannot go below "
-        f"((a)+(d))/(d) = {(bare_us + floor_us) / floor_us:.2f}; "
-        f"(c) / ((a)+(d)) = {sdk_us / (bare_us + floor_us):.2f}"
+        f"((a)+(d))/(d) = {(bare_us + floor_us) / floor_us:.2f}"
+    )
+    print(
+        f"overhead over decisions + raw spans: (c)/((a)+(d)) = "
+        f"{sdk_us / (bare_us + floor_us):.2f} "
+        f"({sdk_us - bare_us - floor_us:.1f} µs per iteration)"
     )
 
     for closer in closers:

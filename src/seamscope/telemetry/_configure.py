@@ -13,8 +13,18 @@ Sources, in precedence order: arguments, then the standard ``OTEL_*``
 environment (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
 ``OTEL_EXPORTER_OTLP_ENDPOINT``/``_TRACES_ENDPOINT``/``_METRICS_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_PROTOCOL``, ``OTEL_EXPORTER_OTLP_HEADERS``,
-``OTEL_TRACES_SAMPLER``/``_ARG``), then defaults. ``OTEL_SDK_DISABLED=true``
-yields a disabled handle whose observer records nothing.
+``OTEL_TRACES_SAMPLER``/``_ARG``, ``OTEL_METRICS_EXEMPLAR_FILTER``), then
+defaults. ``OTEL_SDK_DISABLED=true`` yields a disabled handle whose observer
+records nothing.
+
+Exemplars: when metrics are pushed over OTLP the SDK's default filter
+(``trace_based``) applies, so counter and histogram points carry the trace
+and span ids of the sampled span they were recorded in. When they are only
+scraped by Prometheus, nothing would ever export an exemplar (the Prometheus
+reader drops them), so the filter defaults to ``always_off``, which spares
+the per-measurement exemplar work and lets the observer keep its counters as
+in-process totals (see ``Instruments``). ``OTEL_METRICS_EXEMPLAR_FILTER``
+overrides both defaults.
 """
 
 from __future__ import annotations
@@ -117,6 +127,26 @@ def _endpoint(base: str | None, signal: str, explicit: str | None) -> str | None
     if base:
         return base.rstrip("/") + f"/v1/{signal}"
     return None
+
+
+def _exemplar_filter(env: Mapping[str, str], push_metrics: bool) -> Any:
+    """The meter provider's exemplar filter; None leaves the SDK's default."""
+    from opentelemetry.sdk.metrics import (
+        AlwaysOffExemplarFilter,
+        AlwaysOnExemplarFilter,
+        TraceBasedExemplarFilter,
+    )
+
+    name = env.get("OTEL_METRICS_EXEMPLAR_FILTER", "")
+    if name == "always_on":
+        return AlwaysOnExemplarFilter()
+    if name == "always_off":
+        return AlwaysOffExemplarFilter()
+    if name == "trace_based":
+        return TraceBasedExemplarFilter()
+    if name or push_metrics:
+        return None  # an unknown name: the SDK reports it as before
+    return AlwaysOffExemplarFilter()
 
 
 def configure(
@@ -251,7 +281,11 @@ def configure(
                 OTLPMetricExporter(endpoint=metrics_endpoint, headers=headers)
             )
         )
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    meter_provider = MeterProvider(
+        resource=resource,
+        metric_readers=readers,
+        exemplar_filter=_exemplar_filter(env, push_metrics),
+    )
 
     if set_global:
         trace.set_tracer_provider(tracer_provider)

@@ -30,7 +30,10 @@ logged as a ``seamscope.telemetry.error``.
 Cost: with the no-op OpenTelemetry API (``NoOpTracerProvider`` /
 ``NoOpMeterProvider`` passed in, as ``configure()`` does under
 ``OTEL_SDK_DISABLED``) the observer skips span and metric work entirely;
-metric attribute sets are built once per distinct label combination.
+metric attribute sets are built once per distinct label combination. On an
+SDK meter provider with exemplars off (``configure()``'s default without an
+OTLP metrics push), counts are kept as in-process totals that export the same
+points (see ``_instruments``).
 """
 
 from __future__ import annotations
@@ -213,11 +216,11 @@ class OTelObserver:
         except Exception:  # pragma: no cover - logging itself broken
             pass
 
-    def _labels(self, key: tuple[Any, ...], build: Any) -> dict[str, str]:
-        """The metric attribute set of ``key``, built (and capped) once."""
+    def _labels(self, key: tuple[Any, ...], build: Any, *args: Any) -> dict[str, str]:
+        """The metric attribute set of ``key``, built by ``build(*args)`` (and capped) once."""
         labels = self._label_sets.get(key)
         if labels is None:
-            labels = build()
+            labels = build(*args)
             if len(self._label_sets) < _MAX_CACHED_LABEL_SETS:
                 self._label_sets[key] = labels
         return labels
@@ -301,10 +304,14 @@ class OTelObserver:
             return
         try:
             if handle.recording:
+                # result.selected and result.dropped, reading the tool names once
+                selected = result.selected
+                chosen = set(selected)
+                dropped = tuple([n for n in result.offered if n not in chosen])
                 attrs: dict[str, Any] = {
                     c.ATTR_SELECTION_OFFERED: self._names(result.offered),
-                    c.ATTR_SELECTION_SELECTED: self._names(result.selected),
-                    c.ATTR_SELECTION_DROPPED: self._names(result.dropped),
+                    c.ATTR_SELECTION_SELECTED: self._names(selected),
+                    c.ATTR_SELECTION_DROPPED: self._names(dropped),
                 }
                 if result.forced_tool:
                     attrs[c.ATTR_SELECTION_FORCED_TOOL] = result.forced_tool
@@ -347,7 +354,8 @@ class OTelObserver:
                 inst = self.instruments
                 labels = self._labels(
                     ("stage", record.name, record.outcome, record.degraded),
-                    lambda: self._stage_labels(record),
+                    self._stage_labels,
+                    record,
                 )
                 inst.stage_outcomes.add(1, labels)
                 inst.decision_duration.record(record.duration_s, _KIND_STAGE)
@@ -409,7 +417,8 @@ class OTelObserver:
                     1,
                     self._labels(
                         ("evaluation", evaluation.seam, evaluation.policy, evaluation.result),
-                        lambda: self._evaluation_labels(evaluation),
+                        self._evaluation_labels,
+                        evaluation,
                     ),
                 )
             error = evaluation.error
@@ -476,7 +485,10 @@ class OTelObserver:
                     1,
                     self._labels(
                         ("win", c.Seam.PRE_MODEL, source, policy),
-                        lambda: self._win_labels(c.Seam.PRE_MODEL.value, source, policy),
+                        self._win_labels,
+                        c.Seam.PRE_MODEL.value,
+                        source,
+                        policy,
                     ),
                 )
                 inst.decision_duration.record(result.duration_s, _KIND_PRE)
@@ -563,7 +575,10 @@ class OTelObserver:
                     1,
                     self._labels(
                         ("win", c.Seam.POST_MODEL, source, policy),
-                        lambda: self._win_labels(c.Seam.POST_MODEL.value, source, policy),
+                        self._win_labels,
+                        c.Seam.POST_MODEL.value,
+                        source,
+                        policy,
                     ),
                 )
                 if policy is not None or record.adopter_override:
@@ -572,7 +587,9 @@ class OTelObserver:
                         1,
                         self._labels(
                             ("redirect", policy, palette),
-                            lambda: self._redirect_labels(policy, palette),
+                            self._redirect_labels,
+                            policy,
+                            palette,
                         ),
                     )
                 inst.decision_duration.record(record.duration_s, _KIND_DISPATCH)
@@ -670,7 +687,9 @@ class OTelObserver:
                 name = decision.model_name
                 labels = self._labels(
                     ("gate", name, decision.fire, decision.reason_code),
-                    lambda: self._gate_labels(name, decision),
+                    self._gate_labels,
+                    name,
+                    decision,
                 )
                 inst.offload_decisions.add(1, labels)
                 first = handle is None or not handle.repeat

@@ -119,23 +119,37 @@ class SelectionPipeline:
     def stages(self) -> tuple[SelectionStage, ...]:
         return self._stages
 
+    def _allowed_unnamed(
+        self, offered_tools: tuple[Any, ...], offered_raw: list[str | None]
+    ) -> set[int]:
+        pairs = zip(offered_tools, offered_raw, strict=True)
+        allowed = {id(t) for t, name in pairs if name is None}
+        if self._catalog is not None:
+            allowed.update(id(self._catalog.bindable(n)) for n in self._catalog)
+        return allowed
+
     def run(self, tools: Sequence[Any], ctx: SelectionContext | None = None) -> SelectionResult:
         """Select this iteration's tools from ``tools`` (the offered set)."""
         offered_tools = tuple(tools)
-        offered = names_of(offered_tools)
+        # each tool's name is read once per run: ``raw`` lists tool_name()
+        # (None for an unnamed tool), ``names`` the readable names (``?``)
+        offered_raw = [tool_name(t) for t in offered_tools]
+        offered = tuple([n or "?" for n in offered_raw])
         ctx = SelectionContext() if ctx is None else ctx
         ctx = replace(ctx, offered=offered_tools)
         obs = self._observer
         handle = obs.start_selection(ctx, offered)
         start = time.perf_counter()
         allowed = set(offered)
-        # unnamed tools cannot be checked by name: admit only the very objects
-        # that were offered (or a catalogue entry's bindable object)
-        allowed_unnamed = {id(t) for t in offered_tools if tool_name(t) is None}
         if self._catalog is not None:
             allowed.update(self._catalog)
-            allowed_unnamed.update(id(self._catalog.bindable(n)) for n in self._catalog)
+        # unnamed tools cannot be checked by name: admit only the very objects
+        # that were offered (or a catalogue entry's bindable object); built
+        # the first time a stage returns an unnamed tool
+        allowed_unnamed: set[int] | None = None
         current = offered_tools
+        current_raw = offered_raw
+        current_names = offered
         forced = ctx.forced_tool
         records = []
         for index, stage in enumerate(self._stages):
@@ -143,6 +157,8 @@ class SelectionPipeline:
             h = obs.start_stage(stage_ctx, index, stage)
             t0 = time.perf_counter()
             before = current
+            before_raw = current_raw
+            before_names = current_names
             error = None
             try:
                 outcome = stage.apply(before, stage_ctx)
@@ -161,29 +177,39 @@ class SelectionPipeline:
                 forced = outcome.forced_tool
             if outcome.kind is StageOutcomeKind.SELECT and outcome.tools is not None:
                 after: list[Any] = []
+                after_raw: list[str | None] = []
                 for tool in outcome.tools:
                     name = tool_name(tool)
-                    if name is None and id(tool) not in allowed_unnamed:
-                        rejected.append("?")
-                    elif name is not None and name not in allowed:
+                    if name is None:
+                        if allowed_unnamed is None:
+                            allowed_unnamed = self._allowed_unnamed(offered_tools, offered_raw)
+                        if id(tool) not in allowed_unnamed:
+                            rejected.append("?")
+                            continue
+                    elif name not in allowed:
                         rejected.append(name)
-                    else:
-                        after.append(tool)
-                if (
-                    forced is not None
-                    and stage.protects_forced
-                    and forced not in {tool_name(t) for t in after}
-                ):
-                    for tool in before:
-                        if tool_name(tool) == forced:
+                        continue
+                    after.append(tool)
+                    after_raw.append(name)
+                if forced is not None and stage.protects_forced and forced not in after_raw:
+                    for tool, name in zip(before, before_raw, strict=True):
+                        if name == forced:
                             after.append(tool)
+                            after_raw.append(name)
                             reinstated = True
                             break
                 current = tuple(after)
-            before_names = names_of(before)
-            after_names = names_of(current)
-            after_set = set(after_names)
-            before_set = set(before_names)
+                current_raw = after_raw
+                current_names = tuple([n or "?" for n in after_raw])
+            after_names = current_names
+            if after_names == before_names:
+                dropped: tuple[str, ...] = ()
+                added: tuple[str, ...] = ()
+            else:
+                after_set = set(after_names)
+                before_set = set(before_names)
+                dropped = tuple([n for n in before_names if n not in after_set])
+                added = tuple([n for n in after_names if n not in before_set])
             record = StageRecord(
                 index=index,
                 name=stage.name,
@@ -193,8 +219,8 @@ class SelectionPipeline:
                 protects_forced=bool(stage.protects_forced),
                 before=before_names,
                 after=after_names,
-                dropped=tuple(n for n in before_names if n not in after_set),
-                added=tuple(n for n in after_names if n not in before_set),
+                dropped=dropped,
+                added=added,
                 rejected=tuple(rejected),
                 forced_tool=forced,
                 forced_reinstated=reinstated,
@@ -203,7 +229,7 @@ class SelectionPipeline:
             )
             records.append(record)
             obs.end_stage(h, record)
-        if forced is not None and forced not in {tool_name(t) for t in current}:
+        if forced is not None and forced not in current_raw:
             # a stage that may drop a forced tool (protects_forced=False) did:
             # forcing an unbound tool would stall the model, so release it.
             forced = None

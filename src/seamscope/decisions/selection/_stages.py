@@ -80,12 +80,14 @@ class AllowlistStage:
         if not self._always_include:
             return StageOutcome.abstain("no mandated tools")
         present = {tool_name(t) for t in tools}
-        offered = {tool_name(t): t for t in ctx.offered}
+        offered: dict[str | None, Any] | None = None  # read only when a name is missing
         added: list[Any] = []
         ignored: list[str] = []
         for name in self._always_include:
             if name in present:
                 continue
+            if offered is None:
+                offered = {tool_name(t): t for t in ctx.offered}
             if name in offered:
                 added.append(offered[name])
             elif self._catalog is not None and name in self._catalog:

@@ -38,10 +38,15 @@ class SafetyLevel(enum.StrEnum):
 
 def safety_rank(level: SafetyLevel | str) -> int:
     """The rank of a safety level (its value or the enum)."""
-    return _SAFETY_RANK[SafetyLevel(level)]
+    rank = _SAFETY_RANK.get(level) if isinstance(level, str) else None
+    return _SAFETY_RANK[SafetyLevel(level)] if rank is None else rank
 
 
-_SAFETY_RANK = {SafetyLevel.READ: 0, SafetyLevel.WRITE: 1, SafetyLevel.DESTRUCTIVE: 2}
+_SAFETY_RANK: dict[str, int] = {
+    SafetyLevel.READ: 0,
+    SafetyLevel.WRITE: 1,
+    SafetyLevel.DESTRUCTIVE: 2,
+}
 
 
 @dataclass(frozen=True, slots=True)
