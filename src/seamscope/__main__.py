@@ -2,4 +2,6 @@
 
 from seamscope.cli import run
 
+__all__: list[str] = []
+
 run()
