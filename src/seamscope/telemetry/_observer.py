@@ -68,7 +68,6 @@ from seamscope.decisions._enums import (
     DecisionKind,
     PaletteVerdict,
     PolicyResult,
-    StageOutcomeKind,
 )
 from seamscope.decisions._messages import message_text
 from seamscope.telemetry import conventions as c
@@ -746,5 +745,3 @@ def gate_attributes(decision: OffloadGateDecision, text: Any = str) -> Mapping[s
         attrs[c.ATTR_OFFLOAD_ID] = decision.offload_id
     return attrs
 
-
-_ = StageOutcomeKind  # re-exported enum used by type checkers in callers
