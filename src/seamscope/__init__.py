@@ -1,6 +1,6 @@
 """seamscope: the decision layer of a tool-using agent loop, observable with OpenTelemetry.
 
-The seeds' public names are importable from here. Telemetry lives in
+The decision layer's public names are importable from here. Telemetry lives in
 :mod:`seamscope.telemetry`, loop adapters in :mod:`seamscope.adapters`.
 """
 

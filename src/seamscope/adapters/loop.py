@@ -70,7 +70,7 @@ __all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
 
 
 def estimate_tokens(text: str) -> float:
-    """Tokens of a text by the seed's rule of thumb: characters / 4."""
+    """Tokens of a text by the usual rule of thumb: characters / 4."""
     return len(text) / 4
 
 
@@ -308,7 +308,7 @@ class Iteration:
     def post_model(self, emitted: Any) -> PostModelResult:
         """The POST seam over the emitted assistant message (or its tool calls).
 
-        The context includes the just-emitted message, as the seed says.
+        The context includes the just-emitted message, as the design says.
         """
         if isinstance(emitted, Message) or not isinstance(emitted, Sequence):
             message = emitted

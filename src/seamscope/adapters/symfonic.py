@@ -57,7 +57,7 @@ exactly by :meth:`SymfonicInstrumentation.uninstrument`):
 symfonic's own OpenTelemetry layer is left as configured (off by default);
 this module never sets global providers. Telemetry never changes or breaks
 the agent: every hook is contained, and adopter exceptions are re-raised to
-symfonic unchanged. Where symfonic's behaviour differs from the seed, what
+symfonic unchanged. Where symfonic's behaviour differs from the design it implements, what
 symfonic really did is recorded; ``docs/symfonic.md`` lists the
 differences.
 """

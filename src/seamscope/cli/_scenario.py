@@ -1,6 +1,6 @@
 """The demo's scripted, deterministic scenario.
 
-An analyst agent with a catalogue of 12 tools across roles, the seed's
+An analyst agent with a catalogue of 12 tools across roles, the reference
 sales-data policy (cheap model + run_block → fetch_data, guarded on the
 sales table), a role model resolver, a redirect whose target is not routed
 (palette-gate drop), a policy whose predicate raises, an intent classifier

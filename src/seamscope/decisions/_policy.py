@@ -78,9 +78,8 @@ class DispatchContext:
     * ``messages``: the conversation so far. At the POST seam it includes the
       just-emitted assistant message (the post-LLM reality), so
       ``messages[-1]`` is that assistant message there. To classify intent
-      from the user's turn at both seams alike, read :attr:`user_text` (the
-      seed's example predicate reads ``messages[-1]``, which is the user
-      turn only at the PRE seam).
+      from the user's turn at both seams alike, read :attr:`user_text` (a predicate
+      reading ``messages[-1]`` sees the user turn only at the PRE seam).
     * ``resolved_tool_names``: the tools routed (offered to the model) this
       iteration — what the palette gate checks a redirect target against.
     * ``forced_tool_choice``: this iteration's forced tool, if any.
@@ -147,7 +146,7 @@ ArgsTransform = Callable[[Mapping[str, Any], DispatchContext], Mapping[str, Any]
 class ToolCallPolicy:
     """One declarative ``{model + tool-redirect}`` rule for an intent.
 
-    Fields, as the seed declares them:
+    Fields, as the design declares them:
 
     * ``name``: non-empty; labels the policy in traces, metrics and logs.
     * ``match``: the intent gate, evaluated at both seams.

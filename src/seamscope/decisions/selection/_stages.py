@@ -1,4 +1,4 @@
-"""The six selection stages, each with its seed decision matrix.
+"""The six selection stages, each with its documented decision matrix.
 
 They share one signature (``apply(tools, ctx) -> StageOutcome``). Inputs
 that vary per turn (an intent verdict, lazily routed names, a forced-tool
