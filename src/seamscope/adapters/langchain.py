@@ -441,17 +441,34 @@ class _Attached:
 # -- the steps of one hook -------------------------------------------------------
 
 
-class _ModelStep:
+class _Step:
+    """What a model step and a tool step share: the run, the attached context."""
+
+    def __init__(self, middleware: SeamscopeMiddleware) -> None:
+        self.mw = middleware
+        self.run: _Run | None = None
+        self.iteration: Iteration | None = None
+        self.attached: _Attached | None = None
+
+    def fail(self, exc: BaseException) -> None:
+        """The agent's own exception crossed the hook: close the run with it
+        (an interrupt is not a failure: the run resumes later)."""
+        if self.run is not None and not isinstance(exc, GraphBubbleUp):
+            self.mw._close_run(self.run, exc)
+
+    def close(self) -> None:
+        if self.attached is not None:
+            self.attached.detach()
+
+
+class _ModelStep(_Step):
     """One model call: select, PRE seam, chat span, POST seam."""
 
     def __init__(self, middleware: SeamscopeMiddleware, request: ModelRequest[Any]) -> None:
-        self.mw = middleware
+        super().__init__(middleware)
         self.request = request
-        self.run: _Run | None = None
         self.created = False
-        self.iteration: Iteration | None = None
         self.model_name: str | None = None
-        self.attached: _Attached | None = None
 
     def prepare(self) -> ModelRequest[Any]:
         """The request to execute: selected tools, chosen model, forced tool."""
@@ -522,14 +539,6 @@ class _ModelStep:
             _failed("langchain.after_model_call")
         return response
 
-    def fail(self, exc: BaseException) -> None:
-        if self.run is not None and not isinstance(exc, GraphBubbleUp):
-            self.mw._close_run(self.run, exc)
-
-    def close(self) -> None:
-        if self.attached is not None:
-            self.attached.detach()
-
 
 def _last_ai(messages: Sequence[Any]) -> AIMessage | None:
     for message in reversed(messages):
@@ -538,16 +547,13 @@ def _last_ai(messages: Sequence[Any]) -> AIMessage | None:
     return None
 
 
-class _ToolStep:
+class _ToolStep(_Step):
     """One tool call: the execute_tool span, then the offload gate (or a recall)."""
 
     def __init__(self, middleware: SeamscopeMiddleware, request: ToolCallRequest) -> None:
-        self.mw = middleware
+        super().__init__(middleware)
         self.request = request
-        self.run: _Run | None = None
-        self.iteration: Iteration | None = None
         self.call: ToolCall | None = None
-        self.attached: _Attached | None = None
 
     def prepare(self) -> None:
         request = self.request
@@ -599,14 +605,6 @@ class _ToolStep:
         except Exception:
             _failed("langchain.after_tool_call")
             return result
-
-    def fail(self, exc: BaseException) -> None:
-        if self.run is not None and not isinstance(exc, GraphBubbleUp):
-            self.mw._close_run(self.run, exc)
-
-    def close(self) -> None:
-        if self.attached is not None:
-            self.attached.detach()
 
 
 # -- the middleware ----------------------------------------------------------------
