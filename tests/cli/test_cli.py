@@ -210,6 +210,20 @@ def test_explain_trace_id_prefix_selects_one_turn(
     assert [(trace_id, 3)] == [(t["trace_id"], t["turn"]) for t in turns]
 
 
+def test_explain_saves_the_printed_tree_as_a_picture(
+    demo: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, _, _, path = demo
+    assert 0 == main(["explain", str(path), "--format", "json"])
+    trace_id = json.loads(capsys.readouterr().out)["turns"][1]["trace_id"]
+    picture = tmp_path / "turn.svg"
+    assert 0 == main(["explain", str(path), "--trace-id", trace_id, "--svg", str(picture)])
+    printed = capsys.readouterr().out
+    svg = picture.read_text(encoding="utf-8")
+    assert "dropped by palette gate" in printed
+    assert svg.startswith("<svg") and "palette&#160;gate" in svg
+
+
 def test_explain_reads_a_file_from_the_plain_sdk_file_exporter(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

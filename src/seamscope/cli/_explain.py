@@ -44,6 +44,7 @@ def add_explain_parser(sub: Any) -> None:
         help="why NAME was or was not offered, selected and run, iteration by iteration",
     )
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    p.add_argument("--svg", metavar="FILE", help="also save the printed trees as an SVG picture")
 
 
 def _keep_iteration(it: dict[str, Any], args: argparse.Namespace) -> bool:
@@ -105,11 +106,16 @@ def run_explain(args: argparse.Namespace, console: Console, err: Console) -> int
             out["errors"] = [{"line": e.line, "message": e.message} for e in errors]
         console.print_json(json.dumps(out, default=str))
     else:
+        out_console = (
+            Console(record=True, width=console.width, file=console.file) if args.svg else console
+        )
         if not selected:
-            console.print("no matching turns")
+            out_console.print("no matching turns")
         for turn in selected:
-            console.print(render_turn(turn, tool=args.tool))
-            console.print()
-        if settlements and not (args.only_redirects or args.tool):
-            console.print(render_settlements(settlements))
+            out_console.print(render_turn(turn, tool=args.tool))
+            out_console.print()
+        if settlements and not (args.only_redirects or args.tool or args.trace_id):
+            out_console.print(render_settlements(settlements))
+        if args.svg:
+            out_console.save_svg(args.svg, title="seamscope explain")
     return 1 if errors else 0
