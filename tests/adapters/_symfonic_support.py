@@ -9,6 +9,7 @@ Tools are plain LangChain tools that record what really ran.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -111,6 +112,41 @@ def call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
 
 def emits(*calls: dict[str, Any]) -> AIMessage:
     return AIMessage(content="", tool_calls=list(calls))
+
+
+def with_usage(
+    message: AIMessage,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    cache_read: int = 0,
+    cache_write: int = 0,
+) -> AIMessage:
+    """``message`` reporting this usage, as a LangChain chat model does.
+
+    ``input_tokens`` includes the cache reads and writes (LangChain's
+    convention); symfonic reads them from ``input_token_details``.
+    """
+    details = {"cache_read": cache_read, "cache_creation": cache_write}
+    return message.model_copy(
+        update={
+            "usage_metadata": {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+                "input_token_details": details,
+            }
+        }
+    )
+
+
+def memory_id(tool_call_id: str) -> str:
+    """The memory id symfonic's default tool-result ledger gives an offloaded output.
+
+    The stub names it and ``recall_tool_result(mem_id=...)`` takes it; a
+    scripted model must know it before the run.
+    """
+    return "trm_" + hashlib.sha256(tool_call_id.encode("utf-8")).hexdigest()[:12]
 
 
 def config(**update: Any) -> FrameworkConfig:

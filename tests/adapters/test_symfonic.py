@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Sequence
 from contextlib import nullcontext
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -27,7 +28,8 @@ from symfonic.core.callbacks import BaseCallbackHandler, CallbackManager
 from symfonic.core.config import AgentConfig, ModelConfig
 from symfonic.core.contracts import ToolCallPolicy
 
-from seamscope.adapters.symfonic import instrument_symfonic
+from seamscope.adapters.symfonic import instrument_symfonic, symfonic_pricing
+from seamscope.telemetry import OffloadLedger
 from seamscope.telemetry import conventions as c
 
 from ._symfonic_support import (
@@ -41,12 +43,14 @@ from ._symfonic_support import (
     emits,
     events,
     last_user_text,
+    memory_id,
     named,
     offload_settings,
     parent_of,
     raising,
     span_tree,
     tool_message,
+    with_usage,
 )
 
 pytestmark = [
@@ -64,9 +68,7 @@ TURN_2 = "summarise the dump"
 ROUTED = frozenset({"run_block", "fetch_data", "search", "dump_table"})  # not archive_search
 STUB_HEADER = "[symfonic.tool_memory v1]"
 REACT_LOGGER = "symfonic.core.nodes.react"
-# The pricing source a decision priced by symfonic's own table is recorded with
-# (PricingSource has no member for it yet; see docs/symfonic.md).
-SYMFONIC_PRICING = getattr(c.PricingSource, "SYMFONIC", c.PricingSource.NONE).value
+SYMFONIC_PRICING = c.PricingSource.SYMFONIC.value  # a decision priced by symfonic's table
 
 
 # -- the scenario --------------------------------------------------------------
@@ -305,6 +307,8 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
         (2, c.SPAN_SEAM_PRE_MODEL),
         (2, c.SPAN_OFFLOAD_GATE),
         (2, f"chat {GPT4O}"),
+        # the offload fired in turn 2, settled when the conversation block ended
+        (0, c.SPAN_OFFLOAD_SETTLE),
     ] == span_tree(spans)
     assert [0, 1, 2, 0, 1] == [
         s.attributes[c.ATTR_ITERATION_INDEX] for s in named(spans, c.SPAN_ITERATION)
@@ -315,7 +319,8 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
             s.attributes.get(c.ATTR_GEN_AI_AGENT_NAME),
         )
         for s in spans
-        if not s.name.startswith("execute_tool")  # carries the conversation only
+        # these carry the conversation only
+        if not s.name.startswith("execute_tool") and s.name != c.SPAN_OFFLOAD_SETTLE
     }
 
     # PRE seam: who chose the model, and the model the provider was really asked for.
@@ -488,6 +493,370 @@ def win(seam: str, source: str, policy: str) -> frozenset[Any]:
 
 def redirect(policy: str, verdict: str) -> frozenset[Any]:
     return frozenset({c.ATTR_POLICY_NAME: policy, c.ATTR_DISPATCH_PALETTE_GATE: verdict}.items())
+
+
+# -- the offload ledger ---------------------------------------------------------------
+
+DUMP_CALL = "c_dump"
+RECALL_CALL = "c_recall"
+TURN_3 = "which brand leads?"
+RECALLED_CHARS = 50_000  # symfonic caps what recall_tool_result returns
+
+
+def ledger_script() -> list[AIMessage]:
+    """Three turns; the usage each call reports (input tokens include cache reads/writes)."""
+    recall = call(
+        "recall_tool_result", {"mem_id": memory_id(DUMP_CALL), "format": "full"}, RECALL_CALL
+    )
+    return [
+        # turn 1: the dump enters the conversation (the prompt is written to the cache)
+        with_usage(
+            emits(call("dump_table", {"table": "sales"}, DUMP_CALL)), 4_000, 40, cache_write=4_000
+        ),
+        with_usage(AIMessage(content="Dumped."), 26_000, 10, cache_read=3_000),
+        # turn 2: symfonic offloads the dump; the model answers from its stub
+        with_usage(AIMessage(content="Sales are up."), 4_100, 20, cache_read=3_000),
+        # turn 3: the stub again; the model recalls the dump, then answers
+        with_usage(emits(recall), 4_200, 50, cache_read=4_000),
+        with_usage(AIMessage(content="Brand A leads."), 16_800, 30),
+    ]
+
+
+def dump_turn() -> list[BaseMessage]:
+    """Turn 1 of the ledger script as the application carries it into turn 2."""
+    return [
+        HumanMessage(content=TURN_1),
+        emits(call("dump_table", {"table": "sales"}, DUMP_CALL)),
+        tool_message(BIG_OUTPUT, DUMP_CALL, "dump_table"),
+        AIMessage(content="Dumped."),
+    ]
+
+
+def answer_turn() -> list[BaseMessage]:
+    """Turn 2 of the ledger script as the application carries it into turn 3."""
+    return [HumanMessage(content=TURN_2), AIMessage(content="Sales are up.")]
+
+
+async def three_turns(agent: Any, inst: Any, conversation: str | None) -> list[str | None]:
+    """Turn 1, then turns 2 and 3 with the earlier turns as history, in one block."""
+    turn_1, turn_2 = dump_turn(), answer_turn()
+    async with agent:
+        with inst.conversation(conversation) if inst else nullcontext():
+            first = await agent.run(TURN_1)
+            second = await agent.run(TURN_2, history=turn_1)
+            third = await agent.run(TURN_3, history=turn_1 + turn_2)
+    return [first.final_response, second.final_response, third.final_response]
+
+
+def cost(kind: str) -> frozenset[Any]:
+    return frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_COST_KIND: kind}.items())
+
+
+def input_tokens(kind: str, active: str) -> frozenset[Any]:
+    return frozenset(
+        {
+            c.ATTR_GEN_AI_REQUEST_MODEL: OPUS,
+            c.ATTR_USAGE_CACHE: kind,
+            c.ATTR_OFFLOAD_ACTIVE: active,
+        }.items()
+    )
+
+
+def test_an_offload_symfonic_fires_and_recalls_is_settled_in_the_ledger(
+    tracer_provider: Any,
+    meter_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    warehouse = Warehouse()
+    agent, provider = build_agent(ledger_script(), config(**offload_settings()), warehouse.tools)
+    inst = instrument_symfonic(
+        agent, tracer_provider=tracer_provider, meter_provider=meter_provider, agent_name=AGENT
+    )
+
+    finals = asyncio.run(three_turns(agent, inst, CONVERSATION))
+    inst.uninstrument()
+    spans = span_exporter.get_finished_spans()
+
+    # What symfonic did: the dump went on the wire whole in turn 1, as its stub
+    # from turn 2 on; in turn 3 the model recalled it (capped at 50 000 chars)
+    # and the next call carried the stub and the recalled text.
+    assert ["Dumped.", "Sales are up.", "Brand A leads."] == finals
+    assert [("dump_table", {"table": "sales"})] == warehouse.executed
+    assert [OPUS] * 5 == provider.requested
+    wire = provider.model.wire
+    dumps = [next(m for m in w if getattr(m, "tool_call_id", None) == DUMP_CALL) for w in wire[1:]]
+    assert [False, True, True, True] == [str(m.content).startswith(STUB_HEADER) for m in dumps]
+    assert f"mem={memory_id(DUMP_CALL)}" in str(dumps[1].content)
+    [recalled] = [m for m in wire[4] if getattr(m, "tool_call_id", None) == RECALL_CALL]
+    assert RECALLED_CHARS == len(str(recalled.content))
+
+    # symfonic decided the offload three times (every iteration re-decides it):
+    # one offload id, its predicted saving counted once.
+    gates = named(spans, c.SPAN_OFFLOAD_GATE)
+    [offload_id] = {s.attributes[c.ATTR_OFFLOAD_ID] for s in gates}
+    assert [True] * 3 == [s.attributes[c.ATTR_OFFLOAD_FIRE] for s in gates]
+
+    # Realized economics, per event at symfonic's opus prices ($5/M input,
+    # $25/M output, $0.50/M cache read): the stub was carried by two calls
+    # (turn 2, turn 3 before the recall), each saving 25 000 tokens and paying
+    # for the 80-token stub; the recall cost its 12 500 recalled tokens plus
+    # the 50 output tokens of the call that asked for it; the call after the
+    # recall read nothing from the cache where the conversation's pre-offload
+    # ratio (3 000 / 30 000) expected 1 680 tokens.
+    points = counters(metric_reader)
+    model = frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS}.items())
+    expected = {
+        (c.METRIC_OFFLOAD_DECISIONS.name, attrs(OPUS, "true", "net_positive")): 3,
+        (c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name, model): pytest.approx(0.588625),
+        (c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, model): pytest.approx(2 * 25_000 * 5e-6),
+        (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("stub_carry")): pytest.approx(2 * 80 * 5e-6),
+        (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("recall")): pytest.approx(
+            12_500 * 5e-6 + 50 * 25e-6
+        ),
+        (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("cache_disruption")): pytest.approx(
+            1_680 * (5e-6 - 0.5e-6)
+        ),
+        (c.METRIC_OFFLOAD_RECALLS.name, model): 1,
+        (
+            c.METRIC_OFFLOAD_SETTLED.name,
+            frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_OUTCOME: "gain"}.items()),
+        ): 1,
+        # the cache reads and writes symfonic reported, before and after the offload
+        (c.METRIC_MODEL_INPUT_TOKENS.name, input_tokens("write", "false")): 4_000,
+        (c.METRIC_MODEL_INPUT_TOKENS.name, input_tokens("read", "false")): 3_000,
+        (c.METRIC_MODEL_INPUT_TOKENS.name, input_tokens("uncached", "false")): 23_000,
+        (c.METRIC_MODEL_INPUT_TOKENS.name, input_tokens("read", "true")): 7_000,
+        (c.METRIC_MODEL_INPUT_TOKENS.name, input_tokens("uncached", "true")): 1_100 + 200 + 16_800,
+    }
+    assert expected == {key: points.get(key) for key in expected}
+
+    # The settlement, when the conversation block ended: a gain, linked to the
+    # span of the decision that started the offload.
+    [settlement] = inst.ledger.settlements
+    assert (
+        offload_id,
+        CONVERSATION,
+        OPUS,
+        c.SettleTrigger.CONVERSATION_END,
+        2,
+        1,
+        c.OffloadOutcome.GAIN,
+    ) == (
+        settlement.offload_id,
+        settlement.conversation_id,
+        settlement.model,
+        settlement.trigger,
+        settlement.turns_carried,
+        settlement.recalls,
+        settlement.outcome,
+    )
+    assert (Decimal("0.588625"), Decimal("0.25"), Decimal("0.07211"), Decimal("0.17789")) == (
+        settlement.predicted_net_saving.quantize(Decimal("0.000001")),
+        settlement.realized_savings,
+        settlement.realized_costs,
+        settlement.realized_net_saving,
+    )
+    [settle] = named(spans, c.SPAN_OFFLOAD_SETTLE)
+    assert {
+        c.ATTR_OFFLOAD_ID: offload_id,
+        c.ATTR_GEN_AI_CONVERSATION_ID: CONVERSATION,
+        c.ATTR_OFFLOAD_OUTCOME: "gain",
+        c.ATTR_OFFLOAD_SETTLE_TRIGGER: "conversation_end",
+        c.ATTR_OFFLOAD_TURNS_CARRIED: 2,
+        c.ATTR_OFFLOAD_RECALLS: 1,
+    } == {
+        k: settle.attributes.get(k)
+        for k in (
+            c.ATTR_OFFLOAD_ID,
+            c.ATTR_GEN_AI_CONVERSATION_ID,
+            c.ATTR_OFFLOAD_OUTCOME,
+            c.ATTR_OFFLOAD_SETTLE_TRIGGER,
+            c.ATTR_OFFLOAD_TURNS_CARRIED,
+            c.ATTR_OFFLOAD_RECALLS,
+        )
+    }
+    assert [gates[0].context] == [link.context for link in settle.links]
+    assert 0 == len(inst.ledger)  # the conversation was settled and forgotten
+
+    # The chat spans carry the usage symfonic reported, cache tokens included.
+    assert [(4_000, 40, None, 4_000), (26_000, 10, 3_000, None), (4_100, 20, 3_000, None)] == [
+        (
+            s.attributes[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS],
+            s.attributes[c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS],
+            s.attributes.get(c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+            s.attributes.get(c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+        )
+        for s in named_prefix(spans, "chat ")[:3]
+    ]
+
+
+def test_each_outermost_conversation_block_settles_on_its_own(
+    tracer_provider: Any, meter_provider: Any, span_exporter: InMemorySpanExporter
+) -> None:
+    agent, _ = build_agent(ledger_script(), config(**offload_settings()), Warehouse().tools)
+    inst = instrument_symfonic(
+        agent, tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
+    turn_1, turn_2 = dump_turn(), answer_turn()
+
+    async def scenario() -> None:
+        async with agent:
+            with inst.conversation(CONVERSATION):
+                await agent.run(TURN_1)
+                with inst.conversation(CONVERSATION):  # nested: the outer block ends it
+                    await agent.run(TURN_2, history=turn_1)
+                assert 1 == len(inst.ledger)
+            with inst.conversation(CONVERSATION):
+                await agent.run(TURN_3, history=turn_1 + turn_2)
+
+    asyncio.run(scenario())
+    inst.uninstrument()
+
+    # Each block is a conversation: the output symfonic offloads again in the
+    # second block is a new offload there (no pre-offload calls: no cache
+    # baseline, so no cache disruption is charged).
+    first, second = inst.ledger.settlements
+    assert first.offload_id != second.offload_id
+    assert [
+        (1, 0, Decimal("0.125"), Decimal("0.0004")),
+        (1, 1, Decimal("0.125"), Decimal("0.06415")),
+    ] == [
+        (s.turns_carried, s.recalls, s.realized_savings, s.realized_costs) for s in (first, second)
+    ]
+    gates = named(span_exporter.get_finished_spans(), c.SPAN_OFFLOAD_GATE)
+    assert [first.offload_id, second.offload_id, second.offload_id] == [
+        g.attributes[c.ATTR_OFFLOAD_ID] for g in gates
+    ]
+
+
+def test_an_offload_the_ledger_already_settled_still_counts_what_it_saves(
+    tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    agent, _ = build_agent(ledger_script(), config(**offload_settings()), Warehouse().tools)
+    inst = instrument_symfonic(
+        agent, tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
+    turn_1, turn_2 = dump_turn(), answer_turn()
+
+    async def scenario() -> None:
+        async with agent:
+            with inst.conversation(CONVERSATION):
+                await agent.run(TURN_1)
+                await agent.run(TURN_2, history=turn_1)
+                inst.ledger.settle(CONVERSATION)  # e.g. settled as idle by a busy ledger
+                await agent.run(TURN_3, history=turn_1 + turn_2)
+
+    asyncio.run(scenario())
+    inst.uninstrument()
+
+    # The settlement holds what the ledger saw until then; the realized
+    # counters still count turn 3's carried stub and recall.
+    [settlement] = inst.ledger.settlements
+    assert (c.SettleTrigger.EXPLICIT, 1, 0) == (
+        settlement.trigger,
+        settlement.turns_carried,
+        settlement.recalls,
+    )
+    points = counters(metric_reader)
+    model = frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS}.items())
+    assert [pytest.approx(0.25), pytest.approx(0.0008), pytest.approx(0.06375), 1] == [
+        points.get((c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, model)),
+        points.get((c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("stub_carry"))),
+        points.get((c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("recall"))),
+        points.get((c.METRIC_OFFLOAD_RECALLS.name, model)),
+    ]
+
+
+def test_without_a_conversation_id_the_ledger_is_not_fed(
+    tracer_provider: Any,
+    meter_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    agent, _ = build_agent(ledger_script(), config(**offload_settings()), Warehouse().tools)
+    inst = instrument_symfonic(
+        agent, tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
+
+    finals = asyncio.run(three_turns(agent, inst, None))
+    inst.uninstrument()
+
+    assert ["Dumped.", "Sales are up.", "Brand A leads."] == finals
+    spans = span_exporter.get_finished_spans()
+    assert 3 == len(named(spans, c.SPAN_OFFLOAD_GATE))  # the decisions are still recorded
+    assert [] == named(spans, c.SPAN_OFFLOAD_SETTLE)
+    assert ([], 0) == (inst.ledger.settlements, len(inst.ledger))
+    ledger_metrics = {
+        c.METRIC_OFFLOAD_REALIZED_SAVINGS.name,
+        c.METRIC_OFFLOAD_REALIZED_COSTS.name,
+        c.METRIC_OFFLOAD_RECALLS.name,
+        c.METRIC_MODEL_INPUT_TOKENS.name,
+    }
+    assert [] == [key for key in counters(metric_reader) if key[0] in ledger_metrics]
+
+
+def test_the_default_ledger_prices_with_symfonic_table(tracer_provider: Any) -> None:
+    agent, _ = build_agent([AIMessage(content="ok")], config(), Warehouse().tools)
+    with instrument_symfonic(agent, tracer_provider=tracer_provider) as inst:
+        ledger = inst.ledger
+        quote = ledger._pricing.lookup(OPUS)
+    assert quote is not None
+    assert (Decimal("5.0"), Decimal("25.0"), Decimal("0.5"), Decimal("6.25")) == (
+        quote.price.input_per_mtok,
+        quote.price.output_per_mtok,
+        quote.price.cache_read_per_mtok,
+        quote.price.cache_write_per_mtok,
+    )
+    assert len(tog.MODEL_PRICING) == len(
+        [m for m in tog.MODEL_PRICING if symfonic_pricing(use_genai_prices=False).lookup(m)]
+    )
+
+    own = OffloadLedger(tracer_provider=tracer_provider)
+    with instrument_symfonic(agent, tracer_provider=tracer_provider, ledger=own) as inst:
+        assert own is inst.ledger
+    with pytest.raises(TypeError, match="OffloadLedger"):
+        instrument_symfonic(agent, tracer_provider=tracer_provider, ledger=object())  # type: ignore[arg-type]
+
+
+class _RaisingLedger(OffloadLedger):
+    def record_offload(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("ledger broken")
+
+    def record_model_call(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("ledger broken")
+
+    def record_recall(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("ledger broken")
+
+    def end_conversation(self, *args: Any, **kwargs: Any) -> list[Any]:
+        raise RuntimeError("ledger broken")
+
+
+def test_a_failing_ledger_never_changes_what_symfonic_decides(
+    tracer_provider: Any, captured_logs: list[dict[str, Any]]
+) -> None:
+    baseline_agent, baseline_provider = build_agent(
+        ledger_script(), config(**offload_settings()), Warehouse().tools
+    )
+    baseline = asyncio.run(three_turns(baseline_agent, None, None))
+
+    agent, provider = build_agent(ledger_script(), config(**offload_settings()), Warehouse().tools)
+    inst = instrument_symfonic(agent, tracer_provider=tracer_provider, ledger=_RaisingLedger())
+    finals = asyncio.run(three_turns(agent, inst, CONVERSATION))
+    inst.uninstrument()
+
+    assert baseline == finals
+    assert baseline_provider.requested == provider.requested
+    assert [[str(m.content) for m in w] for w in baseline_provider.model.wire] == [
+        [str(m.content) for m in w] for w in provider.model.wire
+    ]
+    assert {
+        "symfonic._gate_end",
+        "symfonic._llm_end",
+        "symfonic._tool_result",
+        "symfonic._close_conversation",
+    } == {e["hook"] for e in captured_logs if e["event"] == c.LOG_TELEMETRY_ERROR}
 
 
 # -- install and uninstall ----------------------------------------------------------

@@ -22,6 +22,27 @@ nothing it decides changes. Per ``agent.run`` (one user turn)::
        │  └─ seamscope.dispatch                (one per emitted call; events as above)
        └─ execute_tool {tool}
 
+The offload ledger (``ledger=``, by default an :class:`OffloadLedger` on the
+same providers priced by :func:`symfonic_pricing`) follows the offloads
+symfonic fires in each ``inst.conversation(...)`` block to their realized
+savings and costs:
+
+* the first fired gate decision of an output in the conversation starts an
+  offload (``record_offload``, linked to that ``seamscope.offload_gate``
+  span); symfonic re-decides the output on every later iteration, under the
+  same offload id;
+* each react-node model call is recorded with the usage symfonic reports
+  on ``on_llm_end`` (input, output, cache-read and cache-creation tokens)
+  and, as carried, the offloads whose stub was in the messages symfonic
+  sent (``on_llm_start``), less those the model has recalled since;
+* a ``recall_tool_result(mem_id=...)`` call is matched to its offload by
+  the memory id the stub named, and recorded with the recalled text's
+  tokens (chars / 4) and the output tokens of the model call that asked
+  for it;
+* when the outermost block of a conversation id exits, its offloads
+  settle: one ``seamscope.offload.settle`` span each, linked to the gate
+  span. Without a conversation id the ledger is not fed.
+
 Where it hooks, from the least to the most intrusive (each is undone
 exactly by :meth:`SymfonicInstrumentation.uninstrument`):
 
@@ -29,7 +50,8 @@ exactly by :meth:`SymfonicInstrumentation.uninstrument`):
   deps-level ``CallbackManager`` receives ``on_agent_start/end``,
   ``on_node_start/error``, ``on_llm_start/end``, ``on_tool_call_dispatch``
   (the call after the policies, with the palette in ``available_tools``),
-  ``on_before_tool_call`` (what really dispatches) and ``on_tool_result``.
+  ``on_before_tool_call`` (what really dispatches) and ``on_tool_result``
+  (the ledger reads the messages, usage and recall results they carry).
   It never rewrites or vetoes anything. The agent's manager is replaced by
   a new one holding this handler followed by the original handlers; the
   original object is registered back on uninstall.
@@ -56,10 +78,11 @@ exactly by :meth:`SymfonicInstrumentation.uninstrument`):
 
 symfonic's own OpenTelemetry layer is left as configured (off by default);
 this module never sets global providers. Telemetry never changes or breaks
-the agent: every hook is contained, and adopter exceptions are re-raised to
-symfonic unchanged. Where symfonic's behaviour differs from the design it implements, what
-symfonic really did is recorded; ``docs/symfonic.md`` lists the
-differences.
+the agent: every hook (and every call into the ledger) is contained, and
+adopter exceptions are re-raised to symfonic unchanged. Where symfonic's
+behaviour differs from the design it implements, what symfonic really did
+is recorded; ``docs/symfonic.md`` lists the differences and the limits of
+the ledger's view.
 """
 
 from __future__ import annotations
@@ -69,6 +92,7 @@ import contextvars
 import dataclasses
 import functools
 import logging
+import re
 import sys
 import threading
 import time
@@ -89,6 +113,7 @@ from seamscope.decisions import (
     GateCall,
     GuardResult,
     ModelConfig,
+    ModelPrice,
     ModelUsage,
     OffloadGateDecision,
     OffloadGateInputs,
@@ -99,6 +124,7 @@ from seamscope.decisions import (
     PostModelResult,
     PreModelResult,
     PricingSource,
+    PricingTable,
     Seam,
     ToolCall,
     WinnerSource,
@@ -111,6 +137,7 @@ from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._genai import GenAISpans
 from seamscope.telemetry._logging import log_event
 from seamscope.telemetry._observer import OTelObserver
+from seamscope.telemetry.ledger import CarriedStub, OffloadLedger
 
 try:
     import symfonic.core.tool_offload_gate as _sym_gate
@@ -121,7 +148,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "seamscope.adapters.symfonic needs symfonic-core: pip install 'seamscope[symfonic]'"
     ) from exc
 
-__all__ = ["SymfonicInstrumentation", "instrument_symfonic"]
+__all__ = ["SymfonicInstrumentation", "instrument_symfonic", "symfonic_pricing"]
 
 _log = logging.getLogger("seamscope.adapters.symfonic")
 
@@ -130,10 +157,10 @@ _REACT_LOGGER = "symfonic.core.nodes.react"
 _ADOPTER_DROP_PREFIX = "on_tool_call_dispatch: rewrite targets unregistered tool"
 _MAX_RUNS = 1024
 _MAX_OFFLOAD_IDS = 4096
-
-# seamscope's PricingSource has no member for symfonic's MODEL_PRICING table
-# yet; a priced decision is recorded with it as soon as the member exists.
-_SYMFONIC_PRICING: PricingSource = getattr(PricingSource, "SYMFONIC", PricingSource.NONE)
+_RECALL_TOOL = "recall_tool_result"
+_STUB_PREFIX = "[symfonic.tool_memory "
+_STUB_MEM_ID = re.compile(r"archived as mem=(\S+)")
+_CHARS_PER_TOKEN = 4  # symfonic's own estimate (its gate prices chars / 4)
 
 _TAP_ATTR = "_seamscope_tap"
 
@@ -229,6 +256,13 @@ class _Iteration:
     flushed: bool = False
     adopter_drops: dict[str, str] = dataclasses.field(default_factory=dict)
     tools: dict[str, trace.Span] = dataclasses.field(default_factory=dict)
+    # the offload ledger: offloads whose stub this iteration's prompt carried,
+    # the model call's output tokens, and the recalls it emitted (call id ->
+    # offload id)
+    carried: list[CarriedStub] | None = None
+    output_tokens: int = 0
+    recall_output_charged: bool = False
+    recalls: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(eq=False)
@@ -428,7 +462,7 @@ def _convert_decision(
         ),
         reason=reason if reason is not None else str(getattr(decision, "reason", "")),
         reason_code=code,
-        pricing_source=_SYMFONIC_PRICING if priced else PricingSource.NONE,
+        pricing_source=PricingSource.SYMFONIC if priced else PricingSource.NONE,
         model_name=str(inputs.model_name),
         output_tokens=float(inputs.output_tokens),
         horizon=max(0, int(inputs.horizon)),
@@ -437,6 +471,95 @@ def _convert_decision(
         net_saving=Decimal(repr(net)),
         offload_id=offload_id,
     )
+
+
+def symfonic_pricing(*, use_genai_prices: bool = True) -> PricingTable:
+    """symfonic's ``MODEL_PRICING`` as a seamscope :class:`PricingTable`.
+
+    Every row becomes an override (input, output, cache-read and
+    cache-write rates exactly as symfonic lists them, USD per 1M tokens),
+    so the ledger prices a model call with the prices the offload gate
+    decided with. symfonic's 1-hour cache-write rate has no counterpart
+    and is left out; a row seamscope cannot read is skipped. Models
+    symfonic does not list fall back to genai-prices unless
+    ``use_genai_prices`` is False. The table is read once, when called.
+    """
+    overrides: dict[str, ModelPrice] = {}
+    table = getattr(_sym_gate, "MODEL_PRICING", None)
+    if isinstance(table, Mapping):
+        for model, row in table.items():
+            if not isinstance(model, str) or not model or not isinstance(row, Mapping):
+                continue
+            try:
+                overrides[model] = ModelPrice(
+                    row["input"], row["output"], row.get("cache_read"), row.get("cache_write")
+                )
+            except (KeyError, ValueError):
+                continue
+    return PricingTable(overrides, use_genai_prices=use_genai_prices)
+
+
+def _usage(raw: Any) -> ModelUsage | None:
+    """The token usage symfonic reports on ``LLMEndEvent.usage`` (None when absent).
+
+    symfonic flattens the AIMessage's ``usage_metadata``: cache reads and
+    writes come as ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens``. LangChain counts them inside
+    ``input_tokens``; a provider that does not is corrected so the total
+    covers them.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+
+    def tokens(*keys: str) -> int:
+        for key in keys:
+            try:
+                value = int(raw.get(key) or 0)
+            except (TypeError, ValueError):
+                continue
+            if value:
+                return max(0, value)
+        return 0
+
+    read = tokens("cache_read_input_tokens", "cache_read_tokens")
+    write = tokens("cache_creation_input_tokens", "cache_creation_tokens")
+    return ModelUsage(
+        max(tokens("input_tokens"), read + write), tokens("output_tokens"), read, write
+    )
+
+
+def _content_text(content: Any) -> str:
+    """A message content as text, the way symfonic measures it."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            else:
+                parts.append(str(block))
+        return "".join(parts)
+    return "" if content is None else str(content)
+
+
+def _stubs(messages: Any) -> Iterator[tuple[str, str]]:
+    """(tool_call_id, mem_id) of every ToolMessage that is symfonic's offload stub.
+
+    symfonic replaces an offloaded output by its stub only in what it sends
+    to the model, keeping the ``tool_call_id``; the stub names the memory id
+    its ``recall_tool_result`` tool takes.
+    """
+    for message in tuple(messages or ()):
+        if getattr(message, "type", None) != "tool":
+            continue
+        content = getattr(message, "content", None)
+        if not isinstance(content, str) or not content.startswith(_STUB_PREFIX):
+            continue
+        call_id = str(getattr(message, "tool_call_id", "") or "")
+        found = _STUB_MEM_ID.search(content)
+        if call_id and found is not None:
+            yield call_id, found.group(1)
 
 
 # --------------------------------------------------------------------------
@@ -535,7 +658,8 @@ class SymfonicInstrumentation:
     """seamscope's hooks installed in one ``SymfonicAgent``; undo with :meth:`uninstrument`.
 
     Build it with :func:`instrument_symfonic`. It is also a context manager
-    (uninstruments on exit).
+    (uninstruments on exit). ``ledger`` is the :class:`OffloadLedger` that
+    follows the offloads symfonic fires in a conversation.
     """
 
     def __init__(
@@ -545,16 +669,26 @@ class SymfonicInstrumentation:
         observer: Any,
         tracer_provider: trace.TracerProvider | None,
         agent_name: str | None,
+        ledger: OffloadLedger,
     ) -> None:
         self.agent = agent
         self.observer = observer
         self.agent_name = agent_name
+        self.ledger = ledger
         self._obs = guard_observer(observer)
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
         self._runs: OrderedDict[str, _Run] = OrderedDict()
-        self._offload_ids: OrderedDict[str, str] = OrderedDict()
-        self._gated: OrderedDict[str, None] = OrderedDict()  # tool call ids the gate saw
+        # Keyed by (conversation id or "", tool call id): one offload (its id
+        # and sizes) per offloaded output of a conversation, and the outputs
+        # the gate saw.
+        self._offloads: OrderedDict[tuple[str, str], CarriedStub] = OrderedDict()
+        self._gated: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # (conversation id, symfonic memory id) -> offload id, from the stubs
+        # the model was sent; (conversation id, offload id) of recalled offloads.
+        self._mem_ids: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._expanded: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._open_conversations: dict[str, int] = {}
         self._lock = threading.Lock()
         self._installed = False
         self._handler = _Handler(self)
@@ -573,12 +707,22 @@ class SymfonicInstrumentation:
 
     @contextlib.contextmanager
     def conversation(self, conversation_id: str | None) -> Iterator[None]:
-        """Runs started inside carry ``gen_ai.conversation.id`` = ``conversation_id``."""
+        """Runs started inside carry ``gen_ai.conversation.id`` = ``conversation_id``.
+
+        The block is the conversation for the offload ledger: when the
+        outermost block of that id exits, its offloads are settled
+        (:meth:`OffloadLedger.end_conversation`) and forgotten here, so a
+        later block with the same id starts a new conversation. Without a
+        conversation id the ledger is not fed.
+        """
         token = _CONVERSATION.set(conversation_id)
+        opened = bool(conversation_id) and self._open_conversation(str(conversation_id))
         try:
             yield
         finally:
             _CONVERSATION.reset(token)
+            if opened:
+                self._close_conversation(str(conversation_id))
 
     def uninstrument(self) -> None:
         """Put back every object that was replaced; idempotent.
@@ -607,6 +751,26 @@ class SymfonicInstrumentation:
 
     def __exit__(self, *exc_info: object) -> None:
         self.uninstrument()
+
+    @_contained
+    def _open_conversation(self, conversation_id: str) -> bool:
+        with self._lock:
+            depth = self._open_conversations.get(conversation_id, 0)
+            self._open_conversations[conversation_id] = depth + 1
+        return True
+
+    @_contained
+    def _close_conversation(self, conversation_id: str) -> None:
+        with self._lock:
+            depth = self._open_conversations.get(conversation_id, 1) - 1
+            if depth > 0:
+                self._open_conversations[conversation_id] = depth
+                return
+            self._open_conversations.pop(conversation_id, None)
+            for keys in (self._offloads, self._gated, self._mem_ids, self._expanded):
+                for key in [k for k in keys if k[0] == conversation_id]:
+                    del keys[key]
+        self.ledger.end_conversation(conversation_id)
 
     # -- install ---------------------------------------------------------------
 
@@ -942,11 +1106,39 @@ class SymfonicInstrumentation:
         it = run.current or self._new_iteration(run)
         if it.chat is not None:
             _end(it.chat)
+            it.chat = None
+        if run.conversation_id:
+            it.carried = self._carried(run.conversation_id, getattr(event, "messages", ()))
         model = it.model or str(getattr(event, "model", "") or "") or "unknown"
         attrs = self._conversation_attrs(
             run, {c.ATTR_GEN_AI_OPERATION_NAME: "chat", c.ATTR_GEN_AI_REQUEST_MODEL: model}
         )
         it.chat = self._span(f"chat {model}", SpanKind.CLIENT, attrs, it.ctx)
+
+    def _carried(self, conversation_id: str, messages: Any) -> list[CarriedStub]:
+        """The offloads whose stub (not the output) the prompt carries.
+
+        Read from the messages symfonic sends: a stub of an output whose
+        fired decision was recorded in this conversation, unless the model
+        recalled that output since (its content is back in the prompt).
+        Each comes with its sizes, so the ledger still counts the saving of
+        an offload it already settled (idle, evicted). Also learns each
+        stub's memory id, for the recall tool.
+        """
+        carried: list[CarriedStub] = []
+        with self._lock:
+            for call_id, mem_id in _stubs(messages):
+                offload = self._offloads.get((conversation_id, call_id))
+                if offload is None:
+                    continue
+                key = (conversation_id, mem_id)
+                self._mem_ids[key] = offload.offload_id
+                self._mem_ids.move_to_end(key)
+                while len(self._mem_ids) > _MAX_OFFLOAD_IDS:
+                    self._mem_ids.popitem(last=False)
+                if (conversation_id, offload.offload_id) not in self._expanded:
+                    carried.append(offload)
+        return carried
 
     @_contained
     def _llm_end(self, event: Any) -> None:
@@ -957,22 +1149,28 @@ class SymfonicInstrumentation:
             _ACTIVE.set(None)
         run = self._run(event.run_id)
         it = run.current if run is not None else None
-        if it is None or it.chat is None:
+        if run is None or it is None:
             return
+        usage = _usage(getattr(event, "usage", None))
+        it.output_tokens = 0 if usage is None else usage.output_tokens
         span, it.chat = it.chat, None
-        try:
-            usage = getattr(event, "usage", None)
-            if isinstance(usage, Mapping):
-                GenAISpans.record_usage(
-                    span,
-                    ModelUsage(
-                        input_tokens=int(usage.get("input_tokens") or 0),
-                        output_tokens=int(usage.get("output_tokens") or 0),
-                    ),
-                    str(getattr(event, "model", "") or "") or None,
-                )
-        finally:
-            _end(span)
+        if span is not None:
+            try:
+                if usage is not None:
+                    GenAISpans.record_usage(
+                        span, usage, str(getattr(event, "model", "") or "") or None
+                    )
+            finally:
+                _end(span)
+        if run.conversation_id:
+            model = it.model or str(getattr(event, "model", "") or "") or "unknown"
+            carried, it.carried = it.carried or [], None
+            self.ledger.record_model_call(
+                run.conversation_id,
+                model=model,
+                usage=usage if usage is not None else ModelUsage(),
+                carried=carried,
+            )
 
     @_contained
     def _dispatch(self, event: Any) -> None:
@@ -1043,6 +1241,12 @@ class SymfonicInstrumentation:
             attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
         if run.conversation_id:
             attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = run.conversation_id
+            if tool == _RECALL_TOOL and call_id:
+                args = getattr(event, "args", None)
+                mem_id = str(args.get("mem_id") or "") if isinstance(args, Mapping) else ""
+                offload_id = self._mem_ids.get((run.conversation_id, mem_id))
+                if offload_id is not None:
+                    it.recalls[call_id] = offload_id
         previous = it.tools.pop(call_id, None)
         if previous is not None:
             _end(previous)
@@ -1052,14 +1256,35 @@ class SymfonicInstrumentation:
     def _tool_result(self, event: Any) -> None:
         run = self._run(event.run_id)
         it = run.current if run is not None else None
-        if it is None:
+        if run is None or it is None:
             return
-        span = it.tools.pop(str(getattr(event, "call_id", "") or ""), None)
-        if span is None:
+        call_id = str(getattr(event, "call_id", "") or "")
+        is_error = bool(getattr(event, "is_error", False))
+        span = it.tools.pop(call_id, None)
+        if span is not None:
+            if is_error:
+                span.set_status(Status(StatusCode.ERROR))
+            _end(span)
+        offload_id = it.recalls.pop(call_id, None)
+        if offload_id is None or is_error or not run.conversation_id:
             return
-        if getattr(event, "is_error", False):
-            span.set_status(Status(StatusCode.ERROR))
-        _end(span)
+        # The recalled text re-enters the prompt; the model call that asked
+        # for it is paid once, however many recalls it emitted.
+        output_tokens = 0 if it.recall_output_charged else it.output_tokens
+        it.recall_output_charged = True
+        text = _content_text(getattr(event, "result", None))
+        with self._lock:
+            key = (run.conversation_id, offload_id)
+            self._expanded[key] = None
+            while len(self._expanded) > _MAX_OFFLOAD_IDS:
+                self._expanded.popitem(last=False)
+        self.ledger.record_recall(
+            run.conversation_id,
+            offload_id,
+            model=it.model or "unknown",
+            input_tokens=len(text) // _CHARS_PER_TOKEN,
+            output_tokens=output_tokens,
+        )
 
     @_contained
     def _adopter_dropped(self, call_id: str, target: str) -> None:
@@ -1469,17 +1694,19 @@ class SymfonicInstrumentation:
             recall_input_tokens=int(inputs.recall_input_tokens),
             recall_output_tokens=int(inputs.recall_output_tokens),
         )
+        conversation = None if run is None else run.conversation_id
         repeat = False
         if call_id:
+            key = (conversation or "", call_id)
             with self._lock:
-                repeat = call_id in self._gated
-                self._gated[call_id] = None
+                repeat = key in self._gated
+                self._gated[key] = None
                 while len(self._gated) > _MAX_OFFLOAD_IDS:
                     self._gated.popitem(last=False)
         # symfonic re-decides an earlier output on every iteration: count its
         # predicted saving once
         gate_call = GateCall(
-            None if run is None else run.conversation_id,
+            conversation,
             self.agent_name,
             tool,
             call_id,
@@ -1509,28 +1736,56 @@ class SymfonicInstrumentation:
                 if span is not None:
                     span.set_attribute(c.ATTR_ERROR_TYPE, kind)
                     span.set_status(Status(StatusCode.ERROR, kind))
-            offload_id = None
+            offload_id, first = None, False
             if decision is not None and bool(getattr(decision, "fire", False)):
-                offload_id = self._offload_id(call.call)
+                offload_id, first = self._offload_id(call.call, call.inputs)
             converted = _convert_decision(inputs, decision, offload_id, reason)
             self._obs.end_offload_gate(call.handle, converted)
+            conversation = None if call.call is None else call.call.conversation_id
+            if first and conversation:
+                # symfonic re-decides the output on every later iteration: the
+                # ledger follows it from the first fired decision, linked to
+                # that decision's span
+                self.ledger.record_offload(
+                    converted,
+                    conversation_id=conversation,
+                    gate_span=_span_context(call.handle),
+                )
         finally:
             if call.token is not None:
                 otel_context.detach(call.token)
 
-    def _offload_id(self, call: GateCall | None) -> str:
-        """One id per offloaded tool output, however often symfonic re-decides it."""
-        key = None if call is None else call.tool_call_id
-        if not key:
-            return uuid.uuid4().hex[:16]
+    def _offload_id(
+        self, call: GateCall | None, inputs: OffloadGateInputs | None
+    ) -> tuple[str, bool]:
+        """One id per offloaded tool output of a conversation, however often
+        symfonic re-decides it; and whether this decision is its first.
+
+        An output without a tool call id gets a fresh id and is not
+        followed: symfonic does not stub an output it cannot pair.
+        """
+        if call is None or not call.tool_call_id or inputs is None:
+            return uuid.uuid4().hex[:16], False
+        key = (call.conversation_id or "", call.tool_call_id)
         with self._lock:
-            offload_id = self._offload_ids.get(key)
-            if offload_id is None:
-                offload_id = uuid.uuid4().hex[:16]
-                self._offload_ids[key] = offload_id
-                while len(self._offload_ids) > _MAX_OFFLOAD_IDS:
-                    self._offload_ids.popitem(last=False)
-            return offload_id
+            offload = self._offloads.get(key)
+            if offload is not None:
+                return offload.offload_id, False
+            offload = CarriedStub(uuid.uuid4().hex[:16], inputs.output_tokens, inputs.stub_tokens)
+            self._offloads[key] = offload
+            while len(self._offloads) > _MAX_OFFLOAD_IDS:
+                self._offloads.popitem(last=False)
+            return offload.offload_id, True
+
+
+def _span_context(handle: Any) -> trace.SpanContext | None:
+    """The span context of an observer's span handle, when it has one."""
+    span = getattr(handle, "span", None)
+    get = getattr(span, "get_span_context", None)
+    if not callable(get):
+        return None
+    ctx = get()
+    return ctx if isinstance(ctx, trace.SpanContext) and ctx.is_valid else None
 
 
 def _end(span: trace.Span) -> None:
@@ -1573,6 +1828,7 @@ def instrument_symfonic(
     meter_provider: Any | None = None,
     telemetry_config: TelemetryConfig | None = None,
     observer: Any | None = None,
+    ledger: OffloadLedger | None = None,
 ) -> SymfonicInstrumentation:
     """Record a ``SymfonicAgent``'s real decisions as seamscope telemetry.
 
@@ -1583,9 +1839,17 @@ def instrument_symfonic(
     otherwise the providers passed, or the global API's, are used (never
     set). ``observer`` replaces the :class:`OTelObserver` built from them.
 
-    Raises TypeError for an object that is not a supported SymfonicAgent,
-    and RuntimeError if the agent is already instrumented.
+    ``ledger`` follows the offloads symfonic fires in each conversation
+    (``inst.conversation(...)``) to their realized savings and costs. By
+    default it is an :class:`OffloadLedger` on the same providers, sharing
+    the observer's instruments, priced by :func:`symfonic_pricing`.
+
+    Raises TypeError for an object that is not a supported SymfonicAgent
+    or a ``ledger`` that is not an OffloadLedger, and RuntimeError if the
+    agent is already instrumented.
     """
+    if ledger is not None and not isinstance(ledger, OffloadLedger):
+        raise TypeError(f"instrument_symfonic: ledger must be an OffloadLedger, got {ledger!r}")
     if telemetry is not None:
         tracer_provider = tracer_provider or telemetry.tracer_provider
         meter_provider = meter_provider or telemetry.meter_provider
@@ -1610,8 +1874,19 @@ def instrument_symfonic(
                 meter_provider=meter_provider,
                 config=telemetry_config or TelemetryConfig.create(known_labels=names - {""}),
             )
+        if ledger is None:
+            ledger = OffloadLedger(
+                pricing=symfonic_pricing(),
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                instruments=getattr(observer, "instruments", None),
+            )
         inst = SymfonicInstrumentation(
-            agent, observer=observer, tracer_provider=tracer_provider, agent_name=agent_name
+            agent,
+            observer=observer,
+            tracer_provider=tracer_provider,
+            agent_name=agent_name,
+            ledger=ledger,
         )
         inst._install()
         _AGENTS[id(agent)] = inst
