@@ -385,9 +385,9 @@ class _Run:
                 return self.iteration
         return self.start_iteration(self.turn.messages, self.turn.state)
 
-    def _end_iteration(self, exc: BaseException | None) -> None:
-        manager, self._iteration = self._iteration, None
-        self._otel = self._agent_otel
+    def _exit(self, manager: Any, exc: BaseException | None, hook: str) -> None:
+        """Leave a span's context manager in the run's context, passing the
+        agent's exception (if any) so the span records it."""
         if manager is None:
             return
         try:
@@ -396,7 +396,12 @@ class _Run:
             else:
                 self._context.run(manager.__exit__, type(exc), exc, exc.__traceback__)
         except Exception:
-            _failed("langchain.iteration_end")
+            _failed(hook)
+
+    def _end_iteration(self, exc: BaseException | None) -> None:
+        manager, self._iteration = self._iteration, None
+        self._otel = self._agent_otel
+        self._exit(manager, exc, "langchain.iteration_end")
 
     def close(self, exc: BaseException | None = None) -> None:
         with self.lock:
@@ -405,15 +410,7 @@ class _Run:
             self.closed = True
             self._end_iteration(exc)
             manager, self._agent = self._agent, None
-            if manager is None:
-                return
-            try:
-                if exc is None:
-                    self._context.run(manager.__exit__, None, None, None)
-                else:
-                    self._context.run(manager.__exit__, type(exc), exc, exc.__traceback__)
-            except Exception:
-                _failed("langchain.invoke_agent_end")
+            self._exit(manager, exc, "langchain.invoke_agent_end")
 
 
 class _Attached:
