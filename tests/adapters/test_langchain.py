@@ -9,7 +9,6 @@ DecisionLayer.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -515,7 +514,7 @@ def test_an_unknown_model_keeps_the_request_model_and_is_recorded(
     span_exporter: InMemorySpanExporter,
     tracer_provider: Any,
     meter_provider: Any,
-    caplog: pytest.LogCaptureFixture,
+    captured_logs: list[dict[str, Any]],
 ) -> None:
     to_sonnet = ToolCallPolicy("deep_think", match=lambda ctx: True, model=ModelConfig(SONNET))
     layer = make_layer(tracer_provider, meter_provider, policies=(to_sonnet,), stages=())
@@ -523,17 +522,19 @@ def test_an_unknown_model_keeps_the_request_model_and_is_recorded(
     agent = create_agent(
         models[OPUS], Toolbox().tools(), middleware=[SeamscopeMiddleware(layer, models)]
     )
-    with caplog.at_level(logging.WARNING, logger="seamscope.adapters.langchain"):
-        agent.invoke({"messages": [HumanMessage("think hard")]})
+    agent.invoke({"messages": [HumanMessage("think hard")]})
 
     assert [OPUS] == [call.model for call in calls]
     spans = span_exporter.get_finished_spans()
     pre = named(spans, c.SPAN_SEAM_PRE_MODEL)[0]
     assert SONNET == attrs(pre)[c.ATTR_GEN_AI_REQUEST_MODEL]
     assert [OPUS] == [attrs(s)[c.ATTR_GEN_AI_REQUEST_MODEL] for s in named(spans, f"chat {OPUS}")]
-    warnings = [r.getMessage() for r in caplog.records if r.name == "seamscope.adapters.langchain"]
-    assert 1 == len(warnings)
-    assert f"PRE seam chose model {SONNET!r}" in warnings[0]
+    unavailable = [
+        (e["chosen_model"], e["used_model"], e["winner_source"], e["policy"], e["log_level"])
+        for e in captured_logs
+        if e["event"] == c.LOG_MODEL_UNAVAILABLE
+    ]
+    assert [(SONNET, OPUS, "policy", "deep_think", "warning")] == unavailable
 
 
 def test_model_parameters_of_the_chosen_model_reach_the_binding(

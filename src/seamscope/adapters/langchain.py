@@ -875,21 +875,23 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
         if model is not None:
             return model, chosen
         default = self.layer.router.default_model.model_name
-        if chosen != default:
-            _log.warning(
-                "PRE seam chose model %r (source %s, policy %s), which is not in "
-                "SeamscopeMiddleware.models; keeping the request's model",
-                chosen,
-                pre.source.value,
-                pre.policy,
-            )
-        for name, candidate in self.models.items():
-            if candidate is current:
-                return current, name
-        if chosen == default:
+        used = next((name for name, m in self.models.items() if m is current), None)
+        if used is None and chosen == default:
             return current, default
-        own = getattr(current, "model_name", None) or getattr(current, "model", None)
-        return current, own if isinstance(own, str) and own else default
+        if used is None:
+            own = getattr(current, "model_name", None) or getattr(current, "model", None)
+            used = own if isinstance(own, str) and own else default
+        if chosen != default:
+            # the chosen model is not callable here: the request's model runs
+            log_event(
+                "warning",
+                c.LOG_MODEL_UNAVAILABLE,
+                chosen_model=chosen,
+                used_model=used,
+                winner_source=pre.source.value,
+                policy=pre.policy,
+            )
+        return current, used
 
     @staticmethod
     def _bindable(tools: Sequence[Any]) -> list[Any]:

@@ -126,6 +126,7 @@ __all__ = [
     "LOG_ADOPTER_ERROR",
     "LOG_OFFLOAD_DECIDED",
     "LOG_OFFLOAD_SETTLED",
+    "LOG_MODEL_UNAVAILABLE",
     "LOG_PALETTE_GATE_DROP",
     "LOG_POLICY_ERROR",
     "LOG_STAGE_DEGRADED",
@@ -404,6 +405,8 @@ LOG_OFFLOAD_DECIDED: Final = "seamscope.offload.decided"
 """INFO: the offload gate fired."""
 LOG_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
 """INFO (WARN on loss): an offload settled."""
+LOG_MODEL_UNAVAILABLE: Final = "seamscope.model.unavailable"
+"""WARN: the PRE seam chose a model the adapter cannot call; the request's model ran."""
 LOG_TELEMETRY_ERROR: Final = "seamscope.telemetry.error"
 """ERROR: seamscope's own telemetry code failed; the loop went on."""
 
@@ -414,6 +417,7 @@ LOG_EVENTS: Final = (
     LOG_STAGE_DEGRADED,
     LOG_OFFLOAD_DECIDED,
     LOG_OFFLOAD_SETTLED,
+    LOG_MODEL_UNAVAILABLE,
     LOG_TELEMETRY_ERROR,
 )
 
