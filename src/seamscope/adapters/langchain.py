@@ -122,7 +122,7 @@ from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration, Turn, es
 from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import ModelUsage, PostModelResult, PreModelResult, ToolCall, tool_name
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._logging import log_event
+from seamscope.telemetry._logging import log_event, telemetry_error
 
 try:
     from langchain.agents.middleware import (
@@ -179,12 +179,7 @@ def _failed(hook: str) -> None:
     """
     with contextlib.suppress(Exception):
         error = sys.exc_info()[1]
-        log_event(
-            "error",
-            c.LOG_TELEMETRY_ERROR,
-            hook=hook,
-            error_type=type(error).__qualname__ if error is not None else None,
-        )
+        telemetry_error(hook, error)
         _log.debug("seamscope: %s failed; the agent continues unchanged", hook, exc_info=True)
 
 

@@ -135,7 +135,7 @@ from seamscope.decisions._seams import ContainedError, contained_error
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._genai import GenAISpans
-from seamscope.telemetry._logging import log_event
+from seamscope.telemetry._logging import telemetry_error
 from seamscope.telemetry._observer import OTelObserver
 from seamscope.telemetry.ledger import CarriedStub, OffloadLedger
 
@@ -943,13 +943,7 @@ class SymfonicInstrumentation:
     # -- helpers -----------------------------------------------------------------
 
     def _failed(self, hook: str, exc: BaseException) -> None:
-        with contextlib.suppress(Exception):
-            log_event(
-                "error",
-                c.LOG_TELEMETRY_ERROR,
-                hook=f"symfonic.{hook}",
-                error_type=type(exc).__qualname__,
-            )
+        telemetry_error(f"symfonic.{hook}", exc)
 
     def _span(
         self,

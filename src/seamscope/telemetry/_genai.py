@@ -22,18 +22,13 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from seamscope import __version__
 from seamscope.decisions._usage import ModelUsage
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._logging import log_event
+from seamscope.telemetry._logging import telemetry_error
 
 __all__ = ["GenAISpans"]
 
 
 def _failed(span_name: str, exc: BaseException) -> None:
-    log_event(
-        "error",
-        c.LOG_TELEMETRY_ERROR,
-        hook=span_name.split(" ")[0],
-        error_type=type(exc).__qualname__,
-    )
+    telemetry_error(span_name.split(" ")[0], exc)
 
 
 class GenAISpans:

@@ -15,7 +15,9 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
-__all__ = ["add_trace_context", "log_event", "trace_ids"]
+from seamscope.telemetry.conventions import LOG_TELEMETRY_ERROR
+
+__all__ = ["add_trace_context", "log_event", "telemetry_error", "trace_ids"]
 
 _logger = structlog.get_logger("seamscope")
 
@@ -48,3 +50,18 @@ def log_event(level: str, event: str, **fields: Any) -> None:
         getattr(_logger, level)(event, **fields)
     except Exception:
         pass
+
+
+def telemetry_error(hook: str, exc: BaseException | None, **fields: Any) -> None:
+    """Log that seamscope's own telemetry failed at ``hook``; the loop went on.
+
+    One ``seamscope.telemetry.error`` shape for every part of the package:
+    ``hook`` and ``error_type`` (the exception's qualified class name).
+    """
+    log_event(
+        "error",
+        LOG_TELEMETRY_ERROR,
+        hook=hook,
+        error_type=None if exc is None else type(exc).__qualname__,
+        **fields,
+    )

@@ -73,7 +73,7 @@ from seamscope.decisions._messages import message_text
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
-from seamscope.telemetry._logging import log_event
+from seamscope.telemetry._logging import log_event, telemetry_error
 
 __all__ = ["LAST_GATE_SPAN", "OTelObserver"]
 
@@ -156,17 +156,14 @@ class OTelObserver:
 
     def _str(self, hook: str, key: str, value: Any) -> str:
         """A string-typed value that arrived with another type: record str(value), log it."""
-        try:
-            log_event(
-                "error",
-                c.LOG_TELEMETRY_ERROR,
-                hook=hook,
-                error_type="TypeError",
-                attribute=key,
-                value_type=type(value).__qualname__,
-            )
-        except Exception:  # pragma: no cover - logging itself broken
-            pass
+        log_event(
+            "error",
+            c.LOG_TELEMETRY_ERROR,
+            hook=hook,
+            error_type="TypeError",
+            attribute=key,
+            value_type=type(value).__qualname__,
+        )
         try:
             return self._text(str(value))
         except Exception:
@@ -209,11 +206,9 @@ class OTelObserver:
         except Exception as exc:
             self._failed(hook, exc)
 
-    def _failed(self, hook: str, exc: BaseException) -> None:
-        try:
-            log_event("error", c.LOG_TELEMETRY_ERROR, hook=hook, error_type=type(exc).__qualname__)
-        except Exception:  # pragma: no cover - logging itself broken
-            pass
+    @staticmethod
+    def _failed(hook: str, exc: BaseException) -> None:
+        telemetry_error(hook, exc)
 
     def _labels(self, key: tuple[Any, ...], build: Any, *args: Any) -> dict[str, str]:
         """The metric attribute set of ``key``, built by ``build(*args)`` (and capped) once."""
@@ -744,4 +739,3 @@ def gate_attributes(decision: OffloadGateDecision, text: Any = str) -> Mapping[s
     if decision.offload_id:
         attrs[c.ATTR_OFFLOAD_ID] = decision.offload_id
     return attrs
-

@@ -61,7 +61,7 @@ from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice, to_decimal
 from seamscope.decisions._usage import ModelUsage
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
-from seamscope.telemetry._logging import log_event
+from seamscope.telemetry._logging import log_event, telemetry_error
 
 __all__ = ["CarriedStub", "OffloadLedger", "Settlement"]
 
@@ -148,7 +148,7 @@ def _add(counter: Any, amount: float, attributes: dict[str, str]) -> None:
     try:
         counter.add(amount, attributes)
     except Exception as exc:
-        log_event("error", c.LOG_TELEMETRY_ERROR, hook="ledger", error_type=type(exc).__qualname__)
+        telemetry_error("ledger", exc)
 
 
 def _positive(name: str, value: Any) -> int:
@@ -451,9 +451,7 @@ class OffloadLedger:
             try:
                 self._emit_one(s, gate_span)
             except Exception as exc:  # telemetry never breaks the loop
-                log_event(
-                    "error", c.LOG_TELEMETRY_ERROR, hook="settle", error_type=type(exc).__name__
-                )
+                telemetry_error("settle", exc)
             with self._lock:
                 self.settlements.append(s)
                 del self.settlements[:-1000]
