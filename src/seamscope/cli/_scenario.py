@@ -42,6 +42,7 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
     ToolSpec,
+    last_user_text,
     message_text,
 )
 
@@ -193,15 +194,8 @@ def _classify(text: str) -> IntentVerdict:
     return IntentVerdict("ambiguous")
 
 
-def _user_text(ctx: SelectionContext) -> str:
-    for message in reversed(ctx.messages):
-        if getattr(message, "role", None) == "user":
-            return message_text(message)
-    return ""
-
-
 def _turn_of(ctx: SelectionContext) -> TurnScript | None:
-    text = _user_text(ctx)
+    text = ctx.user_text
     return next((t for t in TURNS if t.user == text), None)
 
 
@@ -252,7 +246,7 @@ def _stages() -> list[Any]:
     return [
         ForcedChoiceStage(resolver=_forced),
         IntentRoutingStage(
-            verdict=lambda ctx: _classify(_user_text(ctx)),
+            verdict=lambda ctx: _classify(ctx.user_text),
             trigger_keywords=CATALOG.trigger_keywords(),
             always_include=("search_docs", RECALL_TOOL),
         ),
@@ -306,7 +300,7 @@ class ScriptedChatModel:
         self.calls: list[tuple[str, str]] = []  # (model, emitted tool or "final")
 
     def __call__(self, request: ChatRequest) -> ChatResponse:
-        user = next((message_text(m) for m in reversed(request.messages) if m.role == "user"), "")
+        user = last_user_text(request.messages)
         script = self._turns[user]
         step = script.steps[min(request.iteration, len(script.steps) - 1)]
         if request.tool_choice and request.iteration == 0 and step.tool != request.tool_choice:

@@ -17,6 +17,7 @@ __all__ = [
     "ToolCall",
     "is_tool_message",
     "last_user_message",
+    "last_user_text",
     "message_role",
     "message_text",
     "tool_message_name",
@@ -107,6 +108,12 @@ def last_user_message(messages: Sequence[Any]) -> Any | None:
         if message_role(message) == "user":
             return message
     return None
+
+
+def last_user_text(messages: Sequence[Any]) -> str:
+    """Text of the most recent user message ('' when there is none)."""
+    message = last_user_message(messages)
+    return "" if message is None else message_text(message)
 
 
 def tool_name(tool: Any) -> str | None:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from seamscope.decisions._enums import Seam
-from seamscope.decisions._messages import last_user_message, message_text
+from seamscope.decisions._messages import last_user_text
 
 __all__ = [
     "ArgsTransform",
@@ -99,8 +99,7 @@ class DispatchContext:
     @property
     def user_text(self) -> str:
         """Text of the most recent user message ('' when there is none)."""
-        message = last_user_message(self.messages)
-        return "" if message is None else message_text(message)
+        return last_user_text(self.messages)
 
 
 def build_dispatch_context(

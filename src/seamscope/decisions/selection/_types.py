@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from seamscope.decisions._enums import StageOutcomeKind
-from seamscope.decisions._messages import tool_name
+from seamscope.decisions._messages import last_user_text, tool_name
 
 __all__ = [
     "SafetyLevel",
@@ -139,6 +139,11 @@ class SelectionContext:
     iteration: int = 0
     conversation_id: str | None = None
     agent_name: str | None = None
+
+    @property
+    def user_text(self) -> str:
+        """Text of the most recent user message ('' when there is none)."""
+        return last_user_text(self.messages)
 
 
 @dataclass(frozen=True, slots=True)
