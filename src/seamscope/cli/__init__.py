@@ -28,9 +28,15 @@ from seamscope import __version__
 __all__ = ["main", "run"]
 
 
-def _console(stream: object) -> Console:
+def _console(stream: object, *, record: bool = False) -> Console:
     width = None if getattr(stream, "isatty", lambda: False)() else 200
-    return Console(file=stream, width=width, highlight=False, soft_wrap=False)  # type: ignore[arg-type]
+    return Console(
+        file=stream,  # type: ignore[arg-type]
+        width=width,
+        highlight=False,
+        soft_wrap=False,
+        record=record,
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,18 +64,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
-    console = _console(sys.stdout)
+    svg = getattr(args, "svg", None)
+    console = _console(sys.stdout, record=bool(svg))
     err = _console(sys.stderr)
     if args.command == "demo":
         from seamscope.cli._demo import run_demo
 
-        return run_demo(args, console, err)
-    if args.command == "explain":
+        code = run_demo(args, console, err)
+    elif args.command == "explain":
         from seamscope.cli._explain import run_explain
 
-        return run_explain(args, console, err)
-    parser.print_help(sys.stderr)
-    return 2
+        code = run_explain(args, console, err)
+    else:
+        parser.print_help(sys.stderr)
+        return 2
+    if svg and code != 2:
+        # --svg: what the command printed, as a picture
+        console.save_svg(svg, title=f"seamscope {args.command}")
+    return code
 
 
 def run() -> None:

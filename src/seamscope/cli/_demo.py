@@ -236,24 +236,20 @@ def _run(
 
     spans, errors = read_otlp_json(output)
     report = build_report(spans)
-    recording = Console(record=True, width=console.width, file=console.file) if args.svg else None
-    target = recording or console
     if not args.quiet:
         for turn in report["turns"]:
-            target.print(render_turn(turn))
-            target.print()
+            console.print(render_turn(turn))
+            console.print()
     if report["settlements"]:
-        target.print(render_settlements(report["settlements"]))
+        console.print(render_settlements(report["settlements"]))
     predicted = sum(s["predicted_net_saving_usd"] or 0 for s in report["settlements"])
     realized = sum(s["realized_net_saving_usd"] or 0 for s in report["settlements"])
-    target.print(
+    console.print(
         f"{args.turns} turns · {len(report['turns'])} traces · offloads predicted "
         f"{'+' if predicted >= 0 else '−'}${abs(predicted):.4f}, realized "
         f"{'+' if realized >= 0 else '−'}${abs(realized):.4f}"
     )
-    target.print(f"spans: {output}   logs: {log_path}   explain: seamscope explain {output}")
-    if recording is not None:
-        recording.save_svg(args.svg, title="seamscope demo")
+    console.print(f"spans: {output}   logs: {log_path}   explain: seamscope explain {output}")
     if errors:
         err.print(f"[red]error:[/red] {len(errors)} unreadable lines in {output}")
         return 1

@@ -106,16 +106,11 @@ def run_explain(args: argparse.Namespace, console: Console, err: Console) -> int
             out["errors"] = [{"line": e.line, "message": e.message} for e in errors]
         console.print_json(json.dumps(out, default=str))
     else:
-        out_console = (
-            Console(record=True, width=console.width, file=console.file) if args.svg else console
-        )
         if not selected:
-            out_console.print("no matching turns")
+            console.print("no matching turns")
         for turn in selected:
-            out_console.print(render_turn(turn, tool=args.tool))
-            out_console.print()
+            console.print(render_turn(turn, tool=args.tool))
+            console.print()
         if settlements and not (args.only_redirects or args.tool or args.trace_id):
-            out_console.print(render_settlements(settlements))
-        if args.svg:
-            out_console.save_svg(args.svg, title="seamscope explain")
+            console.print(render_settlements(settlements))
     return 1 if errors else 0
