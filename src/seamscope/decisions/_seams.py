@@ -169,6 +169,45 @@ class PostModelResult:
         return sum(1 for r in self.records if r.rewritten)
 
 
+class _Trail:
+    """The policy evaluations and contained errors of one seam decision.
+
+    Each evaluation is reported to the observer as it happens. Built only
+    when there are policies, so ``policies=()`` allocates nothing here.
+    """
+
+    __slots__ = ("_handle", "_observer", "_seam", "errors", "evaluations")
+
+    def __init__(self, observer: Any, handle: Any, seam: Seam) -> None:
+        self._observer = observer
+        self._handle = handle
+        self._seam = seam
+        self.evaluations: list[PolicyEvaluation] = []
+        self.errors: list[ContainedError] = []
+
+    def note(
+        self,
+        policy: ToolCallPolicy,
+        result: PolicyResult,
+        guard: GuardResult = GuardResult.NONE,
+        error: ContainedError | None = None,
+    ) -> None:
+        ev = PolicyEvaluation(policy.name, self._seam, result, guard, error)
+        self.evaluations.append(ev)
+        self._observer.on_policy_evaluated(self._handle, ev)
+
+    def match(self, policy: ToolCallPolicy, ctx: DispatchContext) -> bool | None:
+        """The policy's ``match``; None when it raised (recorded as ``error``:
+        no match for this policy, evaluation goes on)."""
+        try:
+            return bool(policy.match(ctx))
+        except Exception as exc:
+            err = contained_error("match", exc, policy.name)
+            self.errors.append(err)
+            self.note(policy, PolicyResult.ERROR, error=err)
+            return None
+
+
 class SeamRouter:
     """Applies tool-call policies, the resolver, the adopter callback and the
     palette gate at the two seams.
@@ -229,31 +268,16 @@ class SeamRouter:
         evaluations: list[PolicyEvaluation] | tuple[()] = ()
         errors: list[ContainedError] | tuple[()] = ()
         if self._policies:
-            evaluations, errors = [], []
+            trail = _Trail(obs, handle, Seam.PRE_MODEL)
+            evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.model is None:
-                    ev = PolicyEvaluation(policy.name, Seam.PRE_MODEL, PolicyResult.SKIPPED)
-                    evaluations.append(ev)
-                    obs.on_policy_evaluated(handle, ev)
+                    trail.note(policy, PolicyResult.SKIPPED)
                     continue
-                try:
-                    matched = bool(policy.match(ctx))
-                except Exception as exc:
-                    err = contained_error("match", exc, policy.name)
-                    errors.append(err)
-                    ev = PolicyEvaluation(
-                        policy.name, Seam.PRE_MODEL, PolicyResult.ERROR, error=err
-                    )
-                    evaluations.append(ev)
-                    obs.on_policy_evaluated(handle, ev)
+                matched = trail.match(policy, ctx)
+                if matched is None:
                     continue
-                ev = PolicyEvaluation(
-                    policy.name,
-                    Seam.PRE_MODEL,
-                    PolicyResult.MATCHED if matched else PolicyResult.NOT_MATCHED,
-                )
-                evaluations.append(ev)
-                obs.on_policy_evaluated(handle, ev)
+                trail.note(policy, PolicyResult.MATCHED if matched else PolicyResult.NOT_MATCHED)
                 if matched:
                     result = PreModelResult(
                         policy.model,
@@ -328,28 +352,17 @@ class SeamRouter:
         errors: list[ContainedError] | tuple[()] = ()
         rewrite = call
         if self._policies:
-            evaluations, errors = [], []
+            trail = _Trail(obs, handle, Seam.POST_MODEL)
+            evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.redirect_to is None or not policy.applies_to_tool(call.name):
-                    ev = PolicyEvaluation(policy.name, Seam.POST_MODEL, PolicyResult.SKIPPED)
-                    evaluations.append(ev)
-                    obs.on_policy_evaluated(handle, ev)
+                    trail.note(policy, PolicyResult.SKIPPED)
                     continue
-                try:
-                    matched = bool(policy.match(ctx))
-                except Exception as exc:
-                    err = contained_error("match", exc, policy.name)
-                    errors.append(err)
-                    ev = PolicyEvaluation(
-                        policy.name, Seam.POST_MODEL, PolicyResult.ERROR, error=err
-                    )
-                    evaluations.append(ev)
-                    obs.on_policy_evaluated(handle, ev)
+                matched = trail.match(policy, ctx)
+                if matched is None:
                     continue
                 if not matched:
-                    ev = PolicyEvaluation(policy.name, Seam.POST_MODEL, PolicyResult.NOT_MATCHED)
-                    evaluations.append(ev)
-                    obs.on_policy_evaluated(handle, ev)
+                    trail.note(policy, PolicyResult.NOT_MATCHED)
                     continue
                 verdict = GuardResult.NONE
                 guard_err: ContainedError | None = None
@@ -360,15 +373,12 @@ class SeamRouter:
                         verdict = GuardResult.ERROR
                         guard_err = contained_error("guard", exc, policy.name)
                         errors.append(guard_err)
-                ev = PolicyEvaluation(
-                    policy.name,
-                    Seam.POST_MODEL,
+                trail.note(
+                    policy,
                     PolicyResult.ERROR if guard_err is not None else PolicyResult.MATCHED,
                     verdict,
                     guard_err,
                 )
-                evaluations.append(ev)
-                obs.on_policy_evaluated(handle, ev)
                 guard = verdict
                 if verdict in (GuardResult.PASSED, GuardResult.NONE):
                     winner = policy
