@@ -119,7 +119,7 @@ from typing import Annotated, Any, NotRequired, TypeVar
 from opentelemetry import context as otel_context
 
 from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration, Turn, estimate_tokens
-from seamscope.adapters.react import RECALL_TOOL
+from seamscope.adapters.react import RECALL_TOOL, offload_stub
 from seamscope.decisions import ModelUsage, PostModelResult, PreModelResult, ToolCall, tool_name
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import log_event, telemetry_error
@@ -588,12 +588,7 @@ class _ToolStep(_Step):
             if not decision.fire or decision.offload_id is None:
                 return result
             self.mw._keep(decision.offload_id, self.run.scope, text)
-            stub = (
-                f"[offloaded {decision.offload_id}: {int(decision.output_tokens)} tokens from "
-                f"{self.call.name}; call {RECALL_TOOL}(offload_id={decision.offload_id!r}) "
-                "to re-expand]"
-            )
-            return result.model_copy(update={"content": stub})
+            return result.model_copy(update={"content": offload_stub(decision, self.call.name)})
         except Exception:
             _failed("langchain.after_tool_call")
             return result

@@ -40,6 +40,7 @@ __all__ = [
     "IterationRecord",
     "ReActAgent",
     "TurnResult",
+    "offload_stub",
 ]
 
 RECALL_TOOL = "recall_tool_result"
@@ -266,11 +267,15 @@ class ReActAgent:
         while len(self._store) > self._max_stored:
             evicted, _ = self._store.popitem(last=False)
             self._expanded.discard(evicted)
-        stub = (
-            f"[offloaded {decision.offload_id}: {int(decision.output_tokens)} tokens from "
-            f"{call.name}; call {RECALL_TOOL}(offload_id={decision.offload_id!r}) to re-expand]"
-        )
-        return stub, decision
+        return offload_stub(decision, call.name), decision
+
+
+def offload_stub(decision: OffloadGateDecision, tool: str) -> str:
+    """The text that stands in the conversation for an offloaded output."""
+    return (
+        f"[offloaded {decision.offload_id}: {int(decision.output_tokens)} tokens from "
+        f"{tool}; call {RECALL_TOOL}(offload_id={decision.offload_id!r}) to re-expand]"
+    )
 
 
 def _mark_error(span: Any, error_type: str) -> None:
