@@ -40,6 +40,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from seamscope.telemetry._config import TelemetryConfig
+from seamscope.telemetry._instruments import register_in_process_histogram
 from seamscope.telemetry._observer import OTelObserver
 
 __all__ = ["TelemetryHandle", "configure"]
@@ -149,6 +150,30 @@ def _exemplar_filter(env: Mapping[str, str], push_metrics: bool) -> Any:
     return AlwaysOffExemplarFilter()
 
 
+def _prometheus_reader(registry: Any, resource: Any, exemplar_filter: Any, push: bool) -> Any:
+    """The Prometheus reader; with exemplars off and no other reader, one that
+    also exports the in-process duration histogram (see ``_histogram``)."""
+    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
+
+    if push or not isinstance(exemplar_filter, AlwaysOffExemplarFilter):
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+        return PrometheusMetricReader(registry=registry)
+
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from seamscope import __version__
+    from seamscope.telemetry import conventions as c
+    from seamscope.telemetry._histogram import BridgedPrometheusMetricReader, HistogramTotals
+
+    return BridgedPrometheusMetricReader(
+        HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS),
+        scope=InstrumentationScope("seamscope", __version__),
+        resource=resource,
+        registry=registry,
+    )
+
+
 def configure(
     *,
     service_name: str | None = None,
@@ -255,24 +280,26 @@ def configure(
         trace_path = Path(trace_file)
         tracer_provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(str(trace_path))))
 
-    readers: list[Any] = []
-    server: tuple[Any, Any] | None = None
-    address = None
-    if prometheus_port is not None:
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import REGISTRY, start_http_server
-
-        registry = prometheus_registry if prometheus_registry is not None else REGISTRY
-        readers.append(PrometheusMetricReader(registry=registry))
-        http_server, thread = start_http_server(prometheus_port, prometheus_host, registry=registry)
-        address = (prometheus_host, int(http_server.server_address[1]))
-        server = (http_server, thread)
     metrics_endpoint = _endpoint(
         otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
         "metrics",
         None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
     )
     push_metrics = bool(otlp_metrics and metrics_endpoint)
+    exemplar_filter = _exemplar_filter(env, push_metrics)
+    readers: list[Any] = []
+    server: tuple[Any, Any] | None = None
+    address = None
+    in_process_histogram: Any = None
+    if prometheus_port is not None:
+        from prometheus_client import REGISTRY, start_http_server
+
+        registry = prometheus_registry if prometheus_registry is not None else REGISTRY
+        readers.append(_prometheus_reader(registry, resource, exemplar_filter, push_metrics))
+        in_process_histogram = getattr(readers[-1], "histogram", None)
+        http_server, thread = start_http_server(prometheus_port, prometheus_host, registry=registry)
+        address = (prometheus_host, int(http_server.server_address[1]))
+        server = (http_server, thread)
     if push_metrics:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
@@ -282,10 +309,10 @@ def configure(
             )
         )
     meter_provider = MeterProvider(
-        resource=resource,
-        metric_readers=readers,
-        exemplar_filter=_exemplar_filter(env, push_metrics),
+        resource=resource, metric_readers=readers, exemplar_filter=exemplar_filter
     )
+    if in_process_histogram is not None:
+        register_in_process_histogram(meter_provider, in_process_histogram)
 
     if set_global:
         trace.set_tracer_provider(tracer_provider)

@@ -10,8 +10,12 @@ same points (an SDK meter provider with exemplars off and cumulative
 readers, see :func:`totals_export_like_counters`), the counting counters are
 :class:`CounterTotals`: totals kept in process under a lock and reported by
 an observable counter of the same name, unit and description. Elsewhere
-they are ordinary synchronous counters. The duration histogram and the USD
-counters are always synchronous instruments.
+they are ordinary synchronous counters. The USD counters are always
+synchronous instruments. The duration histogram is kept in process too
+(:class:`~seamscope.telemetry._histogram.HistogramTotals`) when configure()
+built the meter provider around its Prometheus reader and registered the
+histogram that reader exports (:func:`register_in_process_histogram`);
+elsewhere it is the SDK's synchronous histogram.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from opentelemetry import metrics
 from seamscope import __version__
 from seamscope.telemetry import conventions as c
 
-__all__ = ["FLOAT_SUMS", "CounterTotals", "Instruments", "LabelCap", "totals_export_like_counters"]
+__all__ = [
+    "FLOAT_SUMS",
+    "CounterTotals",
+    "Instruments",
+    "LabelCap",
+    "register_in_process_histogram",
+    "totals_export_like_counters",
+]
 
 _log = logging.getLogger("seamscope.telemetry")
 
@@ -235,12 +246,24 @@ reader, which one set of in-process totals cannot reproduce bit for bit when
 several readers collect. The other counters count (integers): exact either way."""
 
 
+_IN_PROCESS_HISTOGRAMS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def register_in_process_histogram(meter_provider: Any, histogram: Any) -> None:
+    """Record that ``meter_provider``'s only reader exports ``histogram`` (a
+    :class:`~seamscope.telemetry._histogram.HistogramTotals`) with each
+    collection, so the duration histogram can be kept in process. Called by
+    configure() for the provider it builds around its Prometheus reader."""
+    _IN_PROCESS_HISTOGRAMS[meter_provider] = histogram
+
+
 class _Counters:
-    """The counters of one meter, shared by every Instruments built on it."""
+    """The counters and the duration histogram of one meter, shared by every
+    Instruments built on it."""
 
-    __slots__ = ("by_name", "in_process")
+    __slots__ = ("by_name", "duration", "histogram_in_process", "in_process")
 
-    def __init__(self, meter: metrics.Meter, in_process: bool) -> None:
+    def __init__(self, meter: metrics.Meter, in_process: bool, histogram: Any = None) -> None:
         self.in_process = in_process
         self.by_name: dict[str, Any] = {}
         for spec in c.METRICS:
@@ -250,6 +273,13 @@ class _Counters:
                 self.by_name[spec.name] = _totals(meter, spec)
             else:
                 self.by_name[spec.name] = _counter(meter, spec)
+        # in process only where the counts are (same exemplar and reader checks)
+        self.histogram_in_process = bool(in_process and histogram is not None)
+        self.duration: Any = (
+            histogram
+            if self.histogram_in_process
+            else _histogram(meter, c.METRIC_DECISION_DURATION)
+        )
 
 
 _SHARED: weakref.WeakKeyDictionary[Any, _Counters] = weakref.WeakKeyDictionary()
@@ -265,7 +295,11 @@ def _counters(meter: metrics.Meter, provider: Any) -> _Counters:
         except TypeError:  # a meter that cannot be weakly referenced
             return _Counters(meter, False)
         if counters is None:
-            counters = _Counters(meter, totals_export_like_counters(provider))
+            try:
+                histogram = _IN_PROCESS_HISTOGRAMS.get(provider)
+            except TypeError:
+                histogram = None
+            counters = _Counters(meter, totals_export_like_counters(provider), histogram)
             _SHARED[meter] = counters
         return counters
 
@@ -276,14 +310,16 @@ class Instruments:
     ``enabled`` is False when the provider is the no-op API's, so callers can
     skip building measurements nobody records. ``counters_in_process`` is
     True when the count counters are :class:`CounterTotals` (see
-    :func:`totals_export_like_counters`); the USD counters and the duration
-    histogram are always synchronous instruments.
+    :func:`totals_export_like_counters`); ``histogram_in_process`` when the
+    duration histogram is a ``HistogramTotals`` exported by configure()'s
+    Prometheus reader. The USD counters are always synchronous instruments.
     """
 
     __slots__ = (
         "counters_in_process",
         "decision_duration",
         "enabled",
+        "histogram_in_process",
         "model_input_tokens",
         "offload_decisions",
         "offload_predicted_net_saving",
@@ -304,6 +340,7 @@ class Instruments:
         self.enabled = not isinstance(meter, metrics.NoOpMeter)
         counters = _counters(meter, provider) if self.enabled else _Counters(meter, False)
         self.counters_in_process = counters.in_process
+        self.histogram_in_process = counters.histogram_in_process
         by_name = counters.by_name
         self.policy_evaluations = by_name[c.METRIC_POLICY_EVALUATIONS.name]
         self.policy_wins = by_name[c.METRIC_POLICY_WINS.name]
@@ -317,7 +354,7 @@ class Instruments:
         self.offload_recalls = by_name[c.METRIC_OFFLOAD_RECALLS.name]
         self.offload_settled = by_name[c.METRIC_OFFLOAD_SETTLED.name]
         self.model_input_tokens = by_name[c.METRIC_MODEL_INPUT_TOKENS.name]
-        self.decision_duration = _histogram(meter, c.METRIC_DECISION_DURATION)
+        self.decision_duration = counters.duration
 
 
 def flag(value: Any) -> str:

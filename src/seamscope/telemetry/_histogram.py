@@ -1,0 +1,240 @@
+"""The decision-duration histogram kept in process, for the Prometheus reader configure() builds.
+
+A synchronous SDK histogram costs several microseconds per ``record`` (a
+measurement object, attribute copy and hashing, the reader-storage lookup,
+exemplar sampling), and an iteration records twelve durations. When
+:func:`~seamscope.telemetry.configure` builds a meter provider whose only
+reader is its Prometheus reader and whose exemplars are off, nothing in the
+SDK's path changes the exported points, so the durations are aggregated
+here instead (a ``bisect`` and a few additions under a lock) and the reader
+adds the histogram to each collection:
+
+* :class:`HistogramTotals` aggregates explicit-bucket histograms per
+  attribute set, cumulatively, exactly as the SDK does for one reader
+  (bucket counts, count, min, max, and the sum folded per collection
+  interval in the SDK's order, so the floats are bit for bit the same);
+* :class:`BridgedPrometheusMetricReader` is the SDK's Prometheus reader
+  with those points merged into what it collects, in the ``seamscope``
+  instrumentation scope.
+
+One field differs from the SDK's points, as for the counters' totals: the
+start time of the cumulative points is the instrument's first measurement
+here, the reader's first measurement of the instrument in the SDK; the
+Prometheus exposition carries no start time. Any other meter provider (a
+push reader, several readers, exemplars on, views) gets the SDK's
+synchronous histogram.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import threading
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from time import time_ns
+from typing import Any
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    Histogram,
+    HistogramDataPoint,
+    Metric,
+    MetricsData,
+    ResourceMetrics,
+    ScopeMetrics,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from seamscope.telemetry import conventions as c
+
+__all__ = ["BridgedPrometheusMetricReader", "HistogramTotals"]
+
+_log = logging.getLogger("seamscope.telemetry")
+
+
+class _Series:
+    """One attribute set's cumulative histogram (the SDK's aggregation fields)."""
+
+    __slots__ = ("attributes", "counts", "interval_sum", "max", "min", "total_sum")
+
+    def __init__(self, attributes: dict[str, Any], buckets: int) -> None:
+        self.attributes = attributes
+        self.counts = [0] * buckets
+        self.interval_sum: float = 0
+        self.total_sum: float = 0
+        self.min = math.inf
+        self.max = -math.inf
+
+
+class HistogramTotals:
+    """An explicit-bucket histogram aggregated in process, cumulative, for one reader.
+
+    Same ``record(amount, attributes)`` as an SDK histogram, and the same
+    handling of bad amounts (a non-finite or negative amount is dropped with
+    a warning). :meth:`metric` returns the cumulative points of every
+    attribute set, like the SDK's collection for one reader; it is meant to
+    be called by that one reader only (each call closes a collection
+    interval of the sum). Thread-safe.
+    """
+
+    __slots__ = ("_bounds", "_lock", "_series", "_start", "description", "name", "unit")
+
+    def __init__(self, spec: c.MetricSpec, boundaries: Sequence[float]) -> None:
+        bounds = tuple(float(b) for b in boundaries)
+        if any(not math.isfinite(b) for b in bounds) or any(
+            a >= b for a, b in itertools.pairwise(bounds)
+        ):
+            raise ValueError(f"{spec.name}: bucket boundaries must be finite and increasing")
+        self.name = spec.name
+        self.unit = spec.unit
+        self.description = spec.description
+        self._bounds = bounds
+        self._lock = threading.Lock()
+        # frozenset(attribute items) -> series
+        self._series: dict[frozenset[tuple[str, Any]], _Series] = {}
+        self._start: int | None = None
+
+    def record(
+        self, amount: float, attributes: Mapping[str, Any] | None = None, context: Any = None
+    ) -> None:
+        if not math.isfinite(amount):
+            _log.warning(
+                "Record amount %s is not finite on Histogram %s, ignoring measurement.",
+                amount,
+                self.name,
+            )
+            return
+        if amount < 0:
+            _log.warning("Record amount must be non-negative on Histogram %s.", self.name)
+            return
+        key = frozenset(attributes.items()) if attributes else _NO_ATTRIBUTES
+        index = bisect_left(self._bounds, amount)
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:
+                if self._start is None:
+                    self._start = time_ns()
+                series = _Series(dict(attributes) if attributes else {}, len(self._bounds) + 1)
+                self._series[key] = series
+            series.counts[index] += 1
+            series.interval_sum += amount
+            if amount < series.min:
+                series.min = amount
+            if amount > series.max:
+                series.max = amount
+
+    def metric(self, time_unix_nano: int) -> Metric | None:
+        """The cumulative points of every attribute set; None before any measurement."""
+        with self._lock:
+            if not self._series:
+                return None
+            start = self._start or time_unix_nano
+            points = []
+            for series in self._series.values():
+                # the SDK adds an interval's sum to the previous total, in this order
+                series.total_sum = series.interval_sum + series.total_sum
+                series.interval_sum = 0
+                points.append(
+                    HistogramDataPoint(
+                        attributes=series.attributes,
+                        start_time_unix_nano=start,
+                        time_unix_nano=time_unix_nano,
+                        count=sum(series.counts),
+                        sum=series.total_sum,
+                        bucket_counts=tuple(series.counts),
+                        explicit_bounds=self._bounds,
+                        min=series.min,
+                        max=series.max,
+                        exemplars=[],
+                    )
+                )
+        return Metric(
+            name=self.name,
+            description=self.description,
+            unit=self.unit,
+            data=Histogram(
+                data_points=points, aggregation_temporality=AggregationTemporality.CUMULATIVE
+            ),
+        )
+
+
+_NO_ATTRIBUTES: frozenset[tuple[str, Any]] = frozenset()
+
+
+class BridgedPrometheusMetricReader(PrometheusMetricReader):
+    """The SDK's Prometheus reader, with an in-process histogram added to each collection.
+
+    The histogram joins the ``scope`` metrics of what the SDK collected (or
+    makes the whole collection when the SDK had nothing). Collections are
+    serialized: each closes one interval of the histogram's sums.
+    """
+
+    def __init__(
+        self,
+        histogram: HistogramTotals,
+        *,
+        scope: InstrumentationScope,
+        resource: Resource,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.histogram = histogram
+        self._seamscope_scope = scope
+        self._seamscope_resource = resource
+        self._seamscope_lock = threading.Lock()
+        self._seamscope_merged = False
+
+    # The SDK marks collect() final for its own readers' sake; this override
+    # only wraps it (same collection, same _receive_metrics) to cover the one
+    # case the SDK skips: a collection where nothing but the histogram has points.
+    def collect(self, timeout_millis: float = 10_000) -> None:  # type: ignore[misc]
+        with self._seamscope_lock:
+            self._seamscope_merged = False
+            super().collect(timeout_millis=timeout_millis)
+            if not self._seamscope_merged:  # the SDK had nothing: the histograms alone
+                data = self._merge(None)
+                if data is not None:
+                    super()._receive_metrics(data, timeout_millis=timeout_millis)
+
+    def _receive_metrics(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> None:
+        self._seamscope_merged = True
+        merged = self._merge(metrics_data) if metrics_data is not None else None
+        super()._receive_metrics(merged or metrics_data, timeout_millis=timeout_millis, **kwargs)
+
+    def _merge(self, data: MetricsData | None) -> MetricsData | None:
+        metric = self.histogram.metric(time_ns())
+        if metric is None:
+            return data
+        extra = [metric]
+        scope = self._seamscope_scope
+        if data is None or not data.resource_metrics:
+            resource = self._seamscope_resource
+            return MetricsData(
+                resource_metrics=[
+                    ResourceMetrics(
+                        resource=resource,
+                        scope_metrics=[ScopeMetrics(scope, extra, scope.schema_url or "")],
+                        schema_url=resource.schema_url,
+                    )
+                ]
+            )
+        first, *rest = data.resource_metrics
+        scopes = list(first.scope_metrics)
+        for i, scope_metrics in enumerate(scopes):
+            if scope_metrics.scope == scope:
+                scopes[i] = ScopeMetrics(
+                    scope, [*scope_metrics.metrics, *extra], scope_metrics.schema_url
+                )
+                break
+        else:
+            scopes.append(ScopeMetrics(scope, extra, scope.schema_url or ""))
+        merged = ResourceMetrics(
+            resource=first.resource, scope_metrics=scopes, schema_url=first.schema_url
+        )
+        return MetricsData(resource_metrics=[merged, *rest])

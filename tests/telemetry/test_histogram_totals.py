@@ -1,0 +1,260 @@
+"""The in-process duration histogram exports the points of the SDK's histogram.
+
+configure() keeps the decision-duration histogram in process when its
+Prometheus reader is the meter provider's only reader and exemplars are off
+(``HistogramTotals`` aggregated here, merged into each collection by
+``BridgedPrometheusMetricReader``). Each comparison records the same amounts,
+with the same collections in between, into that path and into the SDK's
+synchronous histogram on an otherwise identical provider, and compares what
+a reader gets: every field of every point (sums bit for bit) and the whole
+Prometheus exposition.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    MetricsData,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from prometheus_client import CollectorRegistry, generate_latest
+
+from seamscope import __version__
+from seamscope.telemetry import _configure
+from seamscope.telemetry import conventions as c
+from seamscope.telemetry._histogram import BridgedPrometheusMetricReader, HistogramTotals
+from seamscope.telemetry._instruments import Instruments
+
+from . import _support as s
+
+STAGE = {c.ATTR_DECISION_KIND: "stage"}
+GATE = {c.ATTR_DECISION_KIND: "offload_gate"}
+# amounts whose float sum depends on where the collections split them
+AMOUNTS = [0.1, 0.2, 0.3, 1e-9, 0.7, 2.5e-4, 0.05, 12.0, 0.0, 3e-6, 0.45, 0.004]
+
+
+@pytest.fixture
+def handles() -> Iterator[Callable[..., Any]]:
+    made: list[Any] = []
+
+    def make(**kwargs: Any) -> Any:
+        kwargs.setdefault("environ", {})
+        handle = _configure.configure(set_global=False, register_atexit=False, **kwargs)
+        made.append(handle)
+        return handle
+
+    yield make
+    for handle in made:
+        handle.shutdown()
+
+
+def sdk_histogram(reader: Any) -> tuple[MeterProvider, Any]:
+    """The SDK's synchronous histogram, as Instruments builds it, on a provider like configure()'s."""
+    provider = MeterProvider(
+        resource=Resource.create({"service.name": "seamscope"}),
+        metric_readers=[reader],
+        exemplar_filter=AlwaysOffExemplarFilter(),
+    )
+    instruments = Instruments(provider)
+    assert not instruments.histogram_in_process
+    return provider, instruments.decision_duration
+
+
+def histogram_points(data: MetricsData | None) -> list[HistogramDataPoint]:
+    assert data is not None
+    (points,) = [
+        list(metric.data.data_points)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == c.METRIC_DECISION_DURATION.name
+    ]
+    return sorted(points, key=lambda p: sorted(p.attributes.items()))
+
+
+def fields(point: HistogramDataPoint) -> tuple[Any, ...]:
+    return (
+        dict(point.attributes),
+        point.count,
+        point.sum,
+        tuple(point.bucket_counts),
+        tuple(point.explicit_bounds),
+        point.min,
+        point.max,
+        list(point.exemplars),
+    )
+
+
+def test_configure_keeps_the_histogram_in_process_only_for_prometheus_alone(
+    handles: Any,
+) -> None:
+    scraped = handles(prometheus_port=0, prometheus_registry=CollectorRegistry())
+    assert scraped.observer.instruments.histogram_in_process
+    assert isinstance(scraped.observer.instruments.decision_duration, HistogramTotals)
+    # exemplars asked for: a synchronous histogram carries them, so the SDK's
+    sampled = handles(
+        prometheus_port=0,
+        prometheus_registry=CollectorRegistry(),
+        environ={"OTEL_METRICS_EXEMPLAR_FILTER": "trace_based"},
+    )
+    assert not sampled.observer.instruments.histogram_in_process
+    # no Prometheus reader: nothing would export the in-process points
+    assert not handles().observer.instruments.histogram_in_process
+
+
+def test_points_are_the_sdk_points_across_collections() -> None:
+    """Same amounts, same collections: every field equal, sums bit for bit."""
+    memory = InMemoryMetricReader()
+    provider, synchronous = sdk_histogram(memory)
+    totals = HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS)
+    naive: dict[str, float] = {}
+    for i, amount in enumerate(AMOUNTS):
+        labels = STAGE if i % 3 else GATE
+        synchronous.record(amount, labels)
+        totals.record(amount, labels)
+        naive[labels[c.ATTR_DECISION_KIND]] = naive.get(labels[c.ATTR_DECISION_KIND], 0) + amount
+        if i % 4 == 3:  # a collection closes an interval of the sums
+            expected = histogram_points(memory.get_metrics_data())
+            metric = totals.metric(0)
+            assert metric is not None
+            got = sorted(metric.data.data_points, key=lambda p: sorted(p.attributes.items()))
+            assert [fields(p) for p in got] == [fields(p) for p in expected]
+            assert metric.data.aggregation_temporality is AggregationTemporality.CUMULATIVE
+            assert (metric.unit, metric.description) == (
+                c.METRIC_DECISION_DURATION.unit,
+                c.METRIC_DECISION_DURATION.description,
+            )
+    # the comparison can fail: a running sum differs from the SDK's folded sums here
+    final = {p.attributes[c.ATTR_DECISION_KIND]: p.sum for p in expected}
+    assert final != naive
+    assert sum(p.count for p in expected) == len(AMOUNTS)
+    provider.shutdown()
+
+
+def test_prometheus_exposition_is_the_same(handles: Any) -> None:
+    registry = CollectorRegistry()
+    handle = handles(prometheus_port=0, prometheus_registry=registry)
+    in_process = handle.observer.instruments.decision_duration
+    reference = CollectorRegistry()
+    provider, synchronous = sdk_histogram(PrometheusMetricReader(registry=reference))
+    scrapes = []
+    for i, amount in enumerate(AMOUNTS):
+        labels = STAGE if i % 2 else GATE
+        in_process.record(amount, labels)
+        synchronous.record(amount, labels)
+        if i % 5 == 4:
+            scrapes.append((generate_latest(registry), generate_latest(reference)))
+    scrapes.append((generate_latest(registry), generate_latest(reference)))
+    for mine, theirs in scrapes:
+        assert mine == theirs
+    text = scrapes[-1][0].decode()
+    name = c.METRIC_DECISION_DURATION.prometheus
+    assert f'{name}_count{{otel_scope_name="seamscope",otel_scope_schema_url="",' in text
+    assert 'seamscope_decision_kind="stage"' in text
+    provider.shutdown()
+
+
+def test_the_observer_records_into_it_and_the_scrape_shows_it(handles: Any) -> None:
+    registry = CollectorRegistry()
+    handle = handles(prometheus_port=0, prometheus_registry=registry)
+    s.run(tracer_provider=TracerProvider(), observer=handle.observer)
+    text = generate_latest(registry).decode()
+    counts = {
+        line.split('seamscope_decision_kind="')[1].split('"')[0]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(f"{c.METRIC_DECISION_DURATION.prometheus}_count")
+    }
+    assert counts["stage"] == 6.0 * counts["select_tools"] > 0
+    assert {"select_tools", "stage", "pre_model", "post_model", "dispatch"} <= set(counts)
+    # the counters are still there, in the same scope
+    assert "seamscope_stage_outcomes_total{" in text
+
+
+def test_a_collection_with_only_the_histogram(handles: Any) -> None:
+    """When the SDK itself collected nothing, the histogram alone is exported."""
+    registry = CollectorRegistry()
+    handle = handles(prometheus_port=0, prometheus_registry=registry)
+    assert c.METRIC_DECISION_DURATION.prometheus not in generate_latest(registry).decode()
+    handle.observer.instruments.decision_duration.record(0.002, GATE)
+    text = generate_latest(registry).decode()
+    assert (
+        f'{c.METRIC_DECISION_DURATION.prometheus}_count{{otel_scope_name="seamscope",'
+        f'otel_scope_schema_url="",otel_scope_version="{__version__}",'
+        f'seamscope_decision_kind="offload_gate"}} 1.0'
+    ) in text
+    assert "target_info{" in text
+
+
+def test_bad_amounts_are_dropped_with_the_sdk_warning(caplog: pytest.LogCaptureFixture) -> None:
+    totals = HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS)
+    with caplog.at_level(logging.WARNING, logger="seamscope.telemetry"):
+        for bad in (math.nan, math.inf, -math.inf, -0.5):
+            totals.record(bad, GATE)
+    assert totals.metric(0) is None
+    assert len(caplog.records) == 4
+    totals.record(0.0, GATE)
+    metric = totals.metric(0)
+    assert metric is not None
+    (point,) = metric.data.data_points
+    assert (point.count, point.sum, point.min, point.max) == (1, 0.0, 0.0, 0.0)
+
+
+def test_boundaries_are_checked() -> None:
+    with pytest.raises(ValueError, match="increasing"):
+        HistogramTotals(c.METRIC_DECISION_DURATION, [0.1, 0.1])
+    with pytest.raises(ValueError, match="finite"):
+        HistogramTotals(c.METRIC_DECISION_DURATION, [0.1, math.inf])
+
+
+def test_records_from_many_threads_while_scraped() -> None:
+    registry = CollectorRegistry()
+    totals = HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS)
+    reader = BridgedPrometheusMetricReader(
+        totals,
+        scope=InstrumentationScope("seamscope", __version__),
+        resource=Resource.create({}),
+        registry=registry,
+    )
+    provider = MeterProvider(metric_readers=[reader])
+    threads, records = 6, 3_000
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.is_set():
+            generate_latest(registry)
+
+    def work(n: int) -> None:
+        labels = STAGE if n % 2 else GATE
+        for i in range(records):
+            totals.record(1e-4 * (i % 50), labels)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    stop.set()
+    scraper.join()
+    text = generate_latest(registry).decode()
+    counts = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(f"{c.METRIC_DECISION_DURATION.prometheus}_count")
+    ]
+    assert sum(counts) == threads * records
+    provider.shutdown()
