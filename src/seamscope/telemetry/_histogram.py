@@ -32,7 +32,7 @@ import logging
 import math
 import threading
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from time import time_ns
 from typing import Any
 
@@ -68,6 +68,15 @@ class _Series:
         self.total_sum: float = 0
         self.min = math.inf
         self.max = -math.inf
+
+    def add(self, index: int, amount: float) -> None:
+        """One measurement in bucket ``index`` (call under the histogram's lock)."""
+        self.counts[index] += 1
+        self.interval_sum += amount
+        if amount < self.min:
+            self.min = amount
+        if amount > self.max:
+            self.max = amount
 
 
 class HistogramTotals:
@@ -111,21 +120,25 @@ class HistogramTotals:
         if amount < 0:
             _log.warning("Record amount must be non-negative on Histogram %s.", self.name)
             return
-        key = frozenset(attributes.items()) if attributes else _NO_ATTRIBUTES
         index = bisect_left(self._bounds, amount)
         with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                if self._start is None:
-                    self._start = time_ns()
-                series = _Series(dict(attributes) if attributes else {}, len(self._bounds) + 1)
-                self._series[key] = series
-            series.counts[index] += 1
-            series.interval_sum += amount
-            if amount < series.min:
-                series.min = amount
-            if amount > series.max:
-                series.max = amount
+            series = self._find(attributes)
+            series.add(index, amount)
+
+    def bound(self, attributes: Mapping[str, Any]) -> Callable[[float], None]:
+        """``record`` for one attribute set, for a caller that records it again and again."""
+        return _BoundSeries(self, attributes).record
+
+    def _find(self, attributes: Mapping[str, Any] | None) -> _Series:
+        """The series of ``attributes``, made on first use (under the lock)."""
+        key = frozenset(attributes.items()) if attributes else _NO_ATTRIBUTES
+        series = self._series.get(key)
+        if series is None:
+            if self._start is None:
+                self._start = time_ns()
+            series = _Series(dict(attributes) if attributes else {}, len(self._bounds) + 1)
+            self._series[key] = series
+        return series
 
     def metric(self, time_unix_nano: int) -> Metric | None:
         """The cumulative points of every attribute set; None before any measurement."""
@@ -163,6 +176,30 @@ class HistogramTotals:
 
 
 _NO_ATTRIBUTES: frozenset[tuple[str, Any]] = frozenset()
+
+
+class _BoundSeries:
+    """One attribute set of a :class:`HistogramTotals`; its series is made on
+    the first record, under the lock, exactly as ``record`` would make it."""
+
+    __slots__ = ("_attributes", "_histogram", "_series")
+
+    def __init__(self, histogram: HistogramTotals, attributes: Mapping[str, Any]) -> None:
+        self._histogram = histogram
+        self._attributes = dict(attributes)
+        self._series: _Series | None = None
+
+    def record(self, amount: float) -> None:
+        histogram = self._histogram
+        if not 0 <= amount < math.inf:  # NaN, negative, inf: dropped there, with the warning
+            histogram.record(amount, self._attributes)
+            return
+        index = bisect_left(histogram._bounds, amount)
+        with histogram._lock:
+            series = self._series
+            if series is None:
+                series = self._series = histogram._find(self._attributes)
+            series.add(index, amount)
 
 
 class BridgedPrometheusMetricReader(PrometheusMetricReader):

@@ -20,10 +20,11 @@ elsewhere it is the SDK's synchronous histogram.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import metrics
@@ -36,6 +37,7 @@ __all__ = [
     "CounterTotals",
     "Instruments",
     "LabelCap",
+    "bound",
     "register_in_process_histogram",
     "totals_export_like_counters",
 ]
@@ -142,11 +144,61 @@ class CounterTotals:
             else:
                 entry[1] += amount
 
+    def bound(self, attributes: Mapping[str, Any]) -> Callable[[int | float], None]:
+        """``add`` for one attribute set, for a caller that counts it again and again."""
+        return _BoundTotal(self, attributes).add
+
+    def _entry(self, attributes: Mapping[str, Any]) -> list[Any]:
+        """The [attributes, total] of an attribute set, made at 0 (call under the lock)."""
+        key = frozenset((k, _frozen(v)) for k, v in attributes.items())
+        entry = self._totals.get(key)
+        if entry is None:
+            entry = self._totals[key] = [dict(attributes), 0]
+        return entry
+
     def observe(self, options: metrics.CallbackOptions | None = None) -> list[metrics.Observation]:
         """The callback of the observable counter: one observation per attribute set."""
         with self._lock:
             snapshot = [(attrs, total) for attrs, total in self._totals.values()]
         return [metrics.Observation(total, attrs) for attrs, total in snapshot]
+
+
+class _BoundTotal:
+    """One attribute set of a :class:`CounterTotals`; its series is made on the
+    first add, under the lock, exactly as ``add`` would make it."""
+
+    __slots__ = ("_attributes", "_entry", "_totals")
+
+    def __init__(self, totals: CounterTotals, attributes: Mapping[str, Any]) -> None:
+        self._totals = totals
+        self._attributes = dict(attributes)
+        self._entry: list[Any] | None = None
+
+    def add(self, amount: int | float) -> None:
+        totals = self._totals
+        enabled = totals._enabled
+        if enabled is not None and not enabled():
+            return
+        if not amount >= 0 or amount == _INF:
+            totals.add(amount, self._attributes)  # dropped there, with the warning
+            return
+        with totals._lock:
+            entry = self._entry
+            if entry is None:
+                entry = self._entry = totals._entry(self._attributes)
+            entry[1] += amount
+
+
+def bound(instrument: Any, attributes: Mapping[str, Any]) -> Callable[[Any], None]:
+    """``add`` (a counter) or ``record`` (a histogram) of ``instrument`` for one
+    attribute set: the in-process instruments' own bound form, else the SDK
+    instrument's method with the attributes given each time."""
+    own = getattr(instrument, "bound", None)
+    if own is not None:
+        return own(attributes)  # type: ignore[no-any-return]
+    attrs = dict(attributes)
+    method = instrument.add if hasattr(instrument, "add") else instrument.record
+    return functools.partial(method, attributes=attrs)
 
 
 def _frozen(value: Any) -> Any:

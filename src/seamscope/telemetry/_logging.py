@@ -20,6 +20,7 @@ from seamscope.telemetry.conventions import LOG_TELEMETRY_ERROR
 __all__ = ["add_trace_context", "log_event", "telemetry_error", "trace_ids"]
 
 _logger = structlog.get_logger("seamscope")
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
 def trace_ids() -> dict[str, str]:
@@ -46,6 +47,11 @@ def log_event(level: str, event: str, **fields: Any) -> None:
     that raises) must not cost a span or a decision.
     """
     try:
+        # a filtering logger (structlog's default kind) that drops this level:
+        # skip reading the span context for nothing
+        enabled = getattr(_logger, "is_enabled_for", None)
+        if enabled is not None and not enabled(_LEVELS[level]):
+            return
         fields.update(trace_ids())
         getattr(_logger, level)(event, **fields)
     except Exception:

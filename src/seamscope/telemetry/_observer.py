@@ -33,7 +33,8 @@ Cost: with the no-op OpenTelemetry API (``NoOpTracerProvider`` /
 metric attribute sets are built once per distinct label combination. On an
 SDK meter provider with exemplars off (``configure()``'s default without an
 OTLP metrics push), counts are kept as in-process totals that export the same
-points (see ``_instruments``).
+points (see ``_instruments``). Enum members are read through ``_value_``:
+``.value`` is a Python-level property, read about thirty times an iteration.
 """
 
 from __future__ import annotations
@@ -66,13 +67,14 @@ from seamscope.decisions import (
 )
 from seamscope.decisions._enums import (
     DecisionKind,
+    GuardResult,
     PaletteVerdict,
     PolicyResult,
 )
 from seamscope.decisions._messages import message_text
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._instruments import Instruments, LabelCap, flag
+from seamscope.telemetry._instruments import Instruments, LabelCap, bound, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
 
 __all__ = ["LAST_GATE_SPAN", "OTelObserver"]
@@ -143,7 +145,19 @@ class OTelObserver:
         self._max_len = self.config.max_attribute_length
         self._max_items = self.config.max_array_length
         self._capture = self.config.capture_content
-        self._label_sets: dict[tuple[Any, ...], dict[str, str]] = {}
+        # (instrument, label values) -> the add/record bound to that attribute set
+        self._series: dict[tuple[Any, ...], Any] = {}
+        if self._metrics_on:
+            inst = self.instruments
+            duration = inst.decision_duration
+            self._duration_select = bound(duration, _KIND_SELECT)
+            self._duration_stage = bound(duration, _KIND_STAGE)
+            self._duration_pre = bound(duration, _KIND_PRE)
+            self._duration_post = bound(duration, _KIND_POST)
+            self._duration_dispatch = bound(duration, _KIND_DISPATCH)
+            self._duration_gate = bound(duration, _KIND_GATE)
+            self._count_offered = bound(inst.selection_tools, _SET_OFFERED)
+            self._count_selected = bound(inst.selection_tools, _SET_SELECTED)
 
     # -- helpers ---------------------------------------------------------------
 
@@ -210,14 +224,15 @@ class OTelObserver:
     def _failed(hook: str, exc: BaseException) -> None:
         telemetry_error(hook, exc)
 
-    def _labels(self, key: tuple[Any, ...], build: Any, *args: Any) -> dict[str, str]:
-        """The metric attribute set of ``key``, built by ``build(*args)`` (and capped) once."""
-        labels = self._label_sets.get(key)
-        if labels is None:
-            labels = build(*args)
-            if len(self._label_sets) < _MAX_CACHED_LABEL_SETS:
-                self._label_sets[key] = labels
-        return labels
+    def _bound(self, key: tuple[Any, ...], instrument: Any, build: Any, *args: Any) -> Any:
+        """``instrument``'s add/record for the attribute set of ``key`` (a tuple led
+        by the instrument's name), built by ``build(*args)`` (and capped) once."""
+        add = self._series.get(key)
+        if add is None:
+            add = bound(instrument, build(*args))
+            if len(self._series) < _MAX_CACHED_LABEL_SETS:
+                self._series[key] = add
+        return add
 
     @staticmethod
     def _conversation(attrs: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -288,10 +303,9 @@ class OTelObserver:
     def end_selection(self, handle: Any, result: SelectionResult) -> None:
         try:
             if self._metrics_on:
-                inst = self.instruments
-                inst.decision_duration.record(result.duration_s, _KIND_SELECT)
-                inst.selection_tools.add(len(result.offered), _SET_OFFERED)
-                inst.selection_tools.add(len(result.tools), _SET_SELECTED)
+                self._duration_select(result.duration_s)
+                self._count_offered(len(result.offered))
+                self._count_selected(len(result.tools))
         except Exception as exc:
             self._failed("end_selection", exc)
         if handle is None:
@@ -335,7 +349,7 @@ class OTelObserver:
     def _stage_labels(self, record: StageRecord) -> dict[str, str]:
         return {
             c.ATTR_STAGE_NAME: self._cap(c.ATTR_STAGE_NAME, record.name),
-            c.ATTR_STAGE_OUTCOME: record.outcome.value,
+            c.ATTR_STAGE_OUTCOME: record.outcome._value_,
             c.ATTR_STAGE_DEGRADED: flag(record.degraded),
         }
 
@@ -345,14 +359,13 @@ class OTelObserver:
             if type(reason) is not str:
                 reason = self._str("end_stage", c.ATTR_STAGE_REASON, reason)
             if self._metrics_on:
-                inst = self.instruments
-                labels = self._labels(
-                    ("stage", record.name, record.outcome, record.degraded),
+                self._bound(
+                    ("stage", record.name, record.outcome._value_, record.degraded),
+                    self.instruments.stage_outcomes,
                     self._stage_labels,
                     record,
-                )
-                inst.stage_outcomes.add(1, labels)
-                inst.decision_duration.record(record.duration_s, _KIND_STAGE)
+                )(1)
+                self._duration_stage(record.duration_s)
             if record.degraded:
                 fields: dict[str, Any] = {"stage": record.name, "reason": self._text(reason)}
                 if record.error is not None:
@@ -367,7 +380,7 @@ class OTelObserver:
                 span = handle.span
                 span.set_attributes(
                     {
-                        c.ATTR_STAGE_OUTCOME: record.outcome.value,
+                        c.ATTR_STAGE_OUTCOME: record.outcome._value_,
                         c.ATTR_STAGE_REASON: self._text(reason),
                         c.ATTR_STAGE_DEGRADED: record.degraded,
                         c.ATTR_STAGE_DROPPED: self._names(record.dropped),
@@ -388,7 +401,7 @@ class OTelObserver:
             return None
         try:
             attrs = self._conversation(
-                {c.ATTR_SEAM: ctx.seam.value, c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx
+                {c.ATTR_SEAM: ctx.seam._value_, c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx
             )
             if self._capture and ctx.messages:
                 attrs[c.ATTR_MESSAGE_CONTENT] = self._content(message_text(ctx.messages[-1]))
@@ -399,29 +412,32 @@ class OTelObserver:
 
     def _evaluation_labels(self, evaluation: PolicyEvaluation) -> dict[str, str]:
         return {
-            c.ATTR_SEAM: evaluation.seam.value,
+            c.ATTR_SEAM: evaluation.seam._value_,
             c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, evaluation.policy),
-            c.ATTR_POLICY_RESULT: evaluation.result.value,
+            c.ATTR_POLICY_RESULT: evaluation.result._value_,
         }
 
     def on_policy_evaluated(self, handle: Any, evaluation: PolicyEvaluation) -> None:
         try:
             if self._metrics_on:
-                self.instruments.policy_evaluations.add(
-                    1,
-                    self._labels(
-                        ("evaluation", evaluation.seam, evaluation.policy, evaluation.result),
-                        self._evaluation_labels,
-                        evaluation,
+                self._bound(
+                    (
+                        "evaluation",
+                        evaluation.seam._value_,
+                        evaluation.policy,
+                        evaluation.result._value_,
                     ),
-                )
+                    self.instruments.policy_evaluations,
+                    self._evaluation_labels,
+                    evaluation,
+                )(1)
             error = evaluation.error
             if error is not None:
                 log_event(
                     "warning",
                     c.LOG_POLICY_ERROR,
                     policy=evaluation.policy,
-                    seam=evaluation.seam.value,
+                    seam=evaluation.seam._value_,
                     source=error.source,
                     error_type=error.error_type,
                 )
@@ -429,11 +445,12 @@ class OTelObserver:
                 return
             attrs: dict[str, Any] = {
                 c.ATTR_POLICY_NAME: evaluation.policy,
-                c.ATTR_SEAM: evaluation.seam.value,
-                c.ATTR_POLICY_RESULT: evaluation.result.value,
+                c.ATTR_SEAM: evaluation.seam._value_,
+                c.ATTR_POLICY_RESULT: evaluation.result._value_,
             }
-            if evaluation.result is PolicyResult.MATCHED and evaluation.guard.value != "none":
-                attrs[c.ATTR_DISPATCH_GUARD] = evaluation.guard.value
+            guard = evaluation.guard
+            if evaluation.result is PolicyResult.MATCHED and guard is not GuardResult.NONE:
+                attrs[c.ATTR_DISPATCH_GUARD] = guard._value_
             if error is not None:
                 attrs[c.ATTR_ERROR_TYPE] = error.error_type
                 if self._capture:
@@ -473,19 +490,16 @@ class OTelObserver:
         policy = result.policy
         try:
             if self._metrics_on:
-                inst = self.instruments
-                source = result.source.value
-                inst.policy_wins.add(
-                    1,
-                    self._labels(
-                        ("win", c.Seam.PRE_MODEL, source, policy),
-                        self._win_labels,
-                        c.Seam.PRE_MODEL.value,
-                        source,
-                        policy,
-                    ),
-                )
-                inst.decision_duration.record(result.duration_s, _KIND_PRE)
+                source = result.source._value_
+                self._bound(
+                    ("win", "pre_model", source, policy),
+                    self.instruments.policy_wins,
+                    self._win_labels,
+                    c.Seam.PRE_MODEL._value_,
+                    source,
+                    policy,
+                )(1)
+                self._duration_pre(result.duration_s)
             if result.errors:
                 self._adopter_errors(handle, result.errors)
         except Exception as exc:
@@ -494,7 +508,7 @@ class OTelObserver:
             return
         try:
             if handle.recording:
-                attrs: dict[str, Any] = {c.ATTR_SEAM_WINNER_SOURCE: result.source.value}
+                attrs: dict[str, Any] = {c.ATTR_SEAM_WINNER_SOURCE: result.source._value_}
                 if policy:
                     attrs[c.ATTR_POLICY_WINNER] = policy
                 attrs[c.ATTR_GEN_AI_REQUEST_MODEL] = result.model.model_name
@@ -509,7 +523,7 @@ class OTelObserver:
         try:
             attrs = self._conversation(
                 {
-                    c.ATTR_SEAM: ctx.seam.value,
+                    c.ATTR_SEAM: ctx.seam._value_,
                     c.ATTR_ITERATION_INDEX: ctx.iteration,
                     c.ATTR_SEAM_TOOL_CALLS: len(calls),
                 },
@@ -523,7 +537,7 @@ class OTelObserver:
     def end_post_model(self, handle: Any, result: PostModelResult) -> None:
         try:
             if self._metrics_on:
-                self.instruments.decision_duration.record(result.duration_s, _KIND_POST)
+                self._duration_post(result.duration_s)
         except Exception as exc:
             self._failed("end_post_model", exc)
         if handle is None:
@@ -564,29 +578,25 @@ class OTelObserver:
             if self._metrics_on:
                 inst = self.instruments
                 policy = record.policy
-                source = record.source.value
-                inst.policy_wins.add(
-                    1,
-                    self._labels(
-                        ("win", c.Seam.POST_MODEL, source, policy),
-                        self._win_labels,
-                        c.Seam.POST_MODEL.value,
-                        source,
-                        policy,
-                    ),
-                )
+                source = record.source._value_
+                self._bound(
+                    ("win", "post_model", source, policy),
+                    inst.policy_wins,
+                    self._win_labels,
+                    c.Seam.POST_MODEL._value_,
+                    source,
+                    policy,
+                )(1)
                 if policy is not None or record.adopter_override:
-                    palette = record.palette.value
-                    inst.redirects.add(
-                        1,
-                        self._labels(
-                            ("redirect", policy, palette),
-                            self._redirect_labels,
-                            policy,
-                            palette,
-                        ),
-                    )
-                inst.decision_duration.record(record.duration_s, _KIND_DISPATCH)
+                    palette = record.palette._value_
+                    self._bound(
+                        ("redirect", policy, palette),
+                        inst.redirects,
+                        self._redirect_labels,
+                        policy,
+                        palette,
+                    )(1)
+                self._duration_dispatch(record.duration_s)
             if record.palette is PaletteVerdict.DROPPED:
                 target = record.redirect_to
                 if record.adopter_override or target is None:
@@ -615,12 +625,12 @@ class OTelObserver:
                 final = record.final.name
                 if type(final) is not str:
                     final = self._str("end_dispatch", c.ATTR_DISPATCH_FINAL_TOOL, final)
-                attrs[c.ATTR_DISPATCH_GUARD] = record.guard.value
+                attrs[c.ATTR_DISPATCH_GUARD] = record.guard._value_
                 attrs[c.ATTR_DISPATCH_ADOPTER_OVERRIDE] = record.adopter_override
-                attrs[c.ATTR_DISPATCH_PALETTE_GATE] = record.palette.value
+                attrs[c.ATTR_DISPATCH_PALETTE_GATE] = record.palette._value_
                 attrs[c.ATTR_DISPATCH_FINAL_TOOL] = final
                 attrs[c.ATTR_DISPATCH_ARGS_TRANSFORMED] = record.args_transformed
-                attrs[c.ATTR_SEAM_WINNER_SOURCE] = record.source.value
+                attrs[c.ATTR_SEAM_WINNER_SOURCE] = record.source._value_
                 if self._capture:
                     attrs[c.ATTR_DISPATCH_ARGS] = self._content(dict(record.final.args))
                 handle.span.set_attributes(attrs)
@@ -667,11 +677,14 @@ class OTelObserver:
             self._failed("start_offload_gate", exc)
             return None
 
+    def _model_labels(self, model: str) -> dict[str, str]:
+        return {c.ATTR_GEN_AI_REQUEST_MODEL: self._cap(c.ATTR_GEN_AI_REQUEST_MODEL, model)}
+
     def _gate_labels(self, model: str, decision: OffloadGateDecision) -> dict[str, str]:
         return {
             c.ATTR_GEN_AI_REQUEST_MODEL: self._cap(c.ATTR_GEN_AI_REQUEST_MODEL, model),
             c.ATTR_OFFLOAD_FIRE: flag(decision.fire),
-            c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code.value,
+            c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code._value_,
         }
 
     def end_offload_gate(self, handle: Any, decision: OffloadGateDecision) -> None:
@@ -679,21 +692,23 @@ class OTelObserver:
             if self._metrics_on:
                 inst = self.instruments
                 name = decision.model_name
-                labels = self._labels(
-                    ("gate", name, decision.fire, decision.reason_code),
+                self._bound(
+                    ("gate", name, decision.fire, decision.reason_code._value_),
+                    inst.offload_decisions,
                     self._gate_labels,
                     name,
                     decision,
-                )
-                inst.offload_decisions.add(1, labels)
+                )(1)
                 first = handle is None or not handle.repeat
                 if first and decision.fire and decision.net_saving_usd > 0:
-                    inst.offload_predicted_net_saving.add(
-                        decision.net_saving_usd,
-                        {c.ATTR_GEN_AI_REQUEST_MODEL: labels[c.ATTR_GEN_AI_REQUEST_MODEL]},
-                    )
+                    self._bound(
+                        ("predicted", name),
+                        inst.offload_predicted_net_saving,
+                        self._model_labels,
+                        name,
+                    )(decision.net_saving_usd)
                 if handle is not None:
-                    inst.decision_duration.record(_perf_counter() - handle.start, _KIND_GATE)
+                    self._duration_gate(_perf_counter() - handle.start)
             if (
                 (handle is None or not handle.repeat)
                 and decision.fire
@@ -704,7 +719,7 @@ class OTelObserver:
                     c.LOG_OFFLOAD_DECIDED,
                     model=decision.model_name,
                     net_saving_usd=decision.net_saving_usd,
-                    reason_code=decision.reason_code.value,
+                    reason_code=decision.reason_code._value_,
                     offload_id=decision.offload_id,
                 )
         except Exception as exc:
@@ -729,11 +744,11 @@ def gate_attributes(decision: OffloadGateDecision, text: Any = str) -> Mapping[s
         c.ATTR_OFFLOAD_STUB_CARRY_COST_USD: decision.stub_carry_cost_usd,
         c.ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD: decision.expected_recall_hop_cost_usd,
         c.ATTR_OFFLOAD_REASON: text(decision.reason),
-        c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code.value,
+        c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code._value_,
         c.ATTR_OFFLOAD_OUTPUT_TOKENS: decision.output_tokens,
         c.ATTR_OFFLOAD_HORIZON: decision.horizon,
         c.ATTR_OFFLOAD_RECALL_PROBABILITY: decision.recall_probability,
-        c.ATTR_OFFLOAD_PRICING_SOURCE: decision.pricing_source.value,
+        c.ATTR_OFFLOAD_PRICING_SOURCE: decision.pricing_source._value_,
         c.ATTR_GEN_AI_REQUEST_MODEL: decision.model_name,
     }
     if decision.offload_id:
