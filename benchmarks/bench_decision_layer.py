@@ -23,15 +23,21 @@ several repeats (the median repeat is reported):
     scraped by Prometheus (``prometheus_port=0``, a private registry): a
     ``MeterProvider`` with a ``PrometheusMetricReader`` and configure()'s
     exemplar filter (``always_off`` when no OTLP metrics push is configured:
-    nothing would export an exemplar), so the counts are in-process totals;
+    nothing would export an exemplar), so the counts are in-process totals
+    and the duration histogram and USD sums are aggregated in process and
+    exported by configure()'s Prometheus reader;
     spans go through a ``BatchSpanProcessor`` with a null exporter (passed
     as ``extra_span_processors``);
 (c') for reference, the observer on an SDK ``MeterProvider`` built with the
     SDK's defaults (in-memory reader, ``trace_based`` exemplars, hence
     synchronous counters with exemplars), spans as in (c);
-(d) the floor: the same spans, with the same attributes and events and the
-    same nesting, created directly with the SDK tracer (same processor and
-    exporter), without any decision work.
+(d) the floor: the cheapest way to get what (c) produces. Each iteration
+    makes the same decisions as (a), then creates the same spans, with the
+    same attributes and events and the same nesting, directly with the SDK
+    tracer (same processor and exporter): attributes passed whole at span
+    start from a prepared plan, no metrics, no logs, no per-hook work;
+(d0) the spans of (d) alone, without the decisions: the floor as the target
+    was first worded; (c)/(d0) is printed against the same 1.3.
 
 Targets: (c)/(d) <= 1.3 and (b)/(a) <= 1.5. Benchmarks are not tests: the
 script prints a table and exits 0 whatever the ratios (``--strict`` makes a
@@ -41,10 +47,13 @@ The script is the application here, so it configures structlog (the library
 never does): events below WARNING are dropped. The scenario emits no warning,
 so logging costs the level check of one INFO event (the gate fires).
 
-Reading the result: (c) includes the decisions themselves, (d) does not, so
-(c)/(d) can never go below ((a) + (d)) / (d); the script prints that bound
-and (c) / ((a) + (d)), the overhead of the observer over the decisions plus
-hand-written raw spans.
+Why the floor includes the decisions: (c) makes them (the spans carry their
+reasons), so nothing that produces (c)'s output can cost less than the
+decisions plus the spans. Measuring the two in one iteration matters: the
+sum of (a) and (d0), each timed in its own tight loop, is smaller than one
+loop doing both (each loop alone keeps its own code and data hot), so
+(c)/((a)+(d0)) overstates the overhead; the script prints it, and
+(c)/(d0), the ratio to the spans alone, for reference.
 """
 
 from __future__ import annotations
@@ -236,7 +245,7 @@ class Layer:
             agent_name=AGENT,
         )
         selection = self.pipeline.run(TOOLS, ctx)
-        common = {
+        common: dict[str, Any] = {
             "resolved_tool_names": selection.selected,
             "forced_tool_choice": selection.forced_tool,
             "iteration": index,
@@ -328,6 +337,18 @@ def floor_iteration(tracer: trace.Tracer, root: SpanNode) -> Callable[[int], Non
 
     def run(index: int) -> None:
         emit(root)
+
+    return run
+
+
+def decisions_then_spans(
+    decide: Callable[[int], Any], spans: Callable[[int], None]
+) -> Callable[[int], None]:
+    """The floor: the decisions, then their spans straight from the SDK."""
+
+    def run(index: int) -> None:
+        decide(index)
+        spans(index)
 
     return run
 
@@ -433,7 +454,13 @@ def build_configs() -> tuple[list[Config], int, list[Any], TelemetryHandle]:
         ),
         Config(
             "d",
-            "(d) floor: same spans direct on the SDK",
+            "(d) floor: the decisions of (a), then the same spans direct on the SDK",
+            decisions_then_spans(bare.iteration, floor),
+            floor_provider.force_flush,
+        ),
+        Config(
+            "d0",
+            "(d0) the spans of (d) alone, no decisions (reference)",
             floor,
             floor_provider.force_flush,
         ),
@@ -451,10 +478,16 @@ def describe_metrics(handle: TelemetryHandle) -> str:
         if handle.observer.instruments.counters_in_process
         else "synchronous counters"
     )
+    histogram = (
+        "in process (exported by the reader)"
+        if handle.observer.instruments.histogram_in_process
+        and handle.observer.instruments.sums_in_process
+        else "synchronous"
+    )
     return (
         f"MeterProvider as configure(prometheus_port=0) builds it: {readers or 'no reader'}, "
         f"exemplar filter {type(exemplars).__name__}; counts as {counts}, "
-        f"USD sums and the duration histogram synchronous"
+        f"duration histogram and USD sums {histogram}"
     )
 
 
@@ -495,7 +528,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             config.flush()
 
     by_key = {config.key: config for config in configs}
-    bare_us, noop_us, sdk_us, floor_us = (by_key[k].median_us for k in ("a", "b", "c", "d"))
+    bare_us, noop_us, sdk_us, floor_us, spans_us = (
+        by_key[k].median_us for k in ("a", "b", "c", "d", "d0")
+    )
     noop_ratio = noop_us / bare_us
     sdk_ratio = sdk_us / floor_us
     defaults_ratio = by_key["c'"].median_us / floor_us
@@ -515,6 +550,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         (by_key["c'"], f"{defaults_ratio:.2f} × (d)", "(reference)", ""),
         (by_key["d"], "1.00 (base of c)", "", ""),
+        (
+            by_key["d0"],
+            f"(c) = {sdk_us / spans_us:.2f} × (d0)",
+            f"(c)/(d0) <= {TARGET_SDK_OVER_FLOOR} as written",
+            "pass" if sdk_us / spans_us <= TARGET_SDK_OVER_FLOOR else "FAIL",
+        ),
     ]
 
     print("## seamscope decision layer: cost per iteration")
@@ -540,19 +581,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print()
     print(
-        f"(c) - (d) = {sdk_us - floor_us:.1f} µs per iteration, of which the decisions "
-        f"themselves (a) are {bare_us:.1f} µs: (c)/(d) cannot go below "
-        f"((a)+(d))/(d) = {(bare_us + floor_us) / floor_us:.2f}"
+        f"(c) - (d) = {sdk_us - floor_us:.1f} µs per iteration: what telemetry adds to the "
+        f"decisions and their raw spans"
     )
+    print(f"(c)/(d0) = {sdk_us / spans_us:.2f} (to the spans alone, the floor as first specified)")
     print(
-        f"overhead over decisions + raw spans: (c)/((a)+(d)) = "
-        f"{sdk_us / (bare_us + floor_us):.2f} "
-        f"({sdk_us - bare_us - floor_us:.1f} µs per iteration)"
+        f"(c)/((a)+(d0)) = {sdk_us / (bare_us + spans_us):.2f} (to the sum of two separate loops: "
+        f"(a)+(d0) = {bare_us + spans_us:.1f} µs, (d) = {floor_us:.1f} µs in one loop)"
     )
 
     for closer in closers:
         closer.shutdown()
-    missed = noop_ratio > TARGET_NOOP_OVER_BARE or sdk_ratio > TARGET_SDK_OVER_FLOOR
+    missed = (
+        noop_ratio > TARGET_NOOP_OVER_BARE
+        or sdk_ratio > TARGET_SDK_OVER_FLOOR
+        or sdk_us / spans_us > TARGET_SDK_OVER_FLOOR
+    )
     return 1 if (args.strict and missed) else 0
 
 

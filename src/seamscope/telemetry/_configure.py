@@ -40,7 +40,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._instruments import register_in_process_histogram
+from seamscope.telemetry._instruments import FLOAT_SUMS, register_in_process
 from seamscope.telemetry._observer import OTelObserver
 
 __all__ = ["TelemetryHandle", "configure"]
@@ -152,7 +152,7 @@ def _exemplar_filter(env: Mapping[str, str], push_metrics: bool) -> Any:
 
 def _prometheus_reader(registry: Any, resource: Any, exemplar_filter: Any, push: bool) -> Any:
     """The Prometheus reader; with exemplars off and no other reader, one that
-    also exports the in-process duration histogram (see ``_histogram``)."""
+    also exports the in-process duration histogram and USD sums (``_bridge``)."""
     from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
 
     if push or not isinstance(exemplar_filter, AlwaysOffExemplarFilter):
@@ -164,10 +164,15 @@ def _prometheus_reader(registry: Any, resource: Any, exemplar_filter: Any, push:
 
     from seamscope import __version__
     from seamscope.telemetry import conventions as c
-    from seamscope.telemetry._histogram import BridgedPrometheusMetricReader, HistogramTotals
+    from seamscope.telemetry._bridge import (
+        BridgedPrometheusMetricReader,
+        HistogramTotals,
+        SumTotals,
+    )
 
+    sums = [SumTotals(spec) for spec in c.METRICS if spec.name in FLOAT_SUMS]
     return BridgedPrometheusMetricReader(
-        HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS),
+        [HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS), *sums],
         scope=InstrumentationScope("seamscope", __version__),
         resource=resource,
         registry=registry,
@@ -290,13 +295,13 @@ def configure(
     readers: list[Any] = []
     server: tuple[Any, Any] | None = None
     address = None
-    in_process_histogram: Any = None
+    in_process: Any = None
     if prometheus_port is not None:
         from prometheus_client import REGISTRY, start_http_server
 
         registry = prometheus_registry if prometheus_registry is not None else REGISTRY
         readers.append(_prometheus_reader(registry, resource, exemplar_filter, push_metrics))
-        in_process_histogram = getattr(readers[-1], "histogram", None)
+        in_process = getattr(readers[-1], "in_process", None)
         http_server, thread = start_http_server(prometheus_port, prometheus_host, registry=registry)
         address = (prometheus_host, int(http_server.server_address[1]))
         server = (http_server, thread)
@@ -311,8 +316,8 @@ def configure(
     meter_provider = MeterProvider(
         resource=resource, metric_readers=readers, exemplar_filter=exemplar_filter
     )
-    if in_process_histogram is not None:
-        register_in_process_histogram(meter_provider, in_process_histogram)
+    if in_process is not None:
+        register_in_process(meter_provider, in_process)
 
     if set_global:
         trace.set_tracer_provider(tracer_provider)

@@ -10,12 +10,12 @@ same points (an SDK meter provider with exemplars off and cumulative
 readers, see :func:`totals_export_like_counters`), the counting counters are
 :class:`CounterTotals`: totals kept in process under a lock and reported by
 an observable counter of the same name, unit and description. Elsewhere
-they are ordinary synchronous counters. The USD counters are always
-synchronous instruments. The duration histogram is kept in process too
-(:class:`~seamscope.telemetry._histogram.HistogramTotals`) when configure()
-built the meter provider around its Prometheus reader and registered the
-histogram that reader exports (:func:`register_in_process_histogram`);
-elsewhere it is the SDK's synchronous histogram.
+they are ordinary synchronous counters. The duration histogram and the
+USD counters are kept in process too (``HistogramTotals``/``SumTotals`` in
+``_bridge``) when configure() built the meter provider around its Prometheus
+reader and registered the instruments that reader exports
+(:func:`register_in_process`); elsewhere they are the SDK's synchronous
+instruments.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = [
     "Instruments",
     "LabelCap",
     "bound",
-    "register_in_process_histogram",
+    "register_in_process",
     "totals_export_like_counters",
 ]
 
@@ -298,40 +298,44 @@ reader, which one set of in-process totals cannot reproduce bit for bit when
 several readers collect. The other counters count (integers): exact either way."""
 
 
-_IN_PROCESS_HISTOGRAMS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_IN_PROCESS: weakref.WeakKeyDictionary[Any, Mapping[str, Any]] = weakref.WeakKeyDictionary()
 
 
-def register_in_process_histogram(meter_provider: Any, histogram: Any) -> None:
-    """Record that ``meter_provider``'s only reader exports ``histogram`` (a
-    :class:`~seamscope.telemetry._histogram.HistogramTotals`) with each
-    collection, so the duration histogram can be kept in process. Called by
+def register_in_process(meter_provider: Any, instruments: Mapping[str, Any]) -> None:
+    """Record that ``meter_provider``'s only reader exports ``instruments`` (by
+    metric name: the ``HistogramTotals`` and ``SumTotals`` of ``_bridge``) with
+    each collection, so those metrics can be kept in process. Called by
     configure() for the provider it builds around its Prometheus reader."""
-    _IN_PROCESS_HISTOGRAMS[meter_provider] = histogram
+    _IN_PROCESS[meter_provider] = dict(instruments)
 
 
 class _Counters:
     """The counters and the duration histogram of one meter, shared by every
     Instruments built on it."""
 
-    __slots__ = ("by_name", "duration", "histogram_in_process", "in_process")
+    __slots__ = ("by_name", "duration", "histogram_in_process", "in_process", "sums_in_process")
 
-    def __init__(self, meter: metrics.Meter, in_process: bool, histogram: Any = None) -> None:
+    def __init__(
+        self, meter: metrics.Meter, in_process: bool, exported: Mapping[str, Any] | None = None
+    ) -> None:
         self.in_process = in_process
+        # the bridged reader's instruments, only where the counts are in process
+        # (the same exemplar and reader checks hold)
+        bridged = dict(exported or {}) if in_process else {}
         self.by_name: dict[str, Any] = {}
         for spec in c.METRICS:
             if spec.kind != "counter":
                 continue
-            if in_process and spec.name not in FLOAT_SUMS:
+            if spec.name in FLOAT_SUMS and spec.name in bridged:
+                self.by_name[spec.name] = bridged[spec.name]
+            elif in_process and spec.name not in FLOAT_SUMS:
                 self.by_name[spec.name] = _totals(meter, spec)
             else:
                 self.by_name[spec.name] = _counter(meter, spec)
-        # in process only where the counts are (same exemplar and reader checks)
-        self.histogram_in_process = bool(in_process and histogram is not None)
-        self.duration: Any = (
-            histogram
-            if self.histogram_in_process
-            else _histogram(meter, c.METRIC_DECISION_DURATION)
-        )
+        self.sums_in_process = FLOAT_SUMS <= set(bridged)
+        duration = bridged.get(c.METRIC_DECISION_DURATION.name)
+        self.histogram_in_process = duration is not None
+        self.duration: Any = duration or _histogram(meter, c.METRIC_DECISION_DURATION)
 
 
 _SHARED: weakref.WeakKeyDictionary[Any, _Counters] = weakref.WeakKeyDictionary()
@@ -348,10 +352,10 @@ def _counters(meter: metrics.Meter, provider: Any) -> _Counters:
             return _Counters(meter, False)
         if counters is None:
             try:
-                histogram = _IN_PROCESS_HISTOGRAMS.get(provider)
+                exported = _IN_PROCESS.get(provider)
             except TypeError:
-                histogram = None
-            counters = _Counters(meter, totals_export_like_counters(provider), histogram)
+                exported = None
+            counters = _Counters(meter, totals_export_like_counters(provider), exported)
             _SHARED[meter] = counters
         return counters
 
@@ -362,9 +366,9 @@ class Instruments:
     ``enabled`` is False when the provider is the no-op API's, so callers can
     skip building measurements nobody records. ``counters_in_process`` is
     True when the count counters are :class:`CounterTotals` (see
-    :func:`totals_export_like_counters`); ``histogram_in_process`` when the
-    duration histogram is a ``HistogramTotals`` exported by configure()'s
-    Prometheus reader. The USD counters are always synchronous instruments.
+    :func:`totals_export_like_counters`); ``histogram_in_process`` and
+    ``sums_in_process`` when the duration histogram and the USD counters are
+    kept in process for configure()'s Prometheus reader (see ``_bridge``).
     """
 
     __slots__ = (
@@ -384,6 +388,7 @@ class Instruments:
         "redirects",
         "selection_tools",
         "stage_outcomes",
+        "sums_in_process",
     )
 
     def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
@@ -393,6 +398,7 @@ class Instruments:
         counters = _counters(meter, provider) if self.enabled else _Counters(meter, False)
         self.counters_in_process = counters.in_process
         self.histogram_in_process = counters.histogram_in_process
+        self.sums_in_process = counters.sums_in_process
         by_name = counters.by_name
         self.policy_evaluations = by_name[c.METRIC_POLICY_EVALUATIONS.name]
         self.policy_wins = by_name[c.METRIC_POLICY_WINS.name]

@@ -164,8 +164,10 @@ class OTelObserver:
     def _text(self, value: str) -> str:
         return value if len(value) <= self._max_len else value[: self._max_len - 1] + "…"
 
-    def _names(self, names: Sequence[str]) -> list[str]:
+    def _names(self, names: Sequence[str]) -> Sequence[str]:
         max_len = self._max_len
+        if len(names) <= self._max_items and (not names or max(map(len, names)) <= max_len):
+            return names  # within the limits: as is (a tuple or a list, both arrays)
         return [n if len(n) <= max_len else self._text(n) for n in names[: self._max_items]]
 
     def _str(self, hook: str, key: str, value: Any) -> str:

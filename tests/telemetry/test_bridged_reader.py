@@ -1,13 +1,13 @@
-"""The in-process duration histogram exports the points of the SDK's histogram.
+"""The in-process duration histogram and USD sums export the SDK's points.
 
-configure() keeps the decision-duration histogram in process when its
-Prometheus reader is the meter provider's only reader and exemplars are off
-(``HistogramTotals`` aggregated here, merged into each collection by
-``BridgedPrometheusMetricReader``). Each comparison records the same amounts,
-with the same collections in between, into that path and into the SDK's
-synchronous histogram on an otherwise identical provider, and compares what
-a reader gets: every field of every point (sums bit for bit) and the whole
-Prometheus exposition.
+configure() keeps the decision-duration histogram and the USD counters in
+process when its Prometheus reader is the meter provider's only reader and
+exemplars are off (``HistogramTotals``/``SumTotals`` aggregated here, merged
+into each collection by ``BridgedPrometheusMetricReader``). Each comparison
+records the same amounts, with the same collections in between, into that
+path and into the SDK's synchronous instrument on an otherwise identical
+provider, and compares what a reader gets: every field of every point (float
+sums bit for bit) and the whole Prometheus exposition.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
     InMemoryMetricReader,
     MetricsData,
+    ResourceMetrics,
+    ScopeMetrics,
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -35,8 +37,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from seamscope import __version__
 from seamscope.telemetry import _configure
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._histogram import BridgedPrometheusMetricReader, HistogramTotals
-from seamscope.telemetry._instruments import Instruments
+from seamscope.telemetry._bridge import BridgedPrometheusMetricReader, HistogramTotals, SumTotals
+from seamscope.telemetry._instruments import FLOAT_SUMS, Instruments
 
 from . import _support as s
 
@@ -62,7 +64,7 @@ def handles() -> Iterator[Callable[..., Any]]:
 
 
 def sdk_histogram(reader: Any) -> tuple[MeterProvider, Any]:
-    """The SDK's synchronous histogram, as Instruments builds it, on a provider like configure()'s."""
+    """The SDK histogram as Instruments builds it, on a provider like configure()'s."""
     provider = MeterProvider(
         resource=Resource.create({"service.name": "seamscope"}),
         metric_readers=[reader],
@@ -102,8 +104,16 @@ def test_configure_keeps_the_histogram_in_process_only_for_prometheus_alone(
     handles: Any,
 ) -> None:
     scraped = handles(prometheus_port=0, prometheus_registry=CollectorRegistry())
-    assert scraped.observer.instruments.histogram_in_process
-    assert isinstance(scraped.observer.instruments.decision_duration, HistogramTotals)
+    instruments = scraped.observer.instruments
+    assert instruments.histogram_in_process and instruments.sums_in_process
+    assert isinstance(instruments.decision_duration, HistogramTotals)
+    usd = [
+        instruments.offload_predicted_net_saving,
+        instruments.offload_realized_savings,
+        instruments.offload_realized_costs,
+    ]
+    assert {i.name for i in usd} == FLOAT_SUMS
+    assert all(isinstance(i, SumTotals) for i in usd)
     # exemplars asked for: a synchronous histogram carries them, so the SDK's
     sampled = handles(
         prometheus_port=0,
@@ -111,8 +121,10 @@ def test_configure_keeps_the_histogram_in_process_only_for_prometheus_alone(
         environ={"OTEL_METRICS_EXEMPLAR_FILTER": "trace_based"},
     )
     assert not sampled.observer.instruments.histogram_in_process
+    assert not sampled.observer.instruments.sums_in_process
     # no Prometheus reader: nothing would export the in-process points
     assert not handles().observer.instruments.histogram_in_process
+    assert not handles().observer.instruments.sums_in_process
 
 
 def test_points_are_the_sdk_points_across_collections() -> None:
@@ -223,7 +235,7 @@ def test_records_from_many_threads_while_scraped() -> None:
     registry = CollectorRegistry()
     totals = HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS)
     reader = BridgedPrometheusMetricReader(
-        totals,
+        [totals],
         scope=InstrumentationScope("seamscope", __version__),
         resource=Resource.create({}),
         registry=registry,
@@ -258,3 +270,110 @@ def test_records_from_many_threads_while_scraped() -> None:
     ]
     assert sum(counts) == threads * records
     provider.shutdown()
+
+
+def usd_counter(reader: Any) -> tuple[MeterProvider, Any]:
+    """The SDK USD counter as Instruments builds it, on a provider like configure()'s."""
+    provider = MeterProvider(
+        resource=Resource.create({"service.name": "seamscope"}),
+        metric_readers=[reader],
+        exemplar_filter=AlwaysOffExemplarFilter(),
+    )
+    instruments = Instruments(provider)
+    assert not instruments.sums_in_process
+    return provider, instruments.offload_realized_savings
+
+
+def sum_points(data: MetricsData | None, name: str) -> list[Any]:
+    assert data is not None
+    (metric,) = [
+        m
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == name
+    ]
+    points = sorted(metric.data.data_points, key=lambda p: sorted(p.attributes.items()))
+    return [
+        (
+            dict(p.attributes),
+            type(p.value).__name__,
+            p.value,
+            list(p.exemplars),
+            metric.data.is_monotonic,
+            metric.data.aggregation_temporality,
+            metric.unit,
+            metric.description,
+        )
+        for p in points
+    ]
+
+
+def test_usd_sums_are_the_sdk_sums_across_collections() -> None:
+    memory = InMemoryMetricReader()
+    provider, synchronous = usd_counter(memory)
+    spec = next(s for s in c.METRICS if s.name == c.METRIC_OFFLOAD_REALIZED_SAVINGS.name)
+    totals = SumTotals(spec)
+    gpt = {c.ATTR_GEN_AI_REQUEST_MODEL: "gpt-4o"}
+    opus = {c.ATTR_GEN_AI_REQUEST_MODEL: "claude-opus-4-6"}
+    naive: dict[str, float] = {}
+    compared = 0
+    for i, amount in enumerate(AMOUNTS):
+        labels = gpt if i % 3 else opus
+        synchronous.add(amount, labels)
+        totals.add(amount, labels)
+        model = labels[c.ATTR_GEN_AI_REQUEST_MODEL]
+        naive[model] = naive.get(model, 0) + amount
+        if i % 4 == 3:
+            expected = sum_points(memory.get_metrics_data(), spec.name)
+            metric = totals.metric(0)
+            assert metric is not None
+            got = sum_points(
+                MetricsData(
+                    resource_metrics=[
+                        ResourceMetrics(
+                            Resource.create({}),
+                            [ScopeMetrics(InstrumentationScope("seamscope"), [metric], "")],
+                            "",
+                        )
+                    ]
+                ),
+                spec.name,
+            )
+            assert got == expected
+            compared += 1
+    assert compared == 3
+    # the comparison can fail: a running sum differs from the SDK's folded totals here
+    assert {p[0][c.ATTR_GEN_AI_REQUEST_MODEL]: p[2] for p in expected} != naive
+    provider.shutdown()
+
+
+def test_usd_sums_scrape_the_same_and_the_ledger_feeds_them(handles: Any) -> None:
+    registry = CollectorRegistry()
+    handle = handles(prometheus_port=0, prometheus_registry=registry)
+    mine = handle.observer.instruments.offload_realized_savings
+    reference = CollectorRegistry()
+    provider, synchronous = usd_counter(PrometheusMetricReader(registry=reference))
+    labels = {c.ATTR_GEN_AI_REQUEST_MODEL: "gpt-4o"}
+    for i, amount in enumerate(AMOUNTS):
+        mine.add(amount, labels)
+        synchronous.add(amount, labels)
+        if i % 5 == 4:
+            assert generate_latest(registry) == generate_latest(reference)
+    assert generate_latest(registry) == generate_latest(reference)
+    text = generate_latest(registry).decode()
+    name = c.METRIC_OFFLOAD_REALIZED_SAVINGS.prometheus
+    assert f'{name}{{gen_ai_request_model="gpt-4o",otel_scope_name="seamscope",' in text
+    provider.shutdown()
+
+
+def test_bad_usd_amounts_are_dropped_with_the_sdk_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spec = next(s for s in c.METRICS if s.name == c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name)
+    totals = SumTotals(spec)
+    with caplog.at_level(logging.WARNING, logger="seamscope.telemetry"):
+        for bad in (math.nan, math.inf, -0.01):
+            totals.add(bad, GATE)
+    assert totals.metric(0) is None
+    assert len(caplog.records) == 3

@@ -1,18 +1,21 @@
-"""The decision-duration histogram kept in process, for the Prometheus reader configure() builds.
+"""The duration histogram and USD sums kept in process for the Prometheus reader of configure().
 
-A synchronous SDK histogram costs several microseconds per ``record`` (a
+A synchronous SDK instrument costs several microseconds per measurement (a
 measurement object, attribute copy and hashing, the reader-storage lookup,
-exemplar sampling), and an iteration records twelve durations. When
-:func:`~seamscope.telemetry.configure` builds a meter provider whose only
-reader is its Prometheus reader and whose exemplars are off, nothing in the
-SDK's path changes the exported points, so the durations are aggregated
-here instead (a ``bisect`` and a few additions under a lock) and the reader
-adds the histogram to each collection:
+exemplar sampling), and an iteration records twelve durations and a
+predicted saving. When :func:`~seamscope.telemetry.configure` builds a meter
+provider whose only reader is its Prometheus reader and whose exemplars are
+off, nothing in the SDK's path changes the exported points, so these are
+aggregated here instead (a ``bisect`` or an addition under a lock) and the
+reader adds them to each collection:
 
 * :class:`HistogramTotals` aggregates explicit-bucket histograms per
   attribute set, cumulatively, exactly as the SDK does for one reader
   (bucket counts, count, min, max, and the sum folded per collection
   interval in the SDK's order, so the floats are bit for bit the same);
+* :class:`SumTotals` does the same for the float (USD) counters: the SDK
+  adds each collection interval's sum to the previous total, so the float
+  totals are folded per collection in that order;
 * :class:`BridgedPrometheusMetricReader` is the SDK's Prometheus reader
   with those points merged into what it collects, in the ``seamscope``
   instrumentation scope.
@@ -22,7 +25,7 @@ start time of the cumulative points is the instrument's first measurement
 here, the reader's first measurement of the instrument in the SDK; the
 Prometheus exposition carries no start time. Any other meter provider (a
 push reader, several readers, exemplars on, views) gets the SDK's
-synchronous histogram.
+synchronous instruments.
 """
 
 from __future__ import annotations
@@ -43,15 +46,17 @@ from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
     Metric,
     MetricsData,
+    NumberDataPoint,
     ResourceMetrics,
     ScopeMetrics,
+    Sum,
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from seamscope.telemetry import conventions as c
 
-__all__ = ["BridgedPrometheusMetricReader", "HistogramTotals"]
+__all__ = ["BridgedPrometheusMetricReader", "HistogramTotals", "SumTotals"]
 
 _log = logging.getLogger("seamscope.telemetry")
 
@@ -202,24 +207,108 @@ class _BoundSeries:
             series.add(index, amount)
 
 
-class BridgedPrometheusMetricReader(PrometheusMetricReader):
-    """The SDK's Prometheus reader, with an in-process histogram added to each collection.
+class SumTotals:
+    """A monotonic float counter aggregated in process, cumulative, for one reader.
 
-    The histogram joins the ``scope`` metrics of what the SDK collected (or
-    makes the whole collection when the SDK had nothing). Collections are
-    serialized: each closes one interval of the histogram's sums.
+    Same ``add(amount, attributes)`` as an SDK counter, and the same handling
+    of bad amounts. Each :meth:`metric` call closes a collection interval: its
+    sum is added to the previous total, as the SDK does, so the float totals
+    are the SDK's bit for bit. Thread-safe.
+    """
+
+    __slots__ = ("_lock", "_series", "_start", "description", "name", "unit")
+
+    def __init__(self, spec: c.MetricSpec) -> None:
+        self.name = spec.name
+        self.unit = spec.unit
+        self.description = spec.description
+        self._lock = threading.Lock()
+        # frozenset(attribute items) -> [attributes, interval sum or None, total]
+        self._series: dict[frozenset[tuple[str, Any]], list[Any]] = {}
+        self._start: int | None = None
+
+    def add(
+        self, amount: float, attributes: Mapping[str, Any] | None = None, context: Any = None
+    ) -> None:
+        if not math.isfinite(amount):
+            _log.warning(
+                "Add amount %s is not finite on Counter %s, ignoring measurement.",
+                amount,
+                self.name,
+            )
+            return
+        if amount < 0:
+            _log.warning("Add amount must be non-negative on Counter %s.", self.name)
+            return
+        with self._lock:
+            entry = self._find(attributes)
+            entry[1] = (0 if entry[1] is None else entry[1]) + amount
+
+    def bound(self, attributes: Mapping[str, Any]) -> Callable[[float], None]:
+        """``add`` for one attribute set, for a caller that adds to it again and again."""
+        attrs = dict(attributes)
+        return lambda amount: self.add(amount, attrs)
+
+    def _find(self, attributes: Mapping[str, Any] | None) -> list[Any]:
+        key = frozenset(attributes.items()) if attributes else _NO_ATTRIBUTES
+        entry = self._series.get(key)
+        if entry is None:
+            if self._start is None:
+                self._start = time_ns()
+            entry = self._series[key] = [dict(attributes) if attributes else {}, None, 0]
+        return entry
+
+    def metric(self, time_unix_nano: int) -> Metric | None:
+        """The cumulative points of every attribute set; None before any measurement."""
+        with self._lock:
+            if not self._series:
+                return None
+            start = self._start or time_unix_nano
+            points = []
+            for entry in self._series.values():
+                # the SDK adds an interval's sum (0 when none) to the previous total
+                entry[2] = (0 if entry[1] is None else entry[1]) + entry[2]
+                entry[1] = None
+                points.append(
+                    NumberDataPoint(
+                        attributes=entry[0],
+                        start_time_unix_nano=start,
+                        time_unix_nano=time_unix_nano,
+                        value=entry[2],
+                        exemplars=[],
+                    )
+                )
+        return Metric(
+            name=self.name,
+            description=self.description,
+            unit=self.unit,
+            data=Sum(
+                data_points=points,
+                aggregation_temporality=AggregationTemporality.CUMULATIVE,
+                is_monotonic=True,
+            ),
+        )
+
+
+class BridgedPrometheusMetricReader(PrometheusMetricReader):
+    """The SDK's Prometheus reader, with in-process instruments added to each collection.
+
+    ``instruments`` (:class:`HistogramTotals`, :class:`SumTotals`) join the
+    ``scope`` metrics of what the SDK collected (or make the whole
+    collection when the SDK had nothing). Collections are serialized: each
+    closes one interval of the instruments' sums.
     """
 
     def __init__(
         self,
-        histogram: HistogramTotals,
+        instruments: Sequence[HistogramTotals | SumTotals],
         *,
         scope: InstrumentationScope,
         resource: Resource,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.histogram = histogram
+        self.in_process = {i.name: i for i in instruments}
         self._seamscope_scope = scope
         self._seamscope_resource = resource
         self._seamscope_lock = threading.Lock()
@@ -245,10 +334,10 @@ class BridgedPrometheusMetricReader(PrometheusMetricReader):
         super()._receive_metrics(merged or metrics_data, timeout_millis=timeout_millis, **kwargs)
 
     def _merge(self, data: MetricsData | None) -> MetricsData | None:
-        metric = self.histogram.metric(time_ns())
-        if metric is None:
+        now = time_ns()
+        extra = [m for i in self.in_process.values() if (m := i.metric(now)) is not None]
+        if not extra:
             return data
-        extra = [metric]
         scope = self._seamscope_scope
         if data is None or not data.resource_metrics:
             resource = self._seamscope_resource
