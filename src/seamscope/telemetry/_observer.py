@@ -43,7 +43,7 @@ import contextlib
 import contextvars
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -100,6 +100,8 @@ _KIND_DISPATCH = {c.ATTR_DECISION_KIND: DecisionKind.DISPATCH.value}
 _KIND_GATE = {c.ATTR_DECISION_KIND: DecisionKind.OFFLOAD_GATE.value}
 
 _MAX_CACHED_LABEL_SETS = 4096
+_CONVERSATION = c.ATTR_GEN_AI_CONVERSATION_ID
+_AGENT = c.ATTR_GEN_AI_AGENT_NAME
 
 
 class _Handle:
@@ -113,6 +115,54 @@ class _Handle:
         self.recording = recording
         self.start = 0.0
         self.repeat = False  # a gate call re-deciding an output already decided
+
+
+class _IterationScope:
+    """The context manager of :meth:`OTelObserver.iteration` (a class: it is
+    entered once per iteration, and a generator-based one costs more)."""
+
+    __slots__ = ("_agent", "_conversation", "_index", "_observer", "_span", "_token")
+
+    def __init__(
+        self, observer: OTelObserver, index: int, conversation: str | None, agent: str | None
+    ) -> None:
+        self._observer = observer
+        self._index = index
+        self._conversation = conversation
+        self._agent = agent
+        self._span: trace.Span = trace.INVALID_SPAN
+        self._token: object = None
+
+    def __enter__(self) -> trace.Span:
+        observer = self._observer
+        try:
+            if observer._spans_off:
+                self._span = observer._tracer.start_span(c.SPAN_ITERATION)
+            else:
+                attrs: dict[str, Any] = {c.ATTR_ITERATION_INDEX: self._index}
+                if self._conversation:
+                    attrs[_CONVERSATION] = self._conversation
+                if self._agent:
+                    attrs[_AGENT] = self._agent
+                span = observer._tracer.start_span(
+                    c.SPAN_ITERATION, kind=_INTERNAL, attributes=attrs
+                )
+                self._span = span
+                self._token = _attach(_in_context(span))
+        except Exception as exc:
+            observer._failed("iteration", exc)
+        return self._span
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        span = self._span
+        if exc is not None:
+            with contextlib.suppress(Exception):
+                if span.is_recording():
+                    name = type(exc).__qualname__
+                    span.set_attribute(c.ATTR_ERROR_TYPE, name)
+                    span.set_status(Status(StatusCode.ERROR, name))
+        if self._token is not None:
+            self._observer._finish("iteration", _Handle(span, self._token, False))
 
 
 class OTelObserver:
@@ -204,7 +254,15 @@ class OTelObserver:
         except Exception as exc:
             self._failed("capture", exc)
 
-    def _start(self, name: str, attributes: dict[str, Any] | None) -> _Handle:
+    def _open(self, name: str, attributes: dict[str, Any], ctx: Any) -> _Handle:
+        """Start a span with ``attributes`` plus the conversation and agent of
+        ``ctx`` (when it has them), and make it current."""
+        conversation = getattr(ctx, "conversation_id", None)
+        if conversation:
+            attributes[_CONVERSATION] = conversation
+        agent = getattr(ctx, "agent_name", None)
+        if agent:
+            attributes[_AGENT] = agent
         span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
         return _Handle(span, _attach(_in_context(span)), span.is_recording())
 
@@ -236,59 +294,23 @@ class OTelObserver:
                 self._series[key] = add
         return add
 
-    @staticmethod
-    def _conversation(attrs: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        conversation = getattr(ctx, "conversation_id", None)
-        agent = getattr(ctx, "agent_name", None)
-        if conversation:
-            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation
-        if agent:
-            attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent
-        return attrs
-
     # -- iteration (called by the loop adapters) ----------------------------
 
-    @contextlib.contextmanager
     def iteration(
         self,
         index: int,
         *,
         conversation_id: str | None = None,
         agent_name: str | None = None,
-    ) -> Iterator[trace.Span]:
-        """A ``seamscope.iteration`` span around one ReAct iteration.
+    ) -> contextlib.AbstractContextManager[trace.Span]:
+        """A ``seamscope.iteration`` span around one ReAct iteration (a context manager
+        that gives the span).
 
         An exception of the loop crossing it is recorded (``error.type``,
         status ERROR) and re-raised unchanged. A failure of telemetry itself
         (a span processor that raises) is logged and never reaches the loop.
         """
-        span: trace.Span = trace.INVALID_SPAN
-        token: object = None
-        try:
-            if self._spans_off:
-                span = self._tracer.start_span(c.SPAN_ITERATION)
-            else:
-                attrs: dict[str, Any] = {c.ATTR_ITERATION_INDEX: index}
-                if conversation_id:
-                    attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
-                if agent_name:
-                    attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
-                span = self._tracer.start_span(c.SPAN_ITERATION, kind=_INTERNAL, attributes=attrs)
-                token = _attach(_in_context(span))
-        except Exception as exc:
-            self._failed("iteration", exc)
-        try:
-            yield span
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                if span.is_recording():
-                    name = type(exc).__qualname__
-                    span.set_attribute(c.ATTR_ERROR_TYPE, name)
-                    span.set_status(Status(StatusCode.ERROR, name))
-            raise
-        finally:
-            if token is not None:
-                self._finish("iteration", _Handle(span, token, False))
+        return _IterationScope(self, index, conversation_id, agent_name)
 
     # -- selection ---------------------------------------------------------------
 
@@ -296,8 +318,7 @@ class OTelObserver:
         if self._spans_off:
             return None
         try:
-            attrs = self._conversation({c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx)
-            return self._start(c.SPAN_SELECT_TOOLS, attrs)
+            return self._open(c.SPAN_SELECT_TOOLS, {c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx)
         except Exception as exc:
             self._failed("start_selection", exc)
             return None
@@ -335,7 +356,8 @@ class OTelObserver:
         if self._spans_off:
             return None
         try:
-            attrs = self._conversation(
+            return self._open(
+                c.SPAN_STAGE,
                 {
                     c.ATTR_STAGE_NAME: str(stage.name),
                     c.ATTR_STAGE_INDEX: index,
@@ -343,7 +365,6 @@ class OTelObserver:
                 },
                 ctx,
             )
-            return self._start(c.SPAN_STAGE, attrs)
         except Exception as exc:
             self._failed("start_stage", exc)
             return None
@@ -402,12 +423,10 @@ class OTelObserver:
         if self._spans_off:
             return None
         try:
-            attrs = self._conversation(
-                {c.ATTR_SEAM: ctx.seam._value_, c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx
-            )
+            attrs = {c.ATTR_SEAM: ctx.seam._value_, c.ATTR_ITERATION_INDEX: ctx.iteration}
             if self._capture and ctx.messages:
                 attrs[c.ATTR_MESSAGE_CONTENT] = self._content(message_text(ctx.messages[-1]))
-            return self._start(c.SPAN_SEAM_PRE_MODEL, attrs)
+            return self._open(c.SPAN_SEAM_PRE_MODEL, attrs, ctx)
         except Exception as exc:
             self._failed("start_pre_model", exc)
             return None
@@ -523,7 +542,8 @@ class OTelObserver:
         if self._spans_off:
             return None
         try:
-            attrs = self._conversation(
+            return self._open(
+                c.SPAN_SEAM_POST_MODEL,
                 {
                     c.ATTR_SEAM: ctx.seam._value_,
                     c.ATTR_ITERATION_INDEX: ctx.iteration,
@@ -531,7 +551,6 @@ class OTelObserver:
                 },
                 ctx,
             )
-            return self._start(c.SPAN_SEAM_POST_MODEL, attrs)
         except Exception as exc:
             self._failed("start_post_model", exc)
             return None
@@ -561,10 +580,11 @@ class OTelObserver:
             name = call.name
             if type(name) is not str:
                 name = self._str("start_dispatch", c.ATTR_DISPATCH_EMITTED_TOOL, name)
-            attrs = self._conversation(
-                {c.ATTR_GEN_AI_TOOL_CALL_ID: call_id, c.ATTR_DISPATCH_EMITTED_TOOL: name}, ctx
+            return self._open(
+                c.SPAN_DISPATCH,
+                {c.ATTR_GEN_AI_TOOL_CALL_ID: call_id, c.ATTR_DISPATCH_EMITTED_TOOL: name},
+                ctx,
             )
-            return self._start(c.SPAN_DISPATCH, attrs)
         except Exception as exc:
             self._failed("start_dispatch", exc)
             return None
@@ -658,7 +678,6 @@ class OTelObserver:
                     c.ATTR_OFFLOAD_OUTPUT_TOKENS: float(inputs.output_tokens),
                 }
                 if call is not None:
-                    self._conversation(attrs, call)
                     call_id = call.tool_call_id
                     if call_id:
                         if type(call_id) is not str:
@@ -671,7 +690,7 @@ class OTelObserver:
                         if type(tool) is not str:
                             tool = self._str("start_offload_gate", c.ATTR_GEN_AI_TOOL_NAME, tool)
                         attrs[c.ATTR_GEN_AI_TOOL_NAME] = tool
-                handle = self._start(c.SPAN_OFFLOAD_GATE, attrs)
+                handle = self._open(c.SPAN_OFFLOAD_GATE, attrs, call)
             handle.start = start
             handle.repeat = bool(call is not None and call.reevaluation)
             return handle
