@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -35,7 +34,6 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from prometheus_client import CollectorRegistry, generate_latest
 
 from seamscope import __version__
-from seamscope.telemetry import _configure
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._bridge import BridgedPrometheusMetricReader, HistogramTotals, SumTotals
 from seamscope.telemetry._instruments import FLOAT_SUMS, Instruments
@@ -48,23 +46,9 @@ GATE = {c.ATTR_DECISION_KIND: "offload_gate"}
 AMOUNTS = [0.1, 0.2, 0.3, 1e-9, 0.7, 2.5e-4, 0.05, 12.0, 0.0, 3e-6, 0.45, 0.004]
 
 
-@pytest.fixture
-def handles() -> Iterator[Callable[..., Any]]:
-    made: list[Any] = []
-
-    def make(**kwargs: Any) -> Any:
-        kwargs.setdefault("environ", {})
-        handle = _configure.configure(set_global=False, register_atexit=False, **kwargs)
-        made.append(handle)
-        return handle
-
-    yield make
-    for handle in made:
-        handle.shutdown()
-
-
-def sdk_histogram(reader: Any) -> tuple[MeterProvider, Any]:
-    """The SDK histogram as Instruments builds it, on a provider like configure()'s."""
+def sdk_instruments(reader: Any) -> tuple[MeterProvider, Instruments]:
+    """The SDK's synchronous instruments, as Instruments builds them, on a provider
+    like configure()'s (same resource, exemplars off) but not bridged."""
     provider = MeterProvider(
         resource=Resource.create({"service.name": "seamscope"}),
         metric_readers=[reader],
@@ -72,7 +56,8 @@ def sdk_histogram(reader: Any) -> tuple[MeterProvider, Any]:
     )
     instruments = Instruments(provider)
     assert not instruments.histogram_in_process
-    return provider, instruments.decision_duration
+    assert not instruments.sums_in_process
+    return provider, instruments
 
 
 def histogram_points(data: MetricsData | None) -> list[HistogramDataPoint]:
@@ -103,7 +88,7 @@ def fields(point: HistogramDataPoint) -> tuple[Any, ...]:
 def test_configure_keeps_the_histogram_in_process_only_for_prometheus_alone(
     handles: Any,
 ) -> None:
-    scraped = handles(prometheus_port=0, prometheus_registry=CollectorRegistry())
+    scraped = handles(prometheus_port=0, prometheus_registry=CollectorRegistry(), environ={})
     instruments = scraped.observer.instruments
     assert instruments.histogram_in_process and instruments.sums_in_process
     assert isinstance(instruments.decision_duration, HistogramTotals)
@@ -123,14 +108,15 @@ def test_configure_keeps_the_histogram_in_process_only_for_prometheus_alone(
     assert not sampled.observer.instruments.histogram_in_process
     assert not sampled.observer.instruments.sums_in_process
     # no Prometheus reader: nothing would export the in-process points
-    assert not handles().observer.instruments.histogram_in_process
-    assert not handles().observer.instruments.sums_in_process
+    assert not handles(environ={}).observer.instruments.histogram_in_process
+    assert not handles(environ={}).observer.instruments.sums_in_process
 
 
 def test_points_are_the_sdk_points_across_collections() -> None:
     """Same amounts, same collections: every field equal, sums bit for bit."""
     memory = InMemoryMetricReader()
-    provider, synchronous = sdk_histogram(memory)
+    provider, instruments = sdk_instruments(memory)
+    synchronous = instruments.decision_duration
     totals = HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS)
     naive: dict[str, float] = {}
     for i, amount in enumerate(AMOUNTS):
@@ -156,32 +142,59 @@ def test_points_are_the_sdk_points_across_collections() -> None:
     provider.shutdown()
 
 
-def test_prometheus_exposition_is_the_same(handles: Any) -> None:
+GPT = {c.ATTR_GEN_AI_REQUEST_MODEL: "gpt-4o"}
+
+
+@pytest.mark.parametrize(
+    ("attribute", "method", "labels", "expected_line"),
+    [
+        (
+            "decision_duration",
+            "record",
+            (STAGE, GATE),
+            f'{c.METRIC_DECISION_DURATION.prometheus}_count{{otel_scope_name="seamscope",'
+            'otel_scope_schema_url="",',
+        ),
+        (
+            "offload_realized_savings",
+            "add",
+            (GPT, GPT),
+            f'{c.METRIC_OFFLOAD_REALIZED_SAVINGS.prometheus}{{gen_ai_request_model="gpt-4o",'
+            'otel_scope_name="seamscope",',
+        ),
+    ],
+    ids=["histogram", "usd-sum"],
+)
+def test_prometheus_exposition_is_the_same(
+    handles: Any,
+    attribute: str,
+    method: str,
+    labels: tuple[dict[str, str], dict[str, str]],
+    expected_line: str,
+) -> None:
+    """Scraped between measurements and at the end: byte for byte the SDK path's text."""
     registry = CollectorRegistry()
-    handle = handles(prometheus_port=0, prometheus_registry=registry)
-    in_process = handle.observer.instruments.decision_duration
+    handle = handles(prometheus_port=0, prometheus_registry=registry, environ={})
+    mine = getattr(handle.observer.instruments, attribute)
     reference = CollectorRegistry()
-    provider, synchronous = sdk_histogram(PrometheusMetricReader(registry=reference))
+    provider, instruments = sdk_instruments(PrometheusMetricReader(registry=reference))
+    theirs = getattr(instruments, attribute)
     scrapes = []
     for i, amount in enumerate(AMOUNTS):
-        labels = STAGE if i % 2 else GATE
-        in_process.record(amount, labels)
-        synchronous.record(amount, labels)
+        getattr(mine, method)(amount, labels[i % 2])
+        getattr(theirs, method)(amount, labels[i % 2])
         if i % 5 == 4:
             scrapes.append((generate_latest(registry), generate_latest(reference)))
     scrapes.append((generate_latest(registry), generate_latest(reference)))
-    for mine, theirs in scrapes:
-        assert mine == theirs
-    text = scrapes[-1][0].decode()
-    name = c.METRIC_DECISION_DURATION.prometheus
-    assert f'{name}_count{{otel_scope_name="seamscope",otel_scope_schema_url="",' in text
-    assert 'seamscope_decision_kind="stage"' in text
+    for ours, sdk in scrapes:
+        assert ours == sdk
+    assert expected_line in scrapes[-1][0].decode()
     provider.shutdown()
 
 
 def test_the_observer_records_into_it_and_the_scrape_shows_it(handles: Any) -> None:
     registry = CollectorRegistry()
-    handle = handles(prometheus_port=0, prometheus_registry=registry)
+    handle = handles(prometheus_port=0, prometheus_registry=registry, environ={})
     s.run(tracer_provider=TracerProvider(), observer=handle.observer)
     text = generate_latest(registry).decode()
     counts = {
@@ -198,7 +211,7 @@ def test_the_observer_records_into_it_and_the_scrape_shows_it(handles: Any) -> N
 def test_a_collection_with_only_the_histogram(handles: Any) -> None:
     """When the SDK itself collected nothing, the histogram alone is exported."""
     registry = CollectorRegistry()
-    handle = handles(prometheus_port=0, prometheus_registry=registry)
+    handle = handles(prometheus_port=0, prometheus_registry=registry, environ={})
     assert c.METRIC_DECISION_DURATION.prometheus not in generate_latest(registry).decode()
     handle.observer.instruments.decision_duration.record(0.002, GATE)
     text = generate_latest(registry).decode()
@@ -272,18 +285,6 @@ def test_records_from_many_threads_while_scraped() -> None:
     provider.shutdown()
 
 
-def usd_counter(reader: Any) -> tuple[MeterProvider, Any]:
-    """The SDK USD counter as Instruments builds it, on a provider like configure()'s."""
-    provider = MeterProvider(
-        resource=Resource.create({"service.name": "seamscope"}),
-        metric_readers=[reader],
-        exemplar_filter=AlwaysOffExemplarFilter(),
-    )
-    instruments = Instruments(provider)
-    assert not instruments.sums_in_process
-    return provider, instruments.offload_realized_savings
-
-
 def sum_points(data: MetricsData | None, name: str) -> list[Any]:
     assert data is not None
     (metric,) = [
@@ -311,7 +312,8 @@ def sum_points(data: MetricsData | None, name: str) -> list[Any]:
 
 def test_usd_sums_are_the_sdk_sums_across_collections() -> None:
     memory = InMemoryMetricReader()
-    provider, synchronous = usd_counter(memory)
+    provider, instruments = sdk_instruments(memory)
+    synchronous = instruments.offload_realized_savings
     spec = next(s for s in c.METRICS if s.name == c.METRIC_OFFLOAD_REALIZED_SAVINGS.name)
     totals = SumTotals(spec)
     gpt = {c.ATTR_GEN_AI_REQUEST_MODEL: "gpt-4o"}
@@ -345,25 +347,6 @@ def test_usd_sums_are_the_sdk_sums_across_collections() -> None:
     assert compared == 3
     # the comparison can fail: a running sum differs from the SDK's folded totals here
     assert {p[0][c.ATTR_GEN_AI_REQUEST_MODEL]: p[2] for p in expected} != naive
-    provider.shutdown()
-
-
-def test_usd_sums_scrape_the_same_and_the_ledger_feeds_them(handles: Any) -> None:
-    registry = CollectorRegistry()
-    handle = handles(prometheus_port=0, prometheus_registry=registry)
-    mine = handle.observer.instruments.offload_realized_savings
-    reference = CollectorRegistry()
-    provider, synchronous = usd_counter(PrometheusMetricReader(registry=reference))
-    labels = {c.ATTR_GEN_AI_REQUEST_MODEL: "gpt-4o"}
-    for i, amount in enumerate(AMOUNTS):
-        mine.add(amount, labels)
-        synchronous.add(amount, labels)
-        if i % 5 == 4:
-            assert generate_latest(registry) == generate_latest(reference)
-    assert generate_latest(registry) == generate_latest(reference)
-    text = generate_latest(registry).decode()
-    name = c.METRIC_OFFLOAD_REALIZED_SAVINGS.prometheus
-    assert f'{name}{{gen_ai_request_model="gpt-4o",otel_scope_name="seamscope",' in text
     provider.shutdown()
 
 

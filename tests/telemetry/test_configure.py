@@ -18,26 +18,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from seamscope.decisions import NoopObserver
-from seamscope.telemetry import OTelObserver, TelemetryConfig, TelemetryHandle, configure
+from seamscope.telemetry import OTelObserver, TelemetryConfig
 from seamscope.telemetry import conventions as c
 
 from . import _support as s
-
-
-@pytest.fixture
-def handles() -> Any:
-    made: list[TelemetryHandle] = []
-
-    def make(**kwargs: Any) -> TelemetryHandle:
-        kwargs.setdefault("set_global", False)
-        kwargs.setdefault("register_atexit", False)
-        handle = configure(**kwargs)
-        made.append(handle)
-        return handle
-
-    yield make
-    for handle in made:
-        handle.shutdown()
 
 
 def test_builds_sdk_providers_without_touching_globals(handles: Any) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -445,20 +445,6 @@ def test_label_cap_folds_into_other_with_totals() -> None:
     assert {"model-0", "model-1", c.OTHER} <= models
     assert not {"model-2", "model-3"} & models
     provider.shutdown()
-
-
-@pytest.fixture
-def handles() -> Iterator[Callable[..., Any]]:
-    made: list[Any] = []
-
-    def make(**kwargs: Any) -> Any:
-        handle = _configure.configure(set_global=False, register_atexit=False, **kwargs)
-        made.append(handle)
-        return handle
-
-    yield make
-    for handle in made:
-        handle.shutdown()
 
 
 def test_configure_turns_exemplars_off_when_nothing_exports_them(handles: Any) -> None:

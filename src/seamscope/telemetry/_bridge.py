@@ -61,7 +61,7 @@ __all__ = ["BridgedPrometheusMetricReader", "HistogramTotals", "SumTotals"]
 _log = logging.getLogger("seamscope.telemetry")
 
 
-class _Series:
+class _HistogramSeries:
     """One attribute set's cumulative histogram (the SDK's aggregation fields)."""
 
     __slots__ = ("attributes", "counts", "interval_sum", "max", "min", "total_sum")
@@ -84,7 +84,94 @@ class _Series:
             self.max = amount
 
 
-class HistogramTotals:
+class _SumSeries:
+    """One attribute set's cumulative sum: the open interval's sum (None while
+    nothing was added in it) and the total of the closed intervals."""
+
+    __slots__ = ("attributes", "interval_sum", "total")
+
+    def __init__(self, attributes: dict[str, Any]) -> None:
+        self.attributes = attributes
+        self.interval_sum: float | None = None
+        self.total: float = 0
+
+
+class _InProcess:
+    """What the in-process instruments share: the metric's identity, one lock,
+    the series per attribute set, the SDK's checks of an amount, and the
+    first measurement's time (the cumulative points' start)."""
+
+    __slots__ = ("_lock", "_series", "_start", "description", "name", "unit")
+
+    _verb = ""  # the SDK's words in its warnings: "Record"/"Histogram", "Add"/"Counter"
+    _noun = ""
+
+    def __init__(self, spec: c.MetricSpec) -> None:
+        self.name = spec.name
+        self.unit = spec.unit
+        self.description = spec.description
+        self._lock = threading.Lock()
+        # frozenset(attribute items) -> the series of that attribute set
+        self._series: dict[frozenset[tuple[str, Any]], Any] = {}
+        self._start: int | None = None
+
+    def _accepts(self, amount: float) -> bool:
+        """False, with the SDK's warning, for a non-finite or negative amount."""
+        if not math.isfinite(amount):
+            _log.warning(
+                "%s amount %s is not finite on %s %s, ignoring measurement.",
+                self._verb,
+                amount,
+                self._noun,
+                self.name,
+            )
+            return False
+        if amount < 0:
+            _log.warning(
+                "%s amount must be non-negative on %s %s.", self._verb, self._noun, self.name
+            )
+            return False
+        return True
+
+    def _new_series(self, attributes: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _find(self, attributes: Mapping[str, Any] | None) -> Any:
+        """The series of ``attributes``, made on first use (call under the lock)."""
+        key = frozenset(attributes.items()) if attributes else _NO_ATTRIBUTES
+        series = self._series.get(key)
+        if series is None:
+            if self._start is None:
+                self._start = time_ns()
+            series = self._new_series(dict(attributes) if attributes else {})
+            self._series[key] = series
+        return series
+
+    def _points(self, time_unix_nano: int) -> list[Any] | None:
+        """Close the collection interval of every series and return their points."""
+        with self._lock:
+            if not self._series:
+                return None
+            start = self._start or time_unix_nano
+            return [self._point(s, start, time_unix_nano) for s in self._series.values()]
+
+    def _point(self, series: Any, start: int, time_unix_nano: int) -> Any:
+        raise NotImplementedError
+
+    def _data(self, points: list[Any]) -> Histogram | Sum:
+        raise NotImplementedError
+
+    def metric(self, time_unix_nano: int) -> Metric | None:
+        """The cumulative points of every attribute set; None before any measurement."""
+        points = self._points(time_unix_nano)
+        if points is None:
+            return None
+        return Metric(
+            name=self.name, description=self.description, unit=self.unit, data=self._data(points)
+        )
+
+
+class HistogramTotals(_InProcess):
     """An explicit-bucket histogram aggregated in process, cumulative, for one reader.
 
     Same ``record(amount, attributes)`` as an SDK histogram, and the same
@@ -95,7 +182,10 @@ class HistogramTotals:
     interval of the sum). Thread-safe.
     """
 
-    __slots__ = ("_bounds", "_lock", "_series", "_start", "description", "name", "unit")
+    __slots__ = ("_bounds",)
+
+    _verb = "Record"
+    _noun = "Histogram"
 
     def __init__(self, spec: c.MetricSpec, boundaries: Sequence[float]) -> None:
         bounds = tuple(float(b) for b in boundaries)
@@ -103,80 +193,45 @@ class HistogramTotals:
             a >= b for a, b in itertools.pairwise(bounds)
         ):
             raise ValueError(f"{spec.name}: bucket boundaries must be finite and increasing")
-        self.name = spec.name
-        self.unit = spec.unit
-        self.description = spec.description
+        super().__init__(spec)
         self._bounds = bounds
-        self._lock = threading.Lock()
-        # frozenset(attribute items) -> series
-        self._series: dict[frozenset[tuple[str, Any]], _Series] = {}
-        self._start: int | None = None
 
     def record(
         self, amount: float, attributes: Mapping[str, Any] | None = None, context: Any = None
     ) -> None:
-        if not math.isfinite(amount):
-            _log.warning(
-                "Record amount %s is not finite on Histogram %s, ignoring measurement.",
-                amount,
-                self.name,
-            )
-            return
-        if amount < 0:
-            _log.warning("Record amount must be non-negative on Histogram %s.", self.name)
+        if not self._accepts(amount):
             return
         index = bisect_left(self._bounds, amount)
         with self._lock:
-            series = self._find(attributes)
-            series.add(index, amount)
+            self._find(attributes).add(index, amount)
 
     def bound(self, attributes: Mapping[str, Any]) -> Callable[[float], None]:
         """``record`` for one attribute set, for a caller that records it again and again."""
         return _BoundSeries(self, attributes).record
 
-    def _find(self, attributes: Mapping[str, Any] | None) -> _Series:
-        """The series of ``attributes``, made on first use (under the lock)."""
-        key = frozenset(attributes.items()) if attributes else _NO_ATTRIBUTES
-        series = self._series.get(key)
-        if series is None:
-            if self._start is None:
-                self._start = time_ns()
-            series = _Series(dict(attributes) if attributes else {}, len(self._bounds) + 1)
-            self._series[key] = series
-        return series
+    def _new_series(self, attributes: dict[str, Any]) -> _HistogramSeries:
+        return _HistogramSeries(attributes, len(self._bounds) + 1)
 
-    def metric(self, time_unix_nano: int) -> Metric | None:
-        """The cumulative points of every attribute set; None before any measurement."""
-        with self._lock:
-            if not self._series:
-                return None
-            start = self._start or time_unix_nano
-            points = []
-            for series in self._series.values():
-                # the SDK adds an interval's sum to the previous total, in this order
-                series.total_sum = series.interval_sum + series.total_sum
-                series.interval_sum = 0
-                points.append(
-                    HistogramDataPoint(
-                        attributes=series.attributes,
-                        start_time_unix_nano=start,
-                        time_unix_nano=time_unix_nano,
-                        count=sum(series.counts),
-                        sum=series.total_sum,
-                        bucket_counts=tuple(series.counts),
-                        explicit_bounds=self._bounds,
-                        min=series.min,
-                        max=series.max,
-                        exemplars=[],
-                    )
-                )
-        return Metric(
-            name=self.name,
-            description=self.description,
-            unit=self.unit,
-            data=Histogram(
-                data_points=points, aggregation_temporality=AggregationTemporality.CUMULATIVE
-            ),
+    def _point(self, series: Any, start: int, time_unix_nano: int) -> HistogramDataPoint:
+        # the SDK adds an interval's sum to the previous total, in this order
+        series.total_sum = series.interval_sum + series.total_sum
+        series.interval_sum = 0
+        return HistogramDataPoint(
+            attributes=series.attributes,
+            start_time_unix_nano=start,
+            time_unix_nano=time_unix_nano,
+            count=sum(series.counts),
+            sum=series.total_sum,
+            bucket_counts=tuple(series.counts),
+            explicit_bounds=self._bounds,
+            min=series.min,
+            max=series.max,
+            exemplars=[],
+        )
+
+    def _data(self, points: list[Any]) -> Histogram:
+        return Histogram(
+            data_points=points, aggregation_temporality=AggregationTemporality.CUMULATIVE
         )
 
 
@@ -192,7 +247,7 @@ class _BoundSeries:
     def __init__(self, histogram: HistogramTotals, attributes: Mapping[str, Any]) -> None:
         self._histogram = histogram
         self._attributes = dict(attributes)
-        self._series: _Series | None = None
+        self._series: _HistogramSeries | None = None
 
     def record(self, amount: float) -> None:
         histogram = self._histogram
@@ -204,7 +259,7 @@ class _BoundSeries:
             series = self._series
             if series is None:
                 series = self._series = histogram._find(self._attributes)
-            # _Series.add, inlined: twelve of these run per decision iteration
+            # _HistogramSeries.add, inlined: twelve of these run per decision iteration
             series.counts[index] += 1
             series.interval_sum += amount
             if amount < series.min:
@@ -213,7 +268,7 @@ class _BoundSeries:
                 series.max = amount
 
 
-class SumTotals:
+class SumTotals(_InProcess):
     """A monotonic float counter aggregated in process, cumulative, for one reader.
 
     Same ``add(amount, attributes)`` as an SDK counter, and the same handling
@@ -222,77 +277,47 @@ class SumTotals:
     are the SDK's bit for bit. Thread-safe.
     """
 
-    __slots__ = ("_lock", "_series", "_start", "description", "name", "unit")
+    __slots__ = ()
 
-    def __init__(self, spec: c.MetricSpec) -> None:
-        self.name = spec.name
-        self.unit = spec.unit
-        self.description = spec.description
-        self._lock = threading.Lock()
-        # frozenset(attribute items) -> [attributes, interval sum or None, total]
-        self._series: dict[frozenset[tuple[str, Any]], list[Any]] = {}
-        self._start: int | None = None
+    _verb = "Add"
+    _noun = "Counter"
 
     def add(
         self, amount: float, attributes: Mapping[str, Any] | None = None, context: Any = None
     ) -> None:
-        if not math.isfinite(amount):
-            _log.warning(
-                "Add amount %s is not finite on Counter %s, ignoring measurement.",
-                amount,
-                self.name,
-            )
-            return
-        if amount < 0:
-            _log.warning("Add amount must be non-negative on Counter %s.", self.name)
+        if not self._accepts(amount):
             return
         with self._lock:
-            entry = self._find(attributes)
-            entry[1] = (0 if entry[1] is None else entry[1]) + amount
+            series = self._find(attributes)
+            previous = series.interval_sum
+            series.interval_sum = (0 if previous is None else previous) + amount
 
     def bound(self, attributes: Mapping[str, Any]) -> Callable[[float], None]:
         """``add`` for one attribute set, for a caller that adds to it again and again."""
         attrs = dict(attributes)
         return lambda amount: self.add(amount, attrs)
 
-    def _find(self, attributes: Mapping[str, Any] | None) -> list[Any]:
-        key = frozenset(attributes.items()) if attributes else _NO_ATTRIBUTES
-        entry = self._series.get(key)
-        if entry is None:
-            if self._start is None:
-                self._start = time_ns()
-            entry = self._series[key] = [dict(attributes) if attributes else {}, None, 0]
-        return entry
+    def _new_series(self, attributes: dict[str, Any]) -> _SumSeries:
+        return _SumSeries(attributes)
 
-    def metric(self, time_unix_nano: int) -> Metric | None:
-        """The cumulative points of every attribute set; None before any measurement."""
-        with self._lock:
-            if not self._series:
-                return None
-            start = self._start or time_unix_nano
-            points = []
-            for entry in self._series.values():
-                # the SDK adds an interval's sum (0 when none) to the previous total
-                entry[2] = (0 if entry[1] is None else entry[1]) + entry[2]
-                entry[1] = None
-                points.append(
-                    NumberDataPoint(
-                        attributes=entry[0],
-                        start_time_unix_nano=start,
-                        time_unix_nano=time_unix_nano,
-                        value=entry[2],
-                        exemplars=[],
-                    )
-                )
-        return Metric(
-            name=self.name,
-            description=self.description,
-            unit=self.unit,
-            data=Sum(
-                data_points=points,
-                aggregation_temporality=AggregationTemporality.CUMULATIVE,
-                is_monotonic=True,
-            ),
+    def _point(self, series: Any, start: int, time_unix_nano: int) -> NumberDataPoint:
+        # the SDK adds an interval's sum (0 when none) to the previous total
+        interval = series.interval_sum
+        series.total = (0 if interval is None else interval) + series.total
+        series.interval_sum = None
+        return NumberDataPoint(
+            attributes=series.attributes,
+            start_time_unix_nano=start,
+            time_unix_nano=time_unix_nano,
+            value=series.total,
+            exemplars=[],
+        )
+
+    def _data(self, points: list[Any]) -> Sum:
+        return Sum(
+            data_points=points,
+            aggregation_temporality=AggregationTemporality.CUMULATIVE,
+            is_monotonic=True,
         )
 
 
