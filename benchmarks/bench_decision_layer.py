@@ -40,6 +40,13 @@ per-repeat ratios of adjacent blocks, with the lowest and highest):
 (d0) the spans of (d) alone, without the decisions: the floor as the target
     was first worded; (c)/(d0) is printed against the same 1.3.
 
+Counting instructions instead of time (no noise from the host): run one
+configuration untimed under callgrind, with 0 and with N iterations, and
+take the difference over N::
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        .venv/bin/python benchmarks/bench_decision_layer.py --run-only c --iterations 1000
+
 Targets: (c)/(d) <= 1.3 and (b)/(a) <= 1.5. Benchmarks are not tests: the
 script prints a table and exits 0 whatever the ratios (``--strict`` makes a
 missed target exit 1).
@@ -525,10 +532,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=15, help="timed blocks per configuration")
     parser.add_argument("--warmup", type=int, default=300, help="untimed iterations first")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--run-only",
+        metavar="KEY",
+        choices=("a", "b", "c", "c'", "d", "d0"),
+        help="only run --iterations iterations of one configuration, untimed, and exit "
+        "(for an instruction counter such as valgrind --tool=callgrind)",
+    )
     args = parser.parse_args(argv)
 
     configure_logging()
     configs, span_count, closers, handle = build_configs()
+    if args.run_only:
+        (config,) = [cfg for cfg in configs if cfg.key == args.run_only]
+        gc.disable()
+        for i in range(args.iterations):
+            config.run(i)
+        for closer in closers:
+            closer.shutdown()
+        return 0
     plan, floor_spans = capture_plan()
     if count_floor_spans(plan) != span_count or floor_spans != span_count:
         raise RuntimeError("the floor does not create the same spans as the observer")
