@@ -24,7 +24,10 @@ scraped by Prometheus, nothing would ever export an exemplar (the Prometheus
 reader drops them), so the filter defaults to ``always_off``, which spares
 the per-measurement exemplar work and lets the observer keep its counters as
 in-process totals (see ``Instruments``). ``OTEL_METRICS_EXEMPLAR_FILTER``
-overrides both defaults.
+overrides both defaults. When the Prometheus reader is the only reader and
+exemplars are off, it is a ``BridgedPrometheusMetricReader``: the duration
+histogram and the USD counters are aggregated in process and added to each
+collection, with the SDK's points (see ``_bridge``).
 """
 
 from __future__ import annotations
