@@ -100,8 +100,6 @@ _KIND_DISPATCH = {c.ATTR_DECISION_KIND: DecisionKind.DISPATCH.value}
 _KIND_GATE = {c.ATTR_DECISION_KIND: DecisionKind.OFFLOAD_GATE.value}
 
 _MAX_CACHED_LABEL_SETS = 4096
-_CONVERSATION = c.ATTR_GEN_AI_CONVERSATION_ID
-_AGENT = c.ATTR_GEN_AI_AGENT_NAME
 
 
 class _Handle:
@@ -121,48 +119,42 @@ class _IterationScope:
     """The context manager of :meth:`OTelObserver.iteration` (a class: it is
     entered once per iteration, and a generator-based one costs more)."""
 
-    __slots__ = ("_agent", "_conversation", "_index", "_observer", "_span", "_token")
+    __slots__ = ("_handle", "_index", "_observer", "agent_name", "conversation_id")
 
     def __init__(
         self, observer: OTelObserver, index: int, conversation: str | None, agent: str | None
     ) -> None:
         self._observer = observer
         self._index = index
-        self._conversation = conversation
-        self._agent = agent
-        self._span: trace.Span = trace.INVALID_SPAN
-        self._token: object = None
+        # read by OTelObserver._open, as on any decision context
+        self.conversation_id = conversation
+        self.agent_name = agent
+        self._handle: _Handle | None = None
 
     def __enter__(self) -> trace.Span:
         observer = self._observer
         try:
             if observer._spans_off:
-                self._span = observer._tracer.start_span(c.SPAN_ITERATION)
-            else:
-                attrs: dict[str, Any] = {c.ATTR_ITERATION_INDEX: self._index}
-                if self._conversation:
-                    attrs[_CONVERSATION] = self._conversation
-                if self._agent:
-                    attrs[_AGENT] = self._agent
-                span = observer._tracer.start_span(
-                    c.SPAN_ITERATION, kind=_INTERNAL, attributes=attrs
-                )
-                self._span = span
-                self._token = _attach(_in_context(span))
+                return observer._tracer.start_span(c.SPAN_ITERATION)
+            self._handle = observer._open(
+                c.SPAN_ITERATION, {c.ATTR_ITERATION_INDEX: self._index}, self
+            )
+            return self._handle.span
         except Exception as exc:
             observer._failed("iteration", exc)
-        return self._span
+            return trace.INVALID_SPAN
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        span = self._span
+        handle = self._handle
+        if handle is None:
+            return
         if exc is not None:
             with contextlib.suppress(Exception):
-                if span.is_recording():
+                if handle.recording:
                     name = type(exc).__qualname__
-                    span.set_attribute(c.ATTR_ERROR_TYPE, name)
-                    span.set_status(Status(StatusCode.ERROR, name))
-        if self._token is not None:
-            self._observer._finish("iteration", _Handle(span, self._token, False))
+                    handle.span.set_attribute(c.ATTR_ERROR_TYPE, name)
+                    handle.span.set_status(Status(StatusCode.ERROR, name))
+        self._observer._finish("iteration", handle)
 
 
 class OTelObserver:
@@ -259,10 +251,10 @@ class OTelObserver:
         ``ctx`` (when it has them), and make it current."""
         conversation = getattr(ctx, "conversation_id", None)
         if conversation:
-            attributes[_CONVERSATION] = conversation
+            attributes[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation
         agent = getattr(ctx, "agent_name", None)
         if agent:
-            attributes[_AGENT] = agent
+            attributes[c.ATTR_GEN_AI_AGENT_NAME] = agent
         span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
         return _Handle(span, _attach(_in_context(span)), span.is_recording())
 
