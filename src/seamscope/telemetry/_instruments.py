@@ -130,6 +130,15 @@ class CounterTotals:
         if not amount >= 0 or amount == _INF:  # the SDK drops these too (NaN compares False)
             _log.warning("Add amount %r is not finite and >= 0 on counter %s.", amount, self._name)
             return
+        with self._lock:
+            self._entry(attributes)[1] += amount
+
+    def bound(self, attributes: Mapping[str, Any]) -> Callable[[int | float], None]:
+        """``add`` for one attribute set, for a caller that counts it again and again."""
+        return _BoundTotal(self, attributes).add
+
+    def _entry(self, attributes: Mapping[str, Any] | None) -> list[Any]:
+        """The [attributes, total] of an attribute set, made at 0 (call under the lock)."""
         if not attributes:
             key = _NO_ATTRIBUTES
         else:
@@ -137,23 +146,9 @@ class CounterTotals:
                 key = frozenset(attributes.items())
             except TypeError:  # a list value: the SDK keys it as a tuple
                 key = frozenset((k, _frozen(v)) for k, v in attributes.items())
-        with self._lock:
-            entry = self._totals.get(key)
-            if entry is None:
-                self._totals[key] = [dict(attributes) if attributes else {}, amount]
-            else:
-                entry[1] += amount
-
-    def bound(self, attributes: Mapping[str, Any]) -> Callable[[int | float], None]:
-        """``add`` for one attribute set, for a caller that counts it again and again."""
-        return _BoundTotal(self, attributes).add
-
-    def _entry(self, attributes: Mapping[str, Any]) -> list[Any]:
-        """The [attributes, total] of an attribute set, made at 0 (call under the lock)."""
-        key = frozenset((k, _frozen(v)) for k, v in attributes.items())
         entry = self._totals.get(key)
         if entry is None:
-            entry = self._totals[key] = [dict(attributes), 0]
+            entry = self._totals[key] = [dict(attributes) if attributes else {}, 0]
         return entry
 
     def observe(self, options: metrics.CallbackOptions | None = None) -> list[metrics.Observation]:
