@@ -9,6 +9,7 @@ chain so their other log lines carry the ids too.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -20,7 +21,8 @@ from seamscope.telemetry.conventions import LOG_TELEMETRY_ERROR
 __all__ = ["add_trace_context", "log_event", "telemetry_error", "trace_ids"]
 
 _logger = structlog.get_logger("seamscope")
-_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+# structlog's method names -> the stdlib levels its filtering loggers compare with
+_LEVELS = {name.lower(): n for name, n in logging.getLevelNamesMapping().items()}
 
 
 def trace_ids() -> dict[str, str]:
