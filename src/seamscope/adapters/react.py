@@ -189,33 +189,26 @@ class ReActAgent:
                             )
                     emitted = response.message
                     history.append(emitted)
-                    if not emitted.tool_calls:
-                        answer = emitted.content
-                        records.append(
-                            IterationRecord(
-                                it.index,
-                                pre.model.model_name,
-                                pre.source,
-                                pre.policy,
-                                selection,
-                                (),
-                                (),
-                                (),
-                                response.usage,
-                            )
-                        )
-                        break
-                    post = it.post_model(emitted)
-                    # the history holds what really dispatches (ids unchanged)
-                    history[-1] = Message("assistant", emitted.content, post.calls)
+                    dispatches: tuple[DispatchRecord, ...] = ()
+                    executed: tuple[str, ...] = ()
                     decisions: list[OffloadGateDecision] = []
-                    for tool_call in post.calls:
-                        content, decision = self._execute(it, tool_call, response.usage)
-                        if decision is not None:
-                            decisions.append(decision)
-                        history.append(
-                            Message("tool", content, name=tool_call.name, tool_call_id=tool_call.id)
-                        )
+                    if emitted.tool_calls:
+                        post = it.post_model(emitted)
+                        # the history holds what really dispatches (ids unchanged)
+                        history[-1] = Message("assistant", emitted.content, post.calls)
+                        for tool_call in post.calls:
+                            content, decision = self._execute(it, tool_call, response.usage)
+                            if decision is not None:
+                                decisions.append(decision)
+                            history.append(
+                                Message(
+                                    "tool", content, name=tool_call.name, tool_call_id=tool_call.id
+                                )
+                            )
+                        dispatches = post.records
+                        executed = tuple(tc.name for tc in post.calls)
+                    else:
+                        answer = emitted.content
                     records.append(
                         IterationRecord(
                             it.index,
@@ -223,12 +216,14 @@ class ReActAgent:
                             pre.source,
                             pre.policy,
                             selection,
-                            post.records,
-                            tuple(tc.name for tc in post.calls),
+                            dispatches,
+                            executed,
                             tuple(decisions),
                             response.usage,
                         )
                     )
+                if not emitted.tool_calls:
+                    break
         return TurnResult(answer, tuple(history), tuple(records))
 
     def _execute(
