@@ -25,7 +25,7 @@ def test_prints_every_configuration_and_the_ratios() -> None:
     done = _run("--iterations", "20", "--repeats", "2", "--warmup", "5")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    # the floor is checked against the observer's spans before anything is timed
+    # the floor's plan is one observer iteration, captured as a single span tree
     assert "= 13 spans" in out
     rows = [line for line in out.splitlines() if line.startswith("| (")]
     assert [row.split(")")[0] for row in rows] == ["| (a", "| (b", "| (c", "| (c'", "| (d", "| (d0"]
