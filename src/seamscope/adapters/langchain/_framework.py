@@ -1,0 +1,52 @@
+"""The LangChain v1 / LangGraph surface the adapter uses, imported in one place.
+
+A missing or too old LangChain fails here, with the install hint, instead of
+in whichever module happens to import it first.
+"""
+
+from __future__ import annotations
+
+try:
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langchain.agents.middleware.types import PrivateStateAttr
+    from langchain.tools import ToolRuntime
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.channels.untracked_value import UntrackedValue
+    from langgraph.config import get_config
+    from langgraph.errors import GraphBubbleUp
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "seamscope.adapters.langchain needs LangChain v1: pip install 'seamscope[langchain]'"
+    ) from exc
+
+__all__ = [
+    "AIMessage",
+    "AgentMiddleware",
+    "AgentState",
+    "BaseChatModel",
+    "BaseTool",
+    "Command",
+    "ExtendedModelResponse",
+    "GraphBubbleUp",
+    "ModelRequest",
+    "ModelResponse",
+    "PrivateStateAttr",
+    "Runtime",
+    "StructuredTool",
+    "ToolCallRequest",
+    "ToolMessage",
+    "ToolRuntime",
+    "UntrackedValue",
+    "get_config",
+]

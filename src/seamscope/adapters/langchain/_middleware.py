@@ -1,0 +1,232 @@
+"""The hooks: ``SeamscopeMiddleware`` and the recall tool it registers.
+
+Each hook hands its work to a step (:mod:`._steps`) in the same order
+(``prepare``, the span around the framework's handler, ``finish``, then
+``fail``/``close``), so the sync and async hooks stay line for line alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any, NotRequired
+
+from seamscope.adapters.langchain import _translate as translate
+from seamscope.adapters.langchain._framework import (
+    AgentMiddleware,
+    AgentState,
+    AIMessage,
+    BaseChatModel,
+    BaseTool,
+    Command,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+    Runtime,
+    StructuredTool,
+    ToolCallRequest,
+    ToolMessage,
+    ToolRuntime,
+    UntrackedValue,
+)
+from seamscope.adapters.langchain._runs import Outputs, Runs, failed
+from seamscope.adapters.langchain._steps import ModelStep, ToolStep
+from seamscope.adapters.loop import DecisionLayer
+from seamscope.adapters.react import RECALL_TOOL
+
+__all__ = ["SeamscopeMiddleware"]
+
+_RECALL_DESCRIPTION = (
+    "Bring back the full text of a tool output that was offloaded from the "
+    "conversation. Pass the offload id named in the stub that replaced it."
+)
+
+
+class _SeamscopeState(AgentState[Any]):
+    """The agent state plus the run key (private to the middleware, never saved)."""
+
+    # the field's name is translate.RUN_KEY
+    seamscope_run: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+
+
+class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
+    """seamscope's decision layer as LangChain v1 agent middleware.
+
+    ``layer``: the :class:`~seamscope.adapters.loop.DecisionLayer` whose
+    router, selection pipeline, offload gate, ledger and telemetry are used.
+    ``models``: model name → chat model instance the PRE seam may switch to.
+    ``role`` and ``scope``: what policies and stages see as the turn's role
+    and the adopter's per-conversation data; a value, or a callable of the
+    LangGraph ``Runtime`` (e.g. reading ``runtime.context``) evaluated at
+    the start of each run. ``offload``: False turns the offload gate (and
+    the recall tool) off. ``max_stored_outputs``: offloaded outputs kept for
+    recall in this process.
+
+    Configuration errors raise ValueError naming the argument.
+    """
+
+    state_schema = _SeamscopeState
+
+    def __init__(
+        self,
+        layer: DecisionLayer,
+        models: Mapping[str, BaseChatModel] | None = None,
+        *,
+        role: str | Callable[[Any], str | None] | None = None,
+        scope: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
+        offload: bool = True,
+        max_stored_outputs: int = 256,
+    ) -> None:
+        super().__init__()
+        if not isinstance(layer, DecisionLayer):
+            raise ValueError("SeamscopeMiddleware.layer must be a DecisionLayer")
+        models = {} if models is None else models
+        if not isinstance(models, Mapping):
+            raise ValueError("SeamscopeMiddleware.models must be a mapping of name to chat model")
+        for name, model in models.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError("SeamscopeMiddleware.models: names must be non-empty str")
+            if not isinstance(model, BaseChatModel):
+                raise ValueError(f"SeamscopeMiddleware.models[{name!r}] must be a BaseChatModel")
+        if role is not None and not isinstance(role, str) and not callable(role):
+            raise ValueError("SeamscopeMiddleware.role must be a str, a callable or None")
+        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
+            raise ValueError("SeamscopeMiddleware.scope must be a mapping, a callable or None")
+        if (
+            isinstance(max_stored_outputs, bool)
+            or not isinstance(max_stored_outputs, int)
+            or max_stored_outputs < 1
+        ):
+            raise ValueError("SeamscopeMiddleware.max_stored_outputs must be an int >= 1")
+        self.layer = layer
+        self.models: Mapping[str, BaseChatModel] = dict(models)
+        self._offload = bool(offload)
+        self._runs = Runs(layer, role, scope)
+        self._outputs = Outputs(max_stored_outputs)
+        self.tools: Sequence[BaseTool] = [self._recall_tool()] if self._offload else []
+
+    # -- public helpers -----------------------------------------------------------
+
+    def stored_output(self, offload_id: str) -> str | None:
+        """The full text of an offloaded output still held in this process."""
+        return self._outputs.get(offload_id)
+
+    # -- agent hooks --------------------------------------------------------------
+
+    def before_agent(self, state: _SeamscopeState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        try:
+            run = self._runs.open(runtime)
+        except Exception:
+            failed("langchain.run_start")
+            return None
+        return {translate.RUN_KEY: run.key}
+
+    async def abefore_agent(
+        self, state: _SeamscopeState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+    def after_agent(self, state: _SeamscopeState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        try:
+            run, _ = self._runs.for_hook(state, runtime, create=False)
+            if run is not None:
+                self._runs.close(run, None)
+        except Exception:
+            failed("langchain.run_end")
+        return None
+
+    async def aafter_agent(
+        self, state: _SeamscopeState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        step = ModelStep(self, request)
+        try:
+            prepared = step.prepare()
+            with step.chat() as call:
+                response = handler(prepared)
+                step.report(call, response)
+            return step.finish(response)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            step.close()
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        step = ModelStep(self, request)
+        try:
+            prepared = step.prepare()
+            with step.chat() as call:
+                response = await handler(prepared)
+                step.report(call, response)
+            return step.finish(response)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            step.close()
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        step = ToolStep(self, request)
+        try:
+            step.prepare()
+            with step.span():
+                result = handler(request)
+            return step.finish(result)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            step.close()
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        step = ToolStep(self, request)
+        try:
+            step.prepare()
+            with step.span():
+                result = await handler(request)
+            return step.finish(result)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            step.close()
+
+    # -- the recall tool --------------------------------------------------------------
+
+    def _recall(self, offload_id: str, runtime: Any) -> str:
+        scope = translate.recall_scope(runtime)
+        found = None if scope is None else self._outputs.lookup(offload_id, scope)
+        return translate.recall_answer(offload_id, found)
+
+    def _recall_tool(self) -> BaseTool:
+        def recall_tool_result(offload_id: str, runtime: ToolRuntime) -> str:
+            return self._recall(offload_id, runtime)
+
+        async def arecall_tool_result(offload_id: str, runtime: ToolRuntime) -> str:
+            return self._recall(offload_id, runtime)
+
+        return StructuredTool.from_function(
+            func=recall_tool_result,
+            coroutine=arecall_tool_result,
+            name=RECALL_TOOL,
+            description=_RECALL_DESCRIPTION,
+        )

@@ -1,0 +1,285 @@
+"""One step per hook: the work a hook does, in the order it does it.
+
+A :class:`ModelStep` or :class:`ToolStep` is one hook call: ``prepare``,
+the span around the framework's handler, ``finish``, then ``fail``/``close``.
+Every step method contains seamscope's own failures; LangChain objects are
+read and built by :mod:`._translate`, runs are kept by :mod:`._runs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from opentelemetry import context as otel_context
+
+from seamscope.adapters.langchain import _translate as translate
+from seamscope.adapters.langchain._framework import (
+    Command,
+    ExtendedModelResponse,
+    GraphBubbleUp,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+    ToolMessage,
+)
+from seamscope.adapters.langchain._runs import LOG, Run, failed
+from seamscope.adapters.loop import ChatCall, Iteration, estimate_tokens
+from seamscope.adapters.react import RECALL_TOOL, offload_stub
+from seamscope.decisions import ToolCall
+from seamscope.telemetry import conventions as c
+from seamscope.telemetry._logging import log_event
+
+if TYPE_CHECKING:
+    from seamscope.adapters.langchain._middleware import SeamscopeMiddleware
+
+__all__ = ["ModelStep", "ToolStep"]
+
+_T = TypeVar("_T")
+
+
+@contextlib.contextmanager
+def _contained(
+    factory: Callable[[], contextlib.AbstractContextManager[_T]] | None, what: str
+) -> Iterator[_T | None]:
+    """Enter a telemetry context manager without letting it break the body.
+
+    A failure to enter or exit is logged; the body's own exception is passed
+    to the manager (so the span records it) and re-raised unchanged. An
+    interrupt (``GraphBubbleUp``) closes the manager as a normal exit.
+    """
+    if factory is None:
+        yield None
+        return
+    try:
+        manager = factory()
+        value = manager.__enter__()
+    except Exception:
+        failed(what)
+        yield None
+        return
+    try:
+        yield value
+    except BaseException as exc:
+        try:
+            if isinstance(exc, GraphBubbleUp):
+                manager.__exit__(None, None, None)
+            else:
+                manager.__exit__(type(exc), exc, exc.__traceback__)
+        except BaseException as exit_exc:
+            if exit_exc is not exc:
+                failed(what)
+        raise
+    else:
+        try:
+            manager.__exit__(None, None, None)
+        except Exception:
+            failed(what)
+
+
+class _Attached:
+    """An OpenTelemetry context attached for the duration of one hook."""
+
+    __slots__ = ("_token",)
+
+    def __init__(self, context: Any) -> None:
+        self._token: Any = None
+        if context is not None:
+            try:
+                self._token = otel_context.attach(context)
+            except Exception:
+                failed("langchain.context_attach")
+
+    def detach(self) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            try:
+                otel_context.detach(token)
+            except Exception:
+                failed("langchain.context_detach")
+
+
+# -- the steps of one hook -------------------------------------------------------
+
+
+class _Step:
+    """What a model step and a tool step share: the run, the attached context."""
+
+    def __init__(self, middleware: SeamscopeMiddleware) -> None:
+        self.mw = middleware
+        self.run: Run | None = None
+        self.iteration: Iteration | None = None
+        self.attached: _Attached | None = None
+
+    def fail(self, exc: BaseException) -> None:
+        """The agent's own exception crossed the hook: close the run with it
+        (an interrupt is not a failure: the run resumes later)."""
+        if self.run is not None and not isinstance(exc, GraphBubbleUp):
+            self.mw._runs.close(self.run, exc)
+
+    def close(self) -> None:
+        if self.attached is not None:
+            self.attached.detach()
+
+
+class ModelStep(_Step):
+    """One model call: select, PRE seam, chat span, POST seam."""
+
+    def __init__(self, middleware: SeamscopeMiddleware, request: ModelRequest[Any]) -> None:
+        super().__init__(middleware)
+        self.request = request
+        self.created = False
+        self.model_name: str | None = None
+
+    def prepare(self) -> ModelRequest[Any]:
+        """The request to execute: selected tools, chosen model, forced tool."""
+        request = self.request
+        mw = self.mw
+        try:
+            self.run, self.created = mw._runs.for_hook(request.state, request.runtime, create=True)
+            if self.run is None:
+                return request
+            it = self.run.start_iteration(request.messages, request.state)
+            self.iteration = it
+            self.attached = _Attached(self.run.otel)
+            offered = translate.offered(request.tools, recall=mw._outputs.has(self.run.scope))
+            selection = it.select_tools(offered)
+            pre = it.pre_model()
+            choice = translate.choose_model(
+                pre.model.model_name,
+                mw.layer.router.default_model.model_name,
+                mw.models,
+                request.model,
+            )
+            if choice.unavailable:
+                # the chosen model is not callable here: the request's model runs
+                log_event(
+                    "warning",
+                    c.LOG_MODEL_UNAVAILABLE,
+                    chosen_model=pre.model.model_name,
+                    used_model=choice.name,
+                    winner_source=pre.source.value,
+                    policy=pre.policy,
+                )
+            self.model_name = choice.name
+            tools, unbound = translate.bindable(selection.tools)
+            for tool in unbound:
+                LOG.warning("selected tool %r has no bindable object; not bound", tool)
+            return translate.prepared_request(
+                request,
+                tools=tools,
+                model=choice.model,
+                config=pre.model,
+                forced_tool=selection.forced_tool,
+            )
+        except Exception:
+            failed("langchain.before_model_call")
+            return request
+
+    def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
+        it, name = self.iteration, self.model_name
+        if it is None or name is None:
+            return _contained(None, "")
+        return _contained(lambda: it.chat(name), "langchain.chat_span")
+
+    def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
+        try:
+            message = translate.last_ai(response.result)
+            usage = None if message is None else translate.usage(message)
+            if self.run is not None:
+                self.run.usage = usage
+            if call is None or usage is None or message is None:
+                return
+            call.report(usage, response_model=translate.response_model(message))
+        except Exception:
+            failed("langchain.usage")
+
+    def finish(
+        self, response: ModelResponse[Any]
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """The POST seam over the emitted tool calls; the response to return."""
+        try:
+            it = self.iteration
+            message = translate.last_ai(response.result)
+            if it is not None and message is not None and message.tool_calls:
+                post = it.post_model(message)
+                rewritten = translate.rewrite(message, post)
+                if rewritten is not message:
+                    response = translate.with_message(response, message, rewritten)
+            if self.created and self.run is not None:
+                return ExtendedModelResponse(
+                    model_response=response,
+                    command=Command(update={translate.RUN_KEY: self.run.key}),
+                )
+        except Exception:
+            failed("langchain.after_model_call")
+        return response
+
+
+class ToolStep(_Step):
+    """One tool call: the execute_tool span, then the offload gate (or a recall)."""
+
+    def __init__(self, middleware: SeamscopeMiddleware, request: ToolCallRequest) -> None:
+        super().__init__(middleware)
+        self.request = request
+        self.call: ToolCall | None = None
+
+    def prepare(self) -> None:
+        request = self.request
+        try:
+            # a run can be opened here only for a known thread (a run resumed at
+            # its tools); it cannot be written back to the state from this hook
+            self.run, _ = self.mw._runs.for_hook(
+                request.state,
+                request.runtime,
+                create=translate.thread_id(request.runtime) is not None,
+            )
+            if self.run is None:
+                return
+            self.iteration = self.run.current_iteration()
+            self.attached = _Attached(self.run.otel)
+            self.call = translate.tool_call(request.tool_call)
+        except Exception:
+            failed("langchain.before_tool_call")
+
+    def span(self) -> contextlib.AbstractContextManager[Any]:
+        it, call = self.iteration, self.call
+        if it is None or call is None:
+            return _contained(None, "")
+        return _contained(lambda: it.execute_tool(call), "langchain.execute_tool_span")
+
+    def finish(self, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
+        try:
+            run, it, call = self.run, self.iteration, self.call
+            if run is None or it is None or call is None:
+                return result
+            if call.name == RECALL_TOOL:
+                self._account_recall(run, it, call)
+                return result
+            if not self.mw._offload or not isinstance(result, ToolMessage):
+                return result
+            text = translate.offloadable_text(result)
+            if text is None or estimate_tokens(text) < self.mw.layer.gate.threshold_tokens:
+                return result
+            decision = it.offload(call, text)
+            if not decision.fire or decision.offload_id is None:
+                return result
+            self.mw._outputs.keep(decision.offload_id, run.scope, text)
+            return translate.with_content(result, offload_stub(decision, call.name))
+        except Exception:
+            failed("langchain.after_tool_call")
+            return result
+
+    def _account_recall(self, run: Run, iteration: Iteration, call: ToolCall) -> None:
+        """A recall of a stored output is a real cost: its text comes back as input."""
+        offload_id = translate.recall_id(call)
+        text = self.mw._outputs.lookup(offload_id, run.scope)
+        if text is None:
+            return
+        usage = run.usage
+        iteration.recall(
+            offload_id,
+            input_tokens=int(estimate_tokens(text)),
+            output_tokens=0 if usage is None else usage.output_tokens,
+        )

@@ -1,0 +1,278 @@
+"""LangChain objects in, seamscope values out (and back): small pure functions.
+
+No OpenTelemetry and no state here: each function reads LangChain or
+LangGraph objects and returns a seamscope value or a new LangChain object,
+mutating nothing. The one ambient read is :func:`thread_id` falling back to
+LangGraph's ``get_config()`` when the runtime carries no config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from seamscope.adapters.langchain._framework import (
+    AIMessage,
+    BaseChatModel,
+    BaseTool,
+    ModelRequest,
+    ModelResponse,
+    ToolMessage,
+    get_config,
+)
+from seamscope.adapters.react import RECALL_TOOL
+from seamscope.decisions import ModelConfig, ModelUsage, PostModelResult, ToolCall, tool_name
+
+__all__ = [
+    "RUN_KEY",
+    "ModelChoice",
+    "bindable",
+    "choose_model",
+    "last_ai",
+    "offered",
+    "offloadable_text",
+    "prepared_request",
+    "recall_answer",
+    "recall_id",
+    "recall_scope",
+    "response_model",
+    "rewrite",
+    "run_key",
+    "text",
+    "thread_id",
+    "tool_call",
+    "usage",
+    "with_content",
+    "with_message",
+]
+
+RUN_KEY = "seamscope_run"
+"""The private, unsaved state key that carries a run's key between graph nodes."""
+
+
+# -- the run's identity ------------------------------------------------------------
+
+
+def thread_id(runtime: Any) -> str | None:
+    """The run's ``configurable.thread_id``, from whichever runtime shape we got."""
+    info = getattr(runtime, "execution_info", None)
+    found = getattr(info, "thread_id", None)
+    if not found:
+        config = getattr(runtime, "config", None)
+        if not isinstance(config, Mapping):
+            try:
+                config = get_config()
+            except Exception:
+                config = None
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        if isinstance(configurable, Mapping):
+            found = configurable.get("thread_id")
+    return str(found) if found else None
+
+
+def run_key(state: Any) -> Any:
+    """The run key a graph state carries (None when it carries none)."""
+    return state.get(RUN_KEY) if isinstance(state, Mapping) else None
+
+
+def recall_scope(runtime: Any) -> str | None:
+    """Whose offloaded outputs a recall may read: the thread, else the run."""
+    conversation_id = thread_id(runtime)
+    if conversation_id:
+        return conversation_id
+    key = run_key(getattr(runtime, "state", None))
+    return f"run:{key}" if key else None
+
+
+# -- model calls -------------------------------------------------------------------
+
+
+def offered(tools: Sequence[Any], *, recall: bool) -> list[Any]:
+    """The request's tools; the recall tool only when ``recall`` (something to recall)."""
+    if recall:
+        return list(tools)
+    return [t for t in tools if tool_name(t) != RECALL_TOOL]
+
+
+def bindable(tools: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """The selected tools a LangChain model can bind (tools and dict tools), and the rest."""
+    bound: list[Any] = []
+    unbound: list[Any] = []
+    for tool in tools:
+        (bound if isinstance(tool, BaseTool | dict) else unbound).append(tool)
+    return bound, unbound
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """The chat model a request runs on for a PRE-seam choice.
+
+    ``name`` is the name the ``chat`` span carries; ``unavailable`` says the
+    chosen model is not callable here, so the request's own model runs.
+    """
+
+    model: BaseChatModel
+    name: str
+    unavailable: bool
+
+
+def choose_model(
+    chosen: str, default: str, models: Mapping[str, BaseChatModel], current: BaseChatModel
+) -> ModelChoice:
+    """The instance for the PRE seam's ``chosen`` name, else the request's ``current``."""
+    model = models.get(chosen)
+    if model is not None:
+        return ModelChoice(model, chosen, False)
+    used = next((name for name, m in models.items() if m is current), None)
+    if used is None and chosen == default:
+        return ModelChoice(current, default, False)
+    if used is None:
+        own = getattr(current, "model_name", None) or getattr(current, "model", None)
+        used = own if isinstance(own, str) and own else default
+    return ModelChoice(current, used, chosen != default)
+
+
+def prepared_request(
+    request: ModelRequest[Any],
+    *,
+    tools: list[Any],
+    model: BaseChatModel,
+    config: ModelConfig,
+    forced_tool: str | None,
+) -> ModelRequest[Any]:
+    """The request to execute: bound tools, chosen model and parameters, forced tool."""
+    overrides: dict[str, Any] = {"tools": tools}
+    if model is not request.model:
+        overrides["model"] = model
+    if config.parameters:
+        overrides["model_settings"] = {**request.model_settings, **config.params}
+    if forced_tool:
+        overrides["tool_choice"] = forced_tool
+    return request.override(**overrides)
+
+
+def last_ai(messages: Sequence[Any]) -> AIMessage | None:
+    """The last AIMessage of a model call's result."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def usage(message: Any) -> ModelUsage | None:
+    """A ModelUsage from an AIMessage's ``usage_metadata`` (None when absent).
+
+    LangChain counts cache reads and writes inside ``input_tokens``; a
+    provider that does not is corrected so the total covers them.
+    """
+    meta = getattr(message, "usage_metadata", None)
+    if not isinstance(meta, Mapping):
+        return None
+    details = meta.get("input_token_details")
+    details = details if isinstance(details, Mapping) else {}
+    read = int(details.get("cache_read") or 0)
+    write = int(details.get("cache_creation") or 0)
+    input_tokens = max(int(meta.get("input_tokens") or 0), read + write)
+    return ModelUsage(input_tokens, int(meta.get("output_tokens") or 0), read, write)
+
+
+def response_model(message: AIMessage) -> Any:
+    """The model the provider says answered (None when it does not say)."""
+    metadata = message.response_metadata or {}
+    found = metadata.get("model_name") or metadata.get("model")
+    return found if found else None
+
+
+def rewrite(message: AIMessage, post: PostModelResult) -> AIMessage:
+    """The AIMessage with the tool calls the POST seam decided (ids kept)."""
+    calls = list(message.tool_calls)
+    renamed: dict[str, ToolCall] = {}
+    changed = False
+    for record in post.records:
+        if record.final == record.emitted or record.index >= len(calls):
+            continue
+        original = calls[record.index]
+        final = record.final
+        calls[record.index] = {
+            "name": final.name,
+            "args": dict(final.args),
+            "id": original.get("id"),
+            "type": "tool_call",
+        }
+        changed = True
+        if original.get("id"):
+            renamed[str(original["id"])] = final
+    if not changed:
+        return message
+    content: Any = message.content
+    if isinstance(content, list) and renamed:
+        content = [
+            {**block, "name": renamed[block["id"]].name, "input": dict(renamed[block["id"]].args)}
+            if isinstance(block, Mapping)
+            and block.get("type") == "tool_use"
+            and block.get("id") in renamed
+            else block
+            for block in content
+        ]
+    return message.model_copy(update={"tool_calls": calls, "content": content})
+
+
+def with_message(
+    response: ModelResponse[Any], old: AIMessage, new: AIMessage
+) -> ModelResponse[Any]:
+    """The model response with ``old`` replaced by ``new``."""
+    result = [new if m is old else m for m in response.result]
+    return ModelResponse(result=result, structured_response=response.structured_response)
+
+
+# -- tool calls --------------------------------------------------------------------
+
+
+def tool_call(raw: Mapping[str, Any]) -> ToolCall:
+    """A ToolCall from a LangChain tool call dict."""
+    return ToolCall(str(raw.get("id") or ""), str(raw["name"]), raw.get("args") or {})
+
+
+def text(content: Any) -> str | None:
+    """The text of a ToolMessage's content, or None when it is not all text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif (
+                isinstance(part, Mapping)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
+                parts.append(part["text"])
+            else:
+                return None
+        return "".join(parts)
+    return None
+
+
+def offloadable_text(message: ToolMessage) -> str | None:
+    """The text the offload gate may take from a tool result (None for an error
+    result or content that is not all text)."""
+    return None if message.status == "error" else text(message.content)
+
+
+def with_content(message: ToolMessage, content: str) -> ToolMessage:
+    """The ToolMessage with its content replaced (an offload stub)."""
+    return message.model_copy(update={"content": content})
+
+
+def recall_id(call: ToolCall) -> str:
+    """The offload id a recall tool call asks for."""
+    return str(call.args.get("offload_id", ""))
+
+
+def recall_answer(offload_id: str, found: str | None) -> str:
+    """What the recall tool answers: the stored text, or why there is none."""
+    if found is None:
+        return f"error: no offloaded output {offload_id!r} in this conversation"
+    return found
