@@ -12,6 +12,12 @@ or attribute changes the dashboards with it. Label values come from the
 conventions' closed value sets; metric booleans are the strings
 ``"true"``/``"false"``.
 
+Each dashboard is data: a :class:`Dashboard` of :class:`Row` s, each row a
+tuple of panel specs (:class:`Graph`, :class:`Stat`, :class:`TraceTable`,
+:class:`TraceView`). One helper, :func:`build_panel`, turns a spec into its
+Grafana panel and places it on the grid; :func:`build_dashboard` does that for
+every row of a dashboard.
+
 Every Prometheus panel reads the ``datasource`` variable, every rate uses
 ``$__rate_interval``. Trace panels read the ``tempo`` and ``jaeger`` variables.
 :func:`all_promql` lists every PromQL expression of both dashboards so that a
@@ -23,9 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from grafana_foundation_sdk.builders import common as common_builders
 from grafana_foundation_sdk.builders import dashboard as dash
@@ -246,8 +252,8 @@ class JaegerSearch(cogbuilder.Builder[JaegerQuery]):
         self._internal.operation = operation
         return self
 
-    def tags(self, tags: dict[str, str]) -> JaegerSearch:
-        self._internal.tags = " ".join(f"{key}={value}" for key, value in tags.items())
+    def tags(self, tags: Iterable[tuple[str, str]]) -> JaegerSearch:
+        self._internal.tags = " ".join(f"{key}={value}" for key, value in tags)
         return self
 
     def limit(self, limit: int) -> JaegerSearch:
@@ -255,7 +261,7 @@ class JaegerSearch(cogbuilder.Builder[JaegerQuery]):
         return self
 
 
-def jaeger_search(operation: str, tags: dict[str, str]) -> JaegerSearch:
+def jaeger_search(operation: str, tags: Iterable[tuple[str, str]]) -> JaegerSearch:
     return (
         JaegerSearch()
         .ref_id("A")
@@ -373,6 +379,92 @@ class Grid:
         return self._id()
 
 
+# --------------------------------------------------------------------------
+# Panels as data, and the one helper that builds each of them.
+# --------------------------------------------------------------------------
+
+
+class Query(NamedTuple):
+    """One PromQL target of a panel: the expression and its legend."""
+
+    expr: str
+    legend: str
+
+
+class Link(NamedTuple):
+    """A data link from a metric panel to the traces behind the clicked series."""
+
+    title: str
+    traceql: str
+
+
+class Graph(NamedTuple):
+    """A time series panel; its targets get the ref ids A, B, C... in order."""
+
+    title: str
+    description: str
+    queries: tuple[Query, ...]
+    unit: str
+    w: int = 12
+    h: int = 8
+    stacked: bool = False
+    max_value: float | None = None
+    links: tuple[Link, ...] = ()
+
+
+class Stat(NamedTuple):
+    """A single-value panel (last non-null value); its legend is its title."""
+
+    title: str
+    description: str
+    expr: str
+    unit: str
+    w: int = 6
+    h: int = 4
+
+
+class Jaeger(NamedTuple):
+    """A Jaeger search: spans named ``operation`` with these tags, for ``${service}``."""
+
+    operation: str
+    tags: tuple[tuple[str, str], ...]
+
+
+class TraceTable(NamedTuple):
+    """Trace search results: a TraceQL string (Tempo) or a :class:`Jaeger` search."""
+
+    title: str
+    description: str
+    search: str | Jaeger
+    w: int = 12
+    h: int = 10
+
+
+class TraceView(NamedTuple):
+    """The trace whose id is in the ``traceId`` variable, full width."""
+
+    w: int = 24
+    h: int = 16
+
+
+Panel = Graph | Stat | TraceTable | TraceView
+
+
+class Row(NamedTuple):
+    title: str
+    panels: tuple[Panel, ...]
+
+
+class Dashboard(NamedTuple):
+    uid: str
+    title: str
+    description: str
+    rows: tuple[Row, ...]
+
+
+REF_IDS = "ABCDEFGH"
+
+
 def legend_table() -> common_builders.VizLegendOptions:
     return (
         common_builders.VizLegendOptions()
@@ -383,85 +475,9 @@ def legend_table() -> common_builders.VizLegendOptions:
     )
 
 
-def ts_panel(
-    grid: Grid,
-    title: str,
-    description: str,
-    targets: list[cogbuilder.Builder[cogvariants.Dataquery]],
-    unit: str,
-    *,
-    w: int = 12,
-    h: int = 8,
-    stacked: bool = False,
-    links: list[cogbuilder.Builder[dashboard_models.DashboardLink]] | None = None,
-    max_value: float | None = None,
-) -> timeseries.Panel:
-    panel = (
-        timeseries.Panel()
-        .id(grid.panel_id())
-        .title(title)
-        .description(description)
-        .datasource(PROMETHEUS_DS)
-        .targets(targets)
-        .unit(unit)
-        .min(0)
-        .legend(legend_table())
-        .tooltip(
-            common_builders.VizTooltipOptions()
-            .mode(common_models.TooltipDisplayMode.MULTI)
-            .sort(common_models.SortOrder.DESCENDING)
-        )
-        .fill_opacity(10 if not stacked else 40)
-        .grid_pos(grid.place(w, h))
-    )
-    if stacked:
-        panel = panel.stacking(
-            common_builders.StackingConfig().mode(common_models.StackingMode.NORMAL)
-        )
-    if max_value is not None:
-        panel = panel.max(max_value)
-    if links:
-        panel = panel.data_links(links)
-    return panel
-
-
-def stat_panel(
-    grid: Grid,
-    title: str,
-    description: str,
-    expr: str,
-    unit: str,
-    *,
-    w: int = 6,
-    h: int = 4,
-) -> stat.Panel:
-    return (
-        stat.Panel()
-        .id(grid.panel_id())
-        .title(title)
-        .description(description)
-        .datasource(PROMETHEUS_DS)
-        .with_target(promql(expr, title))
-        .unit(unit)
-        .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]))
-        .graph_mode(common_models.BigValueGraphMode.AREA)
-        .grid_pos(grid.place(w, h))
-    )
-
-
-def trace_table(
-    grid: Grid,
-    title: str,
-    description: str,
-    target: cogbuilder.Builder[cogvariants.Dataquery],
-    datasource: dashboard_models.DataSourceRef,
-    dashboard_uid: str,
-    *,
-    w: int = 12,
-    h: int = 10,
-) -> table.Panel:
-    """Search results; a click on a trace id shows that trace in the trace panel."""
-    show_trace = {
+def show_trace_link(dashboard_uid: str) -> dict[str, str]:
+    """A click on a trace id in a search table shows that trace in the trace panel."""
+    return {
         "title": "Show this trace below",
         "url": (
             f"/d/{dashboard_uid}?${{__url_time_range}}&${{datasource:queryparam}}"
@@ -469,21 +485,81 @@ def trace_table(
             "&var-traceId=${__value.raw}"
         ),
     }
-    return (
-        table.Panel()
-        .id(grid.panel_id())
-        .title(title)
-        .description(description)
-        .datasource(datasource)
-        .with_target(target)
-        .override_by_name(
-            "traceID", [dashboard_models.DynamicConfigValue(id_val="links", value=[show_trace])]
+
+
+def build_panel(
+    item: Panel, grid: Grid, dashboard_uid: str
+) -> cogbuilder.Builder[dashboard_models.Panel]:
+    """The Grafana panel for one row of panel data, placed on ``grid``."""
+    if isinstance(item, Graph):
+        graph = (
+            timeseries.Panel()
+            .id(grid.panel_id())
+            .title(item.title)
+            .description(item.description)
+            .datasource(PROMETHEUS_DS)
+            .targets(
+                [
+                    promql(query.expr, query.legend, ref_id)
+                    for query, ref_id in zip(item.queries, REF_IDS, strict=False)
+                ]
+            )
+            .unit(item.unit)
+            .min(0)
+            .legend(legend_table())
+            .tooltip(
+                common_builders.VizTooltipOptions()
+                .mode(common_models.TooltipDisplayMode.MULTI)
+                .sort(common_models.SortOrder.DESCENDING)
+            )
+            .fill_opacity(40 if item.stacked else 10)
+            .grid_pos(grid.place(item.w, item.h))
         )
-        .grid_pos(grid.place(w, h))
-    )
-
-
-def trace_view(grid: Grid) -> dash.Panel:
+        if item.stacked:
+            graph = graph.stacking(
+                common_builders.StackingConfig().mode(common_models.StackingMode.NORMAL)
+            )
+        if item.max_value is not None:
+            graph = graph.max(item.max_value)
+        if item.links:
+            graph = graph.data_links([TracesLink(link.title, link.traceql) for link in item.links])
+        return graph
+    if isinstance(item, Stat):
+        return (
+            stat.Panel()
+            .id(grid.panel_id())
+            .title(item.title)
+            .description(item.description)
+            .datasource(PROMETHEUS_DS)
+            .with_target(promql(item.expr, item.title))
+            .unit(item.unit)
+            .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]))
+            .graph_mode(common_models.BigValueGraphMode.AREA)
+            .grid_pos(grid.place(item.w, item.h))
+        )
+    if isinstance(item, TraceTable):
+        target: cogbuilder.Builder[cogvariants.Dataquery]
+        if isinstance(item.search, Jaeger):
+            target, datasource = jaeger_search(item.search.operation, item.search.tags), JAEGER_DS
+        else:
+            target, datasource = traceql(item.search), TEMPO_DS
+        return (
+            table.Panel()
+            .id(grid.panel_id())
+            .title(item.title)
+            .description(item.description)
+            .datasource(datasource)
+            .with_target(target)
+            .override_by_name(
+                "traceID",
+                [
+                    dashboard_models.DynamicConfigValue(
+                        id_val="links", value=[show_trace_link(dashboard_uid)]
+                    )
+                ],
+            )
+            .grid_pos(grid.place(item.w, item.h))
+        )
     return (
         dash.Panel()
         .type("traces")
@@ -501,7 +577,7 @@ def trace_view(grid: Grid) -> dash.Panel:
             .query_type(tempo_models.TempoQueryType.TRACEQL)
             .query("${traceId}")
         )
-        .grid_pos(grid.place(24, 16))
+        .grid_pos(grid.place(item.w, item.h))
     )
 
 
@@ -571,709 +647,641 @@ def frame(uid: str, title: str, description: str) -> dash.Dashboard:
     )
 
 
+def build_dashboard(spec: Dashboard) -> dash.Dashboard:
+    """The frame of ``spec`` with its rows and their panels, laid out left to right."""
+    grid = Grid()
+    built = frame(spec.uid, spec.title, spec.description)
+    for row in spec.rows:
+        built = built.with_row(grid.row(row.title))
+        for item in row.panels:
+            built = built.with_panel(build_panel(item, grid, spec.uid))
+    return built
+
+
+def legend(*labels: str) -> str:
+    """A legend showing these labels of each series, ``{{a}} · {{b}}``."""
+    return " · ".join("{{" + name + "}}" for name in labels)
+
+
 # --------------------------------------------------------------------------
 # Dashboard 1: decisions.
 # --------------------------------------------------------------------------
 
+_WINS = rate(POLICY_WINS)
+_EVALUATIONS = rate(POLICY_EVALUATIONS)
+_REDIRECTS = rate(REDIRECTS)
+_DROPPED = c.PaletteVerdict.DROPPED.value
+_OUTCOMES = rate(STAGE_OUTCOMES)
+_BUCKETS = sum_by(["le", L_DECISION_KIND], rate(DECISION_DURATION_BUCKET))
 
-def decisions_dashboard() -> dash.Dashboard:
-    g = Grid()
-    d = frame(
-        DECISIONS_UID,
-        "seamscope / decisions",
-        "Which policy won each seam, which redirects the palette gate dropped, what the "
-        "selection stages did, and how long each decision took.",
-    )
+_POLICY_WON_LINK = Link(
+    "Traces where this policy won",
+    spanset(span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME))),
+)
 
-    # Seams ---------------------------------------------------------------
-    d = d.with_row(g.row("Seams: who decided"))
-    wins = rate(POLICY_WINS)
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Policy wins per seam",
-            "Seam decisions per second by seam, winner source and winning policy "
-            "(policy `none` when the resolver, the default or the adopter decided).",
-            [
-                promql(
-                    sum_by([L_SEAM, L_WINNER_SOURCE, L_POLICY], wins),
-                    f"{{{{{L_SEAM}}}}} · {{{{{L_WINNER_SOURCE}}}}} · {{{{{L_POLICY}}}}}",
-                )
-            ],
-            "ops",
-            links=[
-                TracesLink(
-                    "Traces where this policy won",
-                    spanset(span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME))),
-                )
-            ],
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Winner source share per seam",
-            "Share of each seam's decisions taken by a policy, the role resolver, the "
-            "default, the adopter callback, or nobody (dispatched as emitted).",
-            [
-                promql(
-                    ratio(
-                        sum_by([L_SEAM, L_WINNER_SOURCE], wins),
-                        sum_by([L_SEAM], wins),
-                        f"ignoring ({L_WINNER_SOURCE}) group_left ()",
-                    ),
-                    f"{{{{{L_SEAM}}}}} · {{{{{L_WINNER_SOURCE}}}}}",
-                )
-            ],
-            "percentunit",
-            stacked=True,
-            max_value=1,
-        )
-    )
-    evaluations = rate(POLICY_EVALUATIONS)
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Policy evaluations by result",
-            "Policy evaluations per second by seam, policy and result. `skipped`: the "
-            "policy does not apply at that seam; `error`: its predicate raised (counted "
-            "as no match).",
-            [
-                promql(
-                    sum_by([L_SEAM, L_POLICY, L_POLICY_RESULT], evaluations),
-                    f"{{{{{L_SEAM}}}}} · {{{{{L_POLICY}}}}} · {{{{{L_POLICY_RESULT}}}}}",
-                )
-            ],
-            "ops",
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Policy predicate error ratio",
-            "Share of a policy's applicable evaluations (not skipped) whose predicate "
-            "raised. Each one silently counts as no match.",
-            [
-                promql(
-                    ratio(
-                        sum_by(
-                            [L_POLICY],
-                            rate(
-                                series(
-                                    POLICY_EVALUATIONS,
-                                    **{L_POLICY_RESULT: c.PolicyResult.ERROR.value},
-                                )
-                            ),
-                        ),
-                        sum_by(
-                            [L_POLICY],
-                            rate(
-                                f"{POLICY_EVALUATIONS}"
-                                f'{{{L_POLICY_RESULT}!="{c.PolicyResult.SKIPPED.value}"}}'
-                            ),
+DECISIONS = Dashboard(
+    DECISIONS_UID,
+    "seamscope / decisions",
+    "Which policy won each seam, which redirects the palette gate dropped, what the "
+    "selection stages did, and how long each decision took.",
+    (
+        Row(
+            "Seams: who decided",
+            (
+                Graph(
+                    "Policy wins per seam",
+                    "Seam decisions per second by seam, winner source and winning policy "
+                    "(policy `none` when the resolver, the default or the adopter decided).",
+                    (
+                        Query(
+                            sum_by([L_SEAM, L_WINNER_SOURCE, L_POLICY], _WINS),
+                            legend(L_SEAM, L_WINNER_SOURCE, L_POLICY),
                         ),
                     ),
-                    f"{{{{{L_POLICY}}}}}",
-                )
-            ],
-            "percentunit",
-            links=[
-                TracesLink(
-                    "Traces where this policy won",
-                    spanset(span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME))),
-                )
-            ],
-        )
-    )
-
-    # Redirects -----------------------------------------------------------
-    d = d.with_row(g.row("Redirects and the palette gate"))
-    redirects = rate(REDIRECTS)
-    dropped = c.PaletteVerdict.DROPPED.value
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Redirects by palette-gate verdict",
-            "Policy redirects per second by policy: `kept` dispatched to the redirect "
-            "target, `dropped` targeted a tool not routed this turn, so the original "
-            "call dispatched.",
-            [
-                promql(
-                    sum_by([L_POLICY, L_PALETTE_GATE], redirects),
-                    f"{{{{{L_POLICY}}}}} · {{{{{L_PALETTE_GATE}}}}}",
-                )
-            ],
-            "ops",
-            links=[
-                TracesLink(
-                    "Dispatches with this policy and verdict",
-                    spanset(
-                        span_name(c.SPAN_DISPATCH),
-                        span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME)),
-                        span_attr(
-                            c.ATTR_DISPATCH_PALETTE_GATE, field_label(c.ATTR_DISPATCH_PALETTE_GATE)
-                        ),
-                    ),
-                )
-            ],
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Palette-gate drop ratio per policy",
-            "Share of a policy's redirects the palette gate dropped. A policy whose "
-            "target is rarely routed is a configuration problem.",
-            [
-                promql(
-                    ratio(
-                        sum_by([L_POLICY], rate(series(REDIRECTS, **{L_PALETTE_GATE: dropped}))),
-                        sum_by([L_POLICY], redirects),
-                    ),
-                    f"{{{{{L_POLICY}}}}}",
-                )
-            ],
-            "percentunit",
-            links=[
-                TracesLink(
-                    "Dropped redirects of this policy",
-                    spanset(
-                        span_name(c.SPAN_DISPATCH),
-                        span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME)),
-                        span_attr(c.ATTR_DISPATCH_PALETTE_GATE, dropped),
-                    ),
-                )
-            ],
-        )
-    )
-
-    # Stages --------------------------------------------------------------
-    d = d.with_row(g.row("Tool selection stages"))
-    outcomes = rate(STAGE_OUTCOMES)
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Stage outcomes",
-            "Selection-stage outcomes per second by stage: `select` narrowed the tools, "
-            "`abstain` left them as they were.",
-            [
-                promql(
-                    sum_by([L_STAGE, L_STAGE_OUTCOME], outcomes),
-                    f"{{{{{L_STAGE}}}}} · {{{{{L_STAGE_OUTCOME}}}}}",
-                )
-            ],
-            "ops",
-            links=[
-                TracesLink(
-                    "Stage spans with this outcome",
-                    spanset(
-                        span_name(c.SPAN_STAGE),
-                        span_attr(c.ATTR_STAGE_NAME, field_label(c.ATTR_STAGE_NAME)),
-                        span_attr(c.ATTR_STAGE_OUTCOME, field_label(c.ATTR_STAGE_OUTCOME)),
-                    ),
-                )
-            ],
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Degraded abstain ratio per stage",
-            "Share of a stage's runs that abstained degraded (or raised and were "
-            "contained). The pipeline went on without that lever.",
-            [
-                promql(
-                    ratio(
-                        sum_by([L_STAGE], rate(series(STAGE_OUTCOMES, **{L_STAGE_DEGRADED: TRUE}))),
-                        sum_by([L_STAGE], outcomes),
-                    ),
-                    f"{{{{{L_STAGE}}}}}",
-                )
-            ],
-            "percentunit",
-            links=[
-                TracesLink(
-                    "Degraded runs of this stage",
-                    spanset(
-                        span_name(c.SPAN_STAGE),
-                        span_attr(c.ATTR_STAGE_NAME, field_label(c.ATTR_STAGE_NAME)),
-                        span_attr(c.ATTR_STAGE_DEGRADED, TRUE, quote=False),
-                    ),
-                )
-            ],
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Stages that narrowed the tools (select share)",
-            "Share of a stage's runs that selected (narrowed the offered tools).",
-            [
-                promql(
-                    ratio(
-                        sum_by(
-                            [L_STAGE],
-                            rate(
-                                series(
-                                    STAGE_OUTCOMES,
-                                    **{L_STAGE_OUTCOME: c.StageOutcomeKind.SELECT.value},
-                                )
-                            ),
-                        ),
-                        sum_by([L_STAGE], outcomes),
-                    ),
-                    f"{{{{{L_STAGE}}}}}",
-                )
-            ],
-            "percentunit",
-            max_value=1,
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Tools offered vs selected",
-            "Tools offered to the selection pipeline and tools it selected, per second "
-            "(one count per tool per iteration). The gap is what the stages dropped; "
-            "which tools and why is on the seamscope.select_tools and seamscope.stage spans.",
-            [
-                promql(
-                    sum_by([L_SELECTION_SET], rate(SELECTION_TOOLS)),
-                    f"{{{{{L_SELECTION_SET}}}}}",
-                )
-            ],
-            "ops",
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Decisions per second by kind",
-            "Pipeline runs, stage runs, seam decisions, dispatches and offload-gate calls "
-            "per second (the decision-duration histogram's count).",
-            [
-                promql(
-                    sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
-                    f"{{{{{L_DECISION_KIND}}}}}",
-                )
-            ],
-            "ops",
-        )
-    )
-
-    # Latency -------------------------------------------------------------
-    d = d.with_row(g.row("Decision latency"))
-    buckets = sum_by(["le", L_DECISION_KIND], rate(DECISION_DURATION_BUCKET))
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Decision duration p50 / p95 by kind",
-            "Time seamscope spends deciding, per decision kind, from the "
-            "seamscope.decision.duration histogram. The mean is sum / count.",
-            [
-                promql(
-                    f"histogram_quantile(0.5, {buckets})", f"p50 {{{{{L_DECISION_KIND}}}}}", "A"
+                    "ops",
+                    links=(_POLICY_WON_LINK,),
                 ),
-                promql(
-                    f"histogram_quantile(0.95, {buckets})", f"p95 {{{{{L_DECISION_KIND}}}}}", "B"
-                ),
-                promql(
-                    ratio(
-                        sum_by([L_DECISION_KIND], rate(DECISION_DURATION_SUM)),
-                        sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
+                Graph(
+                    "Winner source share per seam",
+                    "Share of each seam's decisions taken by a policy, the role resolver, the "
+                    "default, the adopter callback, or nobody (dispatched as emitted).",
+                    (
+                        Query(
+                            ratio(
+                                sum_by([L_SEAM, L_WINNER_SOURCE], _WINS),
+                                sum_by([L_SEAM], _WINS),
+                                f"ignoring ({L_WINNER_SOURCE}) group_left ()",
+                            ),
+                            legend(L_SEAM, L_WINNER_SOURCE),
+                        ),
                     ),
-                    f"mean {{{{{L_DECISION_KIND}}}}}",
-                    "C",
+                    "percentunit",
+                    stacked=True,
+                    max_value=1,
                 ),
-            ],
-            "s",
-            w=24,
-            h=9,
-        )
-    )
-
-    # Traces --------------------------------------------------------------
-    d = d.with_row(g.row("Decision traces"))
-    d = d.with_panel(
-        trace_table(
-            g,
-            "Decision spans worth a look (Tempo)",
-            "TraceQL: dispatches whose redirect the palette gate dropped, stages that "
-            "abstained degraded, and decision spans with an error status.",
-            traceql(
-                " || ".join(
-                    [
-                        spanset(
-                            span_name(c.SPAN_DISPATCH),
-                            span_attr(c.ATTR_DISPATCH_PALETTE_GATE, dropped),
+                Graph(
+                    "Policy evaluations by result",
+                    "Policy evaluations per second by seam, policy and result. `skipped`: the "
+                    "policy does not apply at that seam; `error`: its predicate raised "
+                    "(counted as no match).",
+                    (
+                        Query(
+                            sum_by([L_SEAM, L_POLICY, L_POLICY_RESULT], _EVALUATIONS),
+                            legend(L_SEAM, L_POLICY, L_POLICY_RESULT),
                         ),
-                        spanset(
-                            span_name(c.SPAN_STAGE),
-                            span_attr(c.ATTR_STAGE_DEGRADED, TRUE, quote=False),
+                    ),
+                    "ops",
+                ),
+                Graph(
+                    "Policy predicate error ratio",
+                    "Share of a policy's applicable evaluations (not skipped) whose predicate "
+                    "raised. Each one silently counts as no match.",
+                    (
+                        Query(
+                            ratio(
+                                sum_by(
+                                    [L_POLICY],
+                                    rate(
+                                        series(
+                                            POLICY_EVALUATIONS,
+                                            **{L_POLICY_RESULT: c.PolicyResult.ERROR.value},
+                                        )
+                                    ),
+                                ),
+                                sum_by(
+                                    [L_POLICY],
+                                    rate(
+                                        f"{POLICY_EVALUATIONS}"
+                                        f'{{{L_POLICY_RESULT}!="{c.PolicyResult.SKIPPED.value}"}}'
+                                    ),
+                                ),
+                            ),
+                            legend(L_POLICY),
                         ),
-                        spanset('name =~ "seamscope.*"', "status = error"),
-                    ]
-                )
+                    ),
+                    "percentunit",
+                    links=(_POLICY_WON_LINK,),
+                ),
             ),
-            TEMPO_DS,
-            DECISIONS_UID,
-        )
-    )
-    d = d.with_panel(
-        trace_table(
-            g,
-            "Dropped redirects (Jaeger)",
-            "Jaeger search: dispatch spans whose redirect the palette gate dropped, for "
-            "the service in the `service` variable.",
-            jaeger_search(c.SPAN_DISPATCH, {c.ATTR_DISPATCH_PALETTE_GATE: dropped}),
-            JAEGER_DS,
-            DECISIONS_UID,
-        )
-    )
-    d = d.with_panel(trace_view(g))
-    return d
+        ),
+        Row(
+            "Redirects and the palette gate",
+            (
+                Graph(
+                    "Redirects by palette-gate verdict",
+                    "Policy redirects per second by policy: `kept` dispatched to the redirect "
+                    "target, `dropped` targeted a tool not routed this turn, so the original "
+                    "call dispatched.",
+                    (
+                        Query(
+                            sum_by([L_POLICY, L_PALETTE_GATE], _REDIRECTS),
+                            legend(L_POLICY, L_PALETTE_GATE),
+                        ),
+                    ),
+                    "ops",
+                    links=(
+                        Link(
+                            "Dispatches with this policy and verdict",
+                            spanset(
+                                span_name(c.SPAN_DISPATCH),
+                                span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME)),
+                                span_attr(
+                                    c.ATTR_DISPATCH_PALETTE_GATE,
+                                    field_label(c.ATTR_DISPATCH_PALETTE_GATE),
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+                Graph(
+                    "Palette-gate drop ratio per policy",
+                    "Share of a policy's redirects the palette gate dropped. A policy whose "
+                    "target is rarely routed is a configuration problem.",
+                    (
+                        Query(
+                            ratio(
+                                sum_by(
+                                    [L_POLICY],
+                                    rate(series(REDIRECTS, **{L_PALETTE_GATE: _DROPPED})),
+                                ),
+                                sum_by([L_POLICY], _REDIRECTS),
+                            ),
+                            legend(L_POLICY),
+                        ),
+                    ),
+                    "percentunit",
+                    links=(
+                        Link(
+                            "Dropped redirects of this policy",
+                            spanset(
+                                span_name(c.SPAN_DISPATCH),
+                                span_attr(c.ATTR_POLICY_WINNER, field_label(c.ATTR_POLICY_NAME)),
+                                span_attr(c.ATTR_DISPATCH_PALETTE_GATE, _DROPPED),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Row(
+            "Tool selection stages",
+            (
+                Graph(
+                    "Stage outcomes",
+                    "Selection-stage outcomes per second by stage: `select` narrowed the "
+                    "tools, `abstain` left them as they were.",
+                    (
+                        Query(
+                            sum_by([L_STAGE, L_STAGE_OUTCOME], _OUTCOMES),
+                            legend(L_STAGE, L_STAGE_OUTCOME),
+                        ),
+                    ),
+                    "ops",
+                    links=(
+                        Link(
+                            "Stage spans with this outcome",
+                            spanset(
+                                span_name(c.SPAN_STAGE),
+                                span_attr(c.ATTR_STAGE_NAME, field_label(c.ATTR_STAGE_NAME)),
+                                span_attr(c.ATTR_STAGE_OUTCOME, field_label(c.ATTR_STAGE_OUTCOME)),
+                            ),
+                        ),
+                    ),
+                ),
+                Graph(
+                    "Degraded abstain ratio per stage",
+                    "Share of a stage's runs that abstained degraded (or raised and were "
+                    "contained). The pipeline went on without that lever.",
+                    (
+                        Query(
+                            ratio(
+                                sum_by(
+                                    [L_STAGE],
+                                    rate(series(STAGE_OUTCOMES, **{L_STAGE_DEGRADED: TRUE})),
+                                ),
+                                sum_by([L_STAGE], _OUTCOMES),
+                            ),
+                            legend(L_STAGE),
+                        ),
+                    ),
+                    "percentunit",
+                    links=(
+                        Link(
+                            "Degraded runs of this stage",
+                            spanset(
+                                span_name(c.SPAN_STAGE),
+                                span_attr(c.ATTR_STAGE_NAME, field_label(c.ATTR_STAGE_NAME)),
+                                span_attr(c.ATTR_STAGE_DEGRADED, TRUE, quote=False),
+                            ),
+                        ),
+                    ),
+                ),
+                Graph(
+                    "Stages that narrowed the tools (select share)",
+                    "Share of a stage's runs that selected (narrowed the offered tools).",
+                    (
+                        Query(
+                            ratio(
+                                sum_by(
+                                    [L_STAGE],
+                                    rate(
+                                        series(
+                                            STAGE_OUTCOMES,
+                                            **{L_STAGE_OUTCOME: c.StageOutcomeKind.SELECT.value},
+                                        )
+                                    ),
+                                ),
+                                sum_by([L_STAGE], _OUTCOMES),
+                            ),
+                            legend(L_STAGE),
+                        ),
+                    ),
+                    "percentunit",
+                    max_value=1,
+                ),
+                Graph(
+                    "Tools offered vs selected",
+                    "Tools offered to the selection pipeline and tools it selected, per "
+                    "second (one count per tool per iteration). The gap is what the stages "
+                    "dropped; which tools and why is on the seamscope.select_tools and "
+                    "seamscope.stage spans.",
+                    (
+                        Query(
+                            sum_by([L_SELECTION_SET], rate(SELECTION_TOOLS)),
+                            legend(L_SELECTION_SET),
+                        ),
+                    ),
+                    "ops",
+                ),
+                Graph(
+                    "Decisions per second by kind",
+                    "Pipeline runs, stage runs, seam decisions, dispatches and offload-gate "
+                    "calls per second (the decision-duration histogram's count).",
+                    (
+                        Query(
+                            sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
+                            legend(L_DECISION_KIND),
+                        ),
+                    ),
+                    "ops",
+                ),
+            ),
+        ),
+        Row(
+            "Decision latency",
+            (
+                Graph(
+                    "Decision duration p50 / p95 by kind",
+                    "Time seamscope spends deciding, per decision kind, from the "
+                    "seamscope.decision.duration histogram. The mean is sum / count.",
+                    (
+                        Query(
+                            f"histogram_quantile(0.5, {_BUCKETS})",
+                            "p50 " + legend(L_DECISION_KIND),
+                        ),
+                        Query(
+                            f"histogram_quantile(0.95, {_BUCKETS})",
+                            "p95 " + legend(L_DECISION_KIND),
+                        ),
+                        Query(
+                            ratio(
+                                sum_by([L_DECISION_KIND], rate(DECISION_DURATION_SUM)),
+                                sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
+                            ),
+                            "mean " + legend(L_DECISION_KIND),
+                        ),
+                    ),
+                    "s",
+                    w=24,
+                    h=9,
+                ),
+            ),
+        ),
+        Row(
+            "Decision traces",
+            (
+                TraceTable(
+                    "Decision spans worth a look (Tempo)",
+                    "TraceQL: dispatches whose redirect the palette gate dropped, stages that "
+                    "abstained degraded, and decision spans with an error status.",
+                    " || ".join(
+                        [
+                            spanset(
+                                span_name(c.SPAN_DISPATCH),
+                                span_attr(c.ATTR_DISPATCH_PALETTE_GATE, _DROPPED),
+                            ),
+                            spanset(
+                                span_name(c.SPAN_STAGE),
+                                span_attr(c.ATTR_STAGE_DEGRADED, TRUE, quote=False),
+                            ),
+                            spanset('name =~ "seamscope.*"', "status = error"),
+                        ]
+                    ),
+                ),
+                TraceTable(
+                    "Dropped redirects (Jaeger)",
+                    "Jaeger search: dispatch spans whose redirect the palette gate dropped, "
+                    "for the service in the `service` variable.",
+                    Jaeger(c.SPAN_DISPATCH, ((c.ATTR_DISPATCH_PALETTE_GATE, _DROPPED),)),
+                ),
+                TraceView(),
+            ),
+        ),
+    ),
+)
 
 
 # --------------------------------------------------------------------------
 # Dashboard 2: offload economics.
 # --------------------------------------------------------------------------
 
+_PREDICTED = sum_by([], rate(PREDICTED_NET_SAVING))
+_SAVINGS = sum_by([], rate(REALIZED_SAVINGS))
+_COSTS = sum_by([], rate(REALIZED_COSTS))
+_REALIZED_NET = f"(({_SAVINGS}) or vector(0))\n-\n(({_COSTS}) or vector(0))"
+_DECISIONS = rate(OFFLOAD_DECISIONS)
+_FIRED = rate(series(OFFLOAD_DECISIONS, **{L_FIRE: TRUE}))
+_SAVINGS_BY_MODEL = sum_by([L_MODEL], rate(REALIZED_SAVINGS))
+_COSTS_BY_MODEL = sum_by([L_MODEL], rate(REALIZED_COSTS))
+_PREDICTED_BY_MODEL = sum_by([L_MODEL], rate(PREDICTED_NET_SAVING))
 
-def offload_dashboard() -> dash.Dashboard:
-    g = Grid()
-    d = frame(
-        OFFLOAD_UID,
-        "seamscope / offload economics",
-        "What the offload gate predicted, what offloads really saved and cost, recalls, "
-        "settled outcomes, and the prompt cache with and without a live offload.",
-    )
+_FIRED_ON_MODEL_LINK = Link(
+    "Fired offloads on this model",
+    spanset(
+        span_name(c.SPAN_OFFLOAD_GATE),
+        span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
+        span_attr(c.ATTR_GEN_AI_REQUEST_MODEL, field_label(c.ATTR_GEN_AI_REQUEST_MODEL)),
+    ),
+)
 
-    predicted = sum_by([], rate(PREDICTED_NET_SAVING))
-    savings = sum_by([], rate(REALIZED_SAVINGS))
-    costs = sum_by([], rate(REALIZED_COSTS))
-    realized_net = f"(({savings}) or vector(0))\n-\n(({costs}) or vector(0))"
-    decisions = rate(OFFLOAD_DECISIONS)
-    fired = rate(series(OFFLOAD_DECISIONS, **{L_FIRE: TRUE}))
-
-    savings_by_model = sum_by([L_MODEL], rate(REALIZED_SAVINGS))
-    costs_by_model = sum_by([L_MODEL], rate(REALIZED_COSTS))
-    predicted_by_model = sum_by([L_MODEL], rate(PREDICTED_NET_SAVING))
-
-    # Overview ------------------------------------------------------------
-    d = d.with_row(g.row("Overview"))
-    d = d.with_panel(
-        stat_panel(
-            g,
-            "Predicted net saving (USD/h)",
-            "Net saving the gate predicted for the offloads it fired, per hour.",
-            per_hour(predicted),
-            "currencyUSD",
-        )
-    )
-    d = d.with_panel(
-        stat_panel(
-            g,
-            "Realized net saving (USD/h)",
-            "Realized savings minus realized costs of offloads, per hour. Negative: "
-            "offloading loses money.",
-            per_hour(realized_net),
-            "currencyUSD",
-        )
-    )
-    d = d.with_panel(
-        stat_panel(
-            g,
-            "Realized / predicted",
-            "Realized net saving as a share of the predicted one. The realized side lags "
-            "by the turns an offload is carried.",
-            ratio(realized_net, predicted),
-            "percentunit",
-        )
-    )
-    d = d.with_panel(
-        stat_panel(
-            g,
-            "Gate fire rate",
-            "Share of offload-gate calls that fired.",
-            ratio(sum_by([], fired), sum_by([], decisions)),
-            "percentunit",
-        )
-    )
-
-    # Gate ----------------------------------------------------------------
-    d = d.with_row(g.row("Offload gate decisions"))
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Gate decisions by reason code",
-            "Share of offload-gate calls per reason: below the size threshold, unpriced "
-            "model, net saving positive (fired) or not positive.",
-            [
-                promql(
-                    ratio(
-                        sum_by([L_REASON_CODE], decisions),
-                        sum_by([], decisions),
-                        f"ignoring ({L_REASON_CODE}) group_left ()",
-                    ),
-                    f"{{{{{L_REASON_CODE}}}}}",
-                )
-            ],
-            "percentunit",
-            stacked=True,
-            max_value=1,
-            links=[
-                TracesLink(
-                    "Gate calls with this reason",
-                    spanset(
-                        span_name(c.SPAN_OFFLOAD_GATE),
-                        span_attr(
-                            c.ATTR_OFFLOAD_REASON_CODE, field_label(c.ATTR_OFFLOAD_REASON_CODE)
-                        ),
-                    ),
-                )
-            ],
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Fire rate by model",
-            "Share of each model's offload-gate calls that fired.",
-            [
-                promql(
-                    ratio(sum_by([L_MODEL], fired), sum_by([L_MODEL], decisions)),
-                    f"{{{{{L_MODEL}}}}}",
-                )
-            ],
-            "percentunit",
-            max_value=1,
-            links=[
-                TracesLink(
-                    "Fired offloads on this model",
-                    spanset(
-                        span_name(c.SPAN_OFFLOAD_GATE),
-                        span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
-                        span_attr(
-                            c.ATTR_GEN_AI_REQUEST_MODEL, field_label(c.ATTR_GEN_AI_REQUEST_MODEL)
-                        ),
-                    ),
-                )
-            ],
-        )
-    )
-
-    # Money ---------------------------------------------------------------
-    d = d.with_row(g.row("Predicted vs realized"))
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Predicted vs realized net saving (USD/h)",
-            "Predicted: the gate's net saving for fired offloads. Realized: savings "
-            "(later model calls that carried the stub) minus costs (stub carry, recalls, "
-            "prompt-cache disruption), counted where they happen.",
-            [
-                promql(per_hour(predicted), "predicted", "A"),
-                promql(per_hour(realized_net), "realized", "B"),
-            ],
-            "currencyUSD",
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Realized costs by kind (USD/h)",
-            "What offloads cost, per hour: the stub carried on later turns, recalls of "
-            "the offloaded output, and prompt-cache disruption.",
-            [
-                promql(
-                    per_hour(sum_by([L_COST_KIND], rate(REALIZED_COSTS))), f"{{{{{L_COST_KIND}}}}}"
-                )
-            ],
-            "currencyUSD",
-            stacked=True,
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Realized loss by model (USD/h)",
-            "Realized costs minus realized savings per model, where positive: the "
-            "offloads on that model lose money.",
-            [
-                promql(
-                    per_hour(
-                        f"{costs_by_model}\n-\n" + or_zero_like(savings_by_model, costs_by_model)
-                    )
-                    + " > 0",
-                    f"{{{{{L_MODEL}}}}}",
-                )
-            ],
-            "currencyUSD",
-            links=[
-                TracesLink(
-                    "Fired offloads on this model",
-                    spanset(
-                        span_name(c.SPAN_OFFLOAD_GATE),
-                        span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
-                        span_attr(
-                            c.ATTR_GEN_AI_REQUEST_MODEL, field_label(c.ATTR_GEN_AI_REQUEST_MODEL)
-                        ),
-                    ),
-                )
-            ],
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Realized / predicted by model",
-            "Realized net saving as a share of the predicted one, per model. Below 100%: "
-            "the gate's priors (horizon, recall probability) are optimistic for this "
-            "workload.",
-            [
-                promql(
-                    ratio(
-                        or_zero_like(savings_by_model, predicted_by_model)
-                        + "\n-\n"
-                        + or_zero_like(costs_by_model, predicted_by_model),
-                        predicted_by_model,
-                    ),
-                    f"{{{{{L_MODEL}}}}}",
-                )
-            ],
-            "percentunit",
-        )
-    )
-
-    # Recalls and settlement ---------------------------------------------
-    d = d.with_row(g.row("Recalls and settled offloads"))
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Recalls by model",
-            "Recalls of offloaded tool outputs per second.",
-            [promql(sum_by([L_MODEL], rate(RECALLS)), f"{{{{{L_MODEL}}}}}")],
-            "ops",
-            w=8,
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Recalls per fired offload",
-            "Recalls per offload the gate fired, per model: compare with the recall "
-            "probability prior the gate priced.",
-            [
-                promql(
-                    ratio(sum_by([L_MODEL], rate(RECALLS)), sum_by([L_MODEL], fired)),
-                    f"{{{{{L_MODEL}}}}}",
-                )
-            ],
-            "none",
-            w=8,
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Settled offloads by outcome",
-            "Offloads settled per second by outcome (gain or loss), where one process saw "
-            "the whole conversation.",
-            [promql(sum_by([L_OUTCOME], rate(SETTLED)), f"{{{{{L_OUTCOME}}}}}")],
-            "ops",
-            w=8,
-            stacked=True,
-            links=[
-                TracesLink(
-                    "Settlements with this outcome",
-                    spanset(
-                        span_name(c.SPAN_OFFLOAD_SETTLE),
-                        span_attr(c.ATTR_OFFLOAD_OUTCOME, field_label(c.ATTR_OFFLOAD_OUTCOME)),
-                    ),
-                )
-            ],
-        )
-    )
-
-    # Cache ---------------------------------------------------------------
-    d = d.with_row(g.row("Prompt cache"))
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Cache-hit ratio with / without a live offload",
-            "Share of model input tokens read from the prompt cache, for calls made while "
-            "the conversation had a live offload and for the others. A gap means offloads "
-            "disrupt the cache.",
-            [
-                promql(
-                    ratio(
-                        or_zero_like(
-                            sum_by(
-                                [L_MODEL, L_OFFLOAD_ACTIVE],
-                                rate(series(INPUT_TOKENS, **{L_CACHE: c.CacheUsage.READ.value})),
-                            ),
-                            sum_by([L_MODEL, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
-                        ),
-                        sum_by([L_MODEL, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
-                    ),
-                    f"{{{{{L_MODEL}}}}} · live offload {{{{{L_OFFLOAD_ACTIVE}}}}}",
-                )
-            ],
-            "percentunit",
-            max_value=1,
-        )
-    )
-    d = d.with_panel(
-        ts_panel(
-            g,
-            "Input tokens by cache use",
-            "Model input tokens per second: read from the cache, written to it, or "
-            "uncached, with and without a live offload.",
-            [
-                promql(
-                    sum_by([L_CACHE, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
-                    f"{{{{{L_CACHE}}}}} · live offload {{{{{L_OFFLOAD_ACTIVE}}}}}",
-                )
-            ],
-            "short",
-        )
-    )
-
-    # Traces --------------------------------------------------------------
-    d = d.with_row(g.row("Offload traces"))
-    d = d.with_panel(
-        trace_table(
-            g,
-            "Fired offloads and losing settlements (Tempo)",
-            "TraceQL: offload-gate calls that fired, and settled offloads that lost money.",
-            traceql(
-                spanset(
-                    span_name(c.SPAN_OFFLOAD_GATE),
-                    span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
-                )
-                + " || "
-                + spanset(
-                    span_name(c.SPAN_OFFLOAD_SETTLE),
-                    span_attr(c.ATTR_OFFLOAD_OUTCOME, c.OffloadOutcome.LOSS.value),
-                )
+OFFLOAD = Dashboard(
+    OFFLOAD_UID,
+    "seamscope / offload economics",
+    "What the offload gate predicted, what offloads really saved and cost, recalls, "
+    "settled outcomes, and the prompt cache with and without a live offload.",
+    (
+        Row(
+            "Overview",
+            (
+                Stat(
+                    "Predicted net saving (USD/h)",
+                    "Net saving the gate predicted for the offloads it fired, per hour.",
+                    per_hour(_PREDICTED),
+                    "currencyUSD",
+                ),
+                Stat(
+                    "Realized net saving (USD/h)",
+                    "Realized savings minus realized costs of offloads, per hour. Negative: "
+                    "offloading loses money.",
+                    per_hour(_REALIZED_NET),
+                    "currencyUSD",
+                ),
+                Stat(
+                    "Realized / predicted",
+                    "Realized net saving as a share of the predicted one. The realized side "
+                    "lags by the turns an offload is carried.",
+                    ratio(_REALIZED_NET, _PREDICTED),
+                    "percentunit",
+                ),
+                Stat(
+                    "Gate fire rate",
+                    "Share of offload-gate calls that fired.",
+                    ratio(sum_by([], _FIRED), sum_by([], _DECISIONS)),
+                    "percentunit",
+                ),
             ),
-            TEMPO_DS,
-            OFFLOAD_UID,
-        )
-    )
-    d = d.with_panel(
-        trace_table(
-            g,
-            "Fired offloads (Jaeger)",
-            "Jaeger search: offload-gate spans that fired, for the service in the "
-            "`service` variable.",
-            jaeger_search(c.SPAN_OFFLOAD_GATE, {c.ATTR_OFFLOAD_FIRE: TRUE}),
-            JAEGER_DS,
-            OFFLOAD_UID,
-        )
-    )
-    d = d.with_panel(trace_view(g))
-    return d
+        ),
+        Row(
+            "Offload gate decisions",
+            (
+                Graph(
+                    "Gate decisions by reason code",
+                    "Share of offload-gate calls per reason: below the size threshold, "
+                    "unpriced model, net saving positive (fired) or not positive.",
+                    (
+                        Query(
+                            ratio(
+                                sum_by([L_REASON_CODE], _DECISIONS),
+                                sum_by([], _DECISIONS),
+                                f"ignoring ({L_REASON_CODE}) group_left ()",
+                            ),
+                            legend(L_REASON_CODE),
+                        ),
+                    ),
+                    "percentunit",
+                    stacked=True,
+                    max_value=1,
+                    links=(
+                        Link(
+                            "Gate calls with this reason",
+                            spanset(
+                                span_name(c.SPAN_OFFLOAD_GATE),
+                                span_attr(
+                                    c.ATTR_OFFLOAD_REASON_CODE,
+                                    field_label(c.ATTR_OFFLOAD_REASON_CODE),
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+                Graph(
+                    "Fire rate by model",
+                    "Share of each model's offload-gate calls that fired.",
+                    (
+                        Query(
+                            ratio(sum_by([L_MODEL], _FIRED), sum_by([L_MODEL], _DECISIONS)),
+                            legend(L_MODEL),
+                        ),
+                    ),
+                    "percentunit",
+                    max_value=1,
+                    links=(_FIRED_ON_MODEL_LINK,),
+                ),
+            ),
+        ),
+        Row(
+            "Predicted vs realized",
+            (
+                Graph(
+                    "Predicted vs realized net saving (USD/h)",
+                    "Predicted: the gate's net saving for fired offloads. Realized: savings "
+                    "(later model calls that carried the stub) minus costs (stub carry, "
+                    "recalls, prompt-cache disruption), counted where they happen.",
+                    (
+                        Query(per_hour(_PREDICTED), "predicted"),
+                        Query(per_hour(_REALIZED_NET), "realized"),
+                    ),
+                    "currencyUSD",
+                ),
+                Graph(
+                    "Realized costs by kind (USD/h)",
+                    "What offloads cost, per hour: the stub carried on later turns, recalls "
+                    "of the offloaded output, and prompt-cache disruption.",
+                    (
+                        Query(
+                            per_hour(sum_by([L_COST_KIND], rate(REALIZED_COSTS))),
+                            legend(L_COST_KIND),
+                        ),
+                    ),
+                    "currencyUSD",
+                    stacked=True,
+                ),
+                Graph(
+                    "Realized loss by model (USD/h)",
+                    "Realized costs minus realized savings per model, where positive: the "
+                    "offloads on that model lose money.",
+                    (
+                        Query(
+                            per_hour(
+                                f"{_COSTS_BY_MODEL}\n-\n"
+                                + or_zero_like(_SAVINGS_BY_MODEL, _COSTS_BY_MODEL)
+                            )
+                            + " > 0",
+                            legend(L_MODEL),
+                        ),
+                    ),
+                    "currencyUSD",
+                    links=(_FIRED_ON_MODEL_LINK,),
+                ),
+                Graph(
+                    "Realized / predicted by model",
+                    "Realized net saving as a share of the predicted one, per model. Below "
+                    "100%: the gate's priors (horizon, recall probability) are optimistic for "
+                    "this workload.",
+                    (
+                        Query(
+                            ratio(
+                                or_zero_like(_SAVINGS_BY_MODEL, _PREDICTED_BY_MODEL)
+                                + "\n-\n"
+                                + or_zero_like(_COSTS_BY_MODEL, _PREDICTED_BY_MODEL),
+                                _PREDICTED_BY_MODEL,
+                            ),
+                            legend(L_MODEL),
+                        ),
+                    ),
+                    "percentunit",
+                ),
+            ),
+        ),
+        Row(
+            "Recalls and settled offloads",
+            (
+                Graph(
+                    "Recalls by model",
+                    "Recalls of offloaded tool outputs per second.",
+                    (Query(sum_by([L_MODEL], rate(RECALLS)), legend(L_MODEL)),),
+                    "ops",
+                    w=8,
+                ),
+                Graph(
+                    "Recalls per fired offload",
+                    "Recalls per offload the gate fired, per model: compare with the recall "
+                    "probability prior the gate priced.",
+                    (
+                        Query(
+                            ratio(sum_by([L_MODEL], rate(RECALLS)), sum_by([L_MODEL], _FIRED)),
+                            legend(L_MODEL),
+                        ),
+                    ),
+                    "none",
+                    w=8,
+                ),
+                Graph(
+                    "Settled offloads by outcome",
+                    "Offloads settled per second by outcome (gain or loss), where one process "
+                    "saw the whole conversation.",
+                    (Query(sum_by([L_OUTCOME], rate(SETTLED)), legend(L_OUTCOME)),),
+                    "ops",
+                    w=8,
+                    stacked=True,
+                    links=(
+                        Link(
+                            "Settlements with this outcome",
+                            spanset(
+                                span_name(c.SPAN_OFFLOAD_SETTLE),
+                                span_attr(
+                                    c.ATTR_OFFLOAD_OUTCOME, field_label(c.ATTR_OFFLOAD_OUTCOME)
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Row(
+            "Prompt cache",
+            (
+                Graph(
+                    "Cache-hit ratio with / without a live offload",
+                    "Share of model input tokens read from the prompt cache, for calls made "
+                    "while the conversation had a live offload and for the others. A gap "
+                    "means offloads disrupt the cache.",
+                    (
+                        Query(
+                            ratio(
+                                or_zero_like(
+                                    sum_by(
+                                        [L_MODEL, L_OFFLOAD_ACTIVE],
+                                        rate(
+                                            series(
+                                                INPUT_TOKENS,
+                                                **{L_CACHE: c.CacheUsage.READ.value},
+                                            )
+                                        ),
+                                    ),
+                                    sum_by([L_MODEL, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
+                                ),
+                                sum_by([L_MODEL, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
+                            ),
+                            legend(L_MODEL) + " · live offload " + legend(L_OFFLOAD_ACTIVE),
+                        ),
+                    ),
+                    "percentunit",
+                    max_value=1,
+                ),
+                Graph(
+                    "Input tokens by cache use",
+                    "Model input tokens per second: read from the cache, written to it, or "
+                    "uncached, with and without a live offload.",
+                    (
+                        Query(
+                            sum_by([L_CACHE, L_OFFLOAD_ACTIVE], rate(INPUT_TOKENS)),
+                            legend(L_CACHE) + " · live offload " + legend(L_OFFLOAD_ACTIVE),
+                        ),
+                    ),
+                    "short",
+                ),
+            ),
+        ),
+        Row(
+            "Offload traces",
+            (
+                TraceTable(
+                    "Fired offloads and losing settlements (Tempo)",
+                    "TraceQL: offload-gate calls that fired, and settled offloads that lost money.",
+                    spanset(
+                        span_name(c.SPAN_OFFLOAD_GATE),
+                        span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
+                    )
+                    + " || "
+                    + spanset(
+                        span_name(c.SPAN_OFFLOAD_SETTLE),
+                        span_attr(c.ATTR_OFFLOAD_OUTCOME, c.OffloadOutcome.LOSS.value),
+                    ),
+                ),
+                TraceTable(
+                    "Fired offloads (Jaeger)",
+                    "Jaeger search: offload-gate spans that fired, for the service in the "
+                    "`service` variable.",
+                    Jaeger(c.SPAN_OFFLOAD_GATE, ((c.ATTR_OFFLOAD_FIRE, TRUE),)),
+                ),
+                TraceView(),
+            ),
+        ),
+    ),
+)
+
+DASHBOARDS = (DECISIONS, OFFLOAD)
 
 
 # --------------------------------------------------------------------------
@@ -1283,10 +1291,7 @@ def offload_dashboard() -> dash.Dashboard:
 
 def build_dashboards() -> dict[str, dict[str, Any]]:
     """Each dashboard as a JSON-ready dict, keyed by its file name."""
-    built = {
-        DASHBOARD_FILES[DECISIONS_UID]: decisions_dashboard().build(),
-        DASHBOARD_FILES[OFFLOAD_UID]: offload_dashboard().build(),
-    }
+    built = {DASHBOARD_FILES[spec.uid]: build_dashboard(spec).build() for spec in DASHBOARDS}
     return {name: json.loads(json.dumps(model, cls=JSONEncoder)) for name, model in built.items()}
 
 

@@ -101,7 +101,8 @@ PROMQL_KEYWORDS = {
 
 @pytest.fixture(scope="module")
 def dashboards() -> dict[str, dict[str, Any]]:
-    return generate.build_dashboards()
+    built: dict[str, dict[str, Any]] = generate.build_dashboards()
+    return built
 
 
 def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -155,6 +156,25 @@ def test_generation_is_deterministic() -> None:
     first = {n: generate.render(m) for n, m in generate.build_dashboards().items()}
     second = {n: generate.render(m) for n, m in generate.build_dashboards().items()}
     assert first == second
+
+
+def test_every_panel_is_built_from_a_row_of_data(dashboards: dict[str, dict[str, Any]]) -> None:
+    for spec in generate.DASHBOARDS:
+        model = dashboards[generate.DASHBOARD_FILES[spec.uid]]
+        expected = []
+        for row in spec.rows:
+            expected.append(("row", row.title))
+            for item in row.panels:
+                title = "Trace ${traceId}" if isinstance(item, generate.TraceView) else item.title
+                expected.append((item.__class__.__name__, title))
+        kinds = {
+            "row": "row",
+            "timeseries": "Graph",
+            "stat": "Stat",
+            "table": "TraceTable",
+            "traces": "TraceView",
+        }
+        assert expected == [(kinds[p["type"]], p["title"]) for p in _panels(model["panels"])]
 
 
 # --------------------------------------------------------------------------
