@@ -1,0 +1,613 @@
+"""How seamscope's hooks go into one ``SymfonicAgent`` and come out again.
+
+:func:`instrument_symfonic` builds a :class:`SymfonicInstrumentation` and
+installs its hooks; :meth:`SymfonicInstrumentation.uninstrument` undoes
+each, in the reverse order. An undo restores an attribute only if it still
+holds what the install put there; otherwise it leaves the newer object in
+place, with a WARNING. Every hook only forwards to the recorder
+(:mod:`._seams`, :mod:`._recorder`), which never raises into symfonic;
+adopter exceptions reach symfonic unchanged.
+
+Why each private symfonic object is wrapped
+-------------------------------------------
+
+symfonic-core 9.12 has one public hook interface, its callbacks; the other
+decisions seamscope records are taken where no callback reaches. From the
+least to the most intrusive:
+
+* ``SymfonicAgent._deps`` (the agent's dependency container) holds the
+  deps-level ``CallbackManager`` symfonic calls, and a built agent has no
+  public way to add a handler. A new manager holding seamscope's handler
+  first (so it sees each dispatch as the policies left it, before an
+  adopter's handler rewrites it), then the original handlers (read from
+  ``CallbackManager._handlers``), is registered in its place; uninstall
+  registers the original object again (or, when there was none, removes
+  the entry from ``_deps._capabilities``). The handler receives
+  ``on_agent_start/end``, ``on_node_start/error``, ``on_llm_start/end``,
+  ``on_tool_call_dispatch``, ``on_before_tool_call`` and
+  ``on_tool_result``, and never rewrites or vetoes anything.
+* ``SymfonicAgent._config`` and ``_AgentModelResolver._tool_call_policies``:
+  symfonic's POST seam has no hook and its context lacks the emitted
+  message, so which policy matched, its guard, its transform and the
+  emitted tool name are seen only by the policies themselves. Each
+  ``ToolCallPolicy`` is rebuilt as an instance of a subclass of its own
+  class (``isinstance`` still holds) with wrapped ``match``/``guard``/
+  ``args_transform`` and a ``matches_tool`` that reports the emitted name.
+  The config is frozen: the agent gets a ``model_copy`` holding those
+  policies and the model resolver the same policies; the original config
+  object and policy tuple are put back.
+* ``_AgentModelResolver.resolve`` and ``_AgentModelResolver._resolver``:
+  symfonic's PRE seam has no hook. ``resolve`` is shadowed by an instance
+  attribute; what it returns is the ``ModelConfig`` symfonic hands to
+  ``provider.get_chat_model`` (``gen_ai.request.model``). The wrapped
+  ``role_model_resolver`` tells the resolver's choice from the default.
+  ``_AgentModelResolver._snapshot_default``, the model symfonic falls back
+  to when the resolver raises, is only read.
+* ``symfonic.core.tool_offload_gate.evaluate_offload_gate``: symfonic
+  prices every offload and discards the decision once ``fire`` is read. It
+  looks the function up on the module on every call, so the function is
+  wrapped there, once per process however many agents are instrumented;
+  the wrapper returns symfonic's own decision object, and the original is
+  put back when the last instrumentation goes (or an instrumented agent
+  never uninstrumented is garbage-collected). The gate is given only the
+  economics: the tool call id and tool name are read, read-only and best
+  effort, from the ``msg`` local of symfonic's
+  ``_maybe_compact_tool_results`` frame.
+* The ``symfonic.core.nodes.react`` logger: symfonic's WARNING
+  ``on_tool_call_dispatch: rewrite targets unregistered tool ...`` is the
+  only trace of an adopter rewrite its dispatch palette gate drops; one
+  ``logging.Handler`` reads its arguments and is removed on uninstall.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from opentelemetry import trace
+
+from seamscope.adapters.symfonic._recorder import (
+    _ACTIVE,
+    _CONVERSATION,
+    OffloadLedger,
+    TelemetryConfig,
+    _default_ledger,
+    _default_observer,
+)
+from seamscope.adapters.symfonic._seams import _SeamRecorder
+from seamscope.adapters.symfonic._symfonic import CallbackManager, _AgentModelResolver
+from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
+from seamscope.adapters.symfonic._translate import _wrappable, symfonic_pricing
+
+__all__ = ["SymfonicInstrumentation", "instrument_symfonic"]
+
+_log = logging.getLogger("seamscope.adapters.symfonic")
+
+_REACT_LOGGER = "symfonic.core.nodes.react"
+_ADOPTER_DROP_PREFIX = "on_tool_call_dispatch: rewrite targets unregistered tool"
+_TAP_ATTR = "_seamscope_tap"
+
+
+# --------------------------------------------------------------------------
+# Policies: a subclass of the policy's own class, so isinstance still holds.
+# --------------------------------------------------------------------------
+
+_TAPPED_CLASSES: dict[type, type] = {}
+_TAPPED_LOCK = threading.Lock()
+
+
+def _tapped_class(base: type) -> type:
+    """A subclass of ``base`` whose ``matches_tool`` reports to the instrumentation."""
+    with _TAPPED_LOCK:
+        cls = _TAPPED_CLASSES.get(base)
+        if cls is not None:
+            return cls
+
+        def matches_tool(self: Any, tool_name: str) -> bool:
+            result: bool = base.matches_tool(self, tool_name)  # type: ignore[attr-defined]
+            tap = self.__dict__.get(_TAP_ATTR)
+            if tap is not None:
+                tap[0]._on_matches_tool(tap[1], tool_name, result)
+            return result
+
+        cls = type(
+            base.__name__,
+            (base,),
+            {
+                "matches_tool": matches_tool,
+                "__module__": base.__module__,
+                "__qualname__": base.__qualname__,
+                "__doc__": base.__doc__,
+            },
+        )
+        _TAPPED_CLASSES[base] = cls
+        return cls
+
+
+# --------------------------------------------------------------------------
+# The offload gate wrapper: one per process, shared by every instrumentation.
+# --------------------------------------------------------------------------
+
+
+class _GatePatch:
+    lock = threading.Lock()
+    original: Any = None
+    wrapper: Any = None
+    users = 0
+
+    @classmethod
+    def acquire(cls) -> None:
+        with cls.lock:
+            if cls.users == 0:
+                original = _sym_gate.evaluate_offload_gate
+                cls.original = original
+                cls.wrapper = _gate_wrapper(original)
+                _sym_gate.evaluate_offload_gate = cls.wrapper
+            cls.users += 1
+
+    @classmethod
+    def release(cls) -> None:
+        with cls.lock:
+            if cls.users == 0:
+                return
+            cls.users -= 1
+            if cls.users:
+                return
+            if _sym_gate.evaluate_offload_gate is cls.wrapper:
+                _sym_gate.evaluate_offload_gate = cls.original
+            else:
+                _log.warning(
+                    "symfonic.core.tool_offload_gate.evaluate_offload_gate was replaced "
+                    "after seamscope wrapped it; leaving the newer object in place "
+                    "(seamscope's wrapper is now a pass-through)"
+                )
+            cls.original = None
+            cls.wrapper = None
+
+
+def _gate_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def evaluate_offload_gate(inputs: Any) -> Any:
+        active = _ACTIVE.get()
+        if active is None or not active[0]._installed:
+            return original(inputs)
+        return active[0]._gate(original, inputs, active[1], _gate_site())
+
+    return evaluate_offload_gate
+
+
+def _gate_site() -> tuple[str | None, str | None]:
+    """(tool_call_id, tool_name) of the ToolMessage symfonic is gating, if visible.
+
+    symfonic passes the gate only the economics; the message being gated
+    is the loop variable ``msg`` of its caller's caller
+    (``_maybe_compact_tool_results``). Read-only and best effort.
+    """
+    try:
+        frame: Any = sys._getframe(1)
+        for _ in range(10):
+            if frame is None:
+                break
+            if frame.f_code.co_name == "_maybe_compact_tool_results":
+                msg = frame.f_locals.get("msg")
+                call_id = str(getattr(msg, "tool_call_id", "") or "") or None
+                name = str(getattr(msg, "name", "") or "") or None
+                return call_id, name
+            frame = frame.f_back
+    except Exception:
+        pass
+    return None, None
+
+
+# --------------------------------------------------------------------------
+# symfonic callbacks (async only; never rewrites, never vetoes).
+# --------------------------------------------------------------------------
+
+
+class _Handler:
+    """The callback handler symfonic calls; it only forwards to the instrumentation.
+
+    Not a ``BaseCallbackHandler`` subclass on purpose: symfonic builds an
+    optional hook's event only when some handler defines the hook, so this
+    defines only the hooks it needs (plus the required ones).
+    """
+
+    def __init__(self, instrumentation: SymfonicInstrumentation) -> None:
+        self._inst = instrumentation
+
+    def __repr__(self) -> str:
+        return "seamscope.adapters.symfonic handler"
+
+    async def on_agent_start(self, event: Any) -> None:
+        self._inst._agent_start(event)
+
+    async def on_agent_end(self, event: Any) -> None:
+        self._inst._agent_end(event)
+
+    async def on_node_start(self, event: Any) -> None:
+        self._inst._node_start(event)
+
+    async def on_node_end(self, event: Any) -> None:
+        return None
+
+    async def on_node_error(self, event: Any) -> None:
+        self._inst._node_error(event)
+
+    async def on_llm_start(self, event: Any) -> None:
+        self._inst._llm_start(event)
+
+    async def on_llm_end(self, event: Any) -> None:
+        self._inst._llm_end(event)
+
+    async def on_token_composition(self, event: Any) -> None:
+        return None
+
+    async def on_tool_call_dispatch(self, event: Any, state: Any) -> None:
+        self._inst._dispatch(event)
+        return None
+
+    async def on_before_tool_call(self, event: Any, state: Any) -> None:
+        self._inst._before_tool(event, state)
+        return None
+
+    async def on_tool_result(self, event: Any) -> None:
+        self._inst._tool_result(event)
+
+
+class _AdopterDropLog(logging.Handler):
+    """Sees symfonic's WARNING when its dispatch palette gate drops an adopter rewrite."""
+
+    def __init__(self, instrumentation: SymfonicInstrumentation) -> None:
+        super().__init__(level=logging.WARNING)
+        self._inst = instrumentation
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if not str(record.msg).startswith(_ADOPTER_DROP_PREFIX):
+                return
+            args = record.args
+            if isinstance(args, tuple) and len(args) == 4:
+                self._inst._adopter_dropped(str(args[3]), str(args[0]))
+        except Exception:
+            pass
+
+
+# --------------------------------------------------------------------------
+# The instrumentation: the recorder, installed.
+# --------------------------------------------------------------------------
+
+
+class SymfonicInstrumentation(_SeamRecorder):
+    """seamscope's hooks installed in one ``SymfonicAgent``; undo with :meth:`uninstrument`.
+
+    Build it with :func:`instrument_symfonic`. It is also a context manager
+    (uninstruments on exit). ``ledger`` is the :class:`OffloadLedger` that
+    follows the offloads symfonic fires in a conversation.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        *,
+        observer: Any,
+        tracer_provider: trace.TracerProvider | None,
+        agent_name: str | None,
+        ledger: OffloadLedger,
+    ) -> None:
+        super().__init__(
+            agent,
+            observer=observer,
+            tracer_provider=tracer_provider,
+            agent_name=agent_name,
+            ledger=ledger,
+        )
+        self._handler = _Handler(self)
+        self._log_handler = _AdopterDropLog(self)
+        self._restore: list[Callable[[], None]] = []
+
+    # -- public --------------------------------------------------------------
+
+    @property
+    def installed(self) -> bool:
+        """Whether the hooks are in place."""
+        return self._installed
+
+    @contextlib.contextmanager
+    def conversation(self, conversation_id: str | None) -> Iterator[None]:
+        """Runs started inside carry ``gen_ai.conversation.id`` = ``conversation_id``.
+
+        The block is the conversation for the offload ledger: when the
+        outermost block of that id exits, its offloads are settled
+        (:meth:`OffloadLedger.end_conversation`) and forgotten here, so a
+        later block with the same id starts a new conversation. Without a
+        conversation id the ledger is not fed.
+        """
+        token = _CONVERSATION.set(conversation_id)
+        opened = bool(conversation_id) and self._open_conversation(str(conversation_id))
+        try:
+            yield
+        finally:
+            _CONVERSATION.reset(token)
+            if opened:
+                self._close_conversation(str(conversation_id))
+
+    def uninstrument(self) -> None:
+        """Put back every object that was replaced; idempotent.
+
+        Each replaced attribute is restored only if it still holds what this
+        instrumentation put there (otherwise it is left alone, with a WARNING).
+        Spans still open are ended.
+        """
+        if not self._installed:
+            return
+        self._installed = False
+        while self._restore:
+            undo = self._restore.pop()
+            try:
+                undo()
+            except Exception as exc:  # pragma: no cover - defensive
+                self._failed("uninstrument", exc)
+        self._close_runs()
+
+    def __enter__(self) -> SymfonicInstrumentation:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.uninstrument()
+
+    # -- install ---------------------------------------------------------------
+
+    def _install(self) -> None:
+        agent = self.agent
+        deps = getattr(agent, "_deps", None)
+        config = getattr(agent, "_config", None)
+        resolver = deps.get(_AgentModelResolver) if deps is not None else None
+        if deps is None or config is None or resolver is None:
+            raise TypeError(
+                "instrument_symfonic expects a SymfonicAgent built by symfonic-core 9.12 "
+                "(it has no _deps/_config/_AgentModelResolver)"
+            )
+        for attr in ("_tool_call_policies", "_resolver", "_snapshot_default"):
+            if not hasattr(resolver, attr):
+                raise TypeError(f"unsupported symfonic-core: _AgentModelResolver has no {attr}")
+        manager = deps.get(CallbackManager)
+        self._snapshot_default = resolver._snapshot_default
+        try:
+            self._install_policies(agent, config, resolver)
+            self._install_resolve(resolver)
+            self._install_callbacks(deps, manager)
+            self._install_log_handler()
+            _GatePatch.acquire()
+            # Released by uninstrument(), or when an instrumented agent that
+            # was never uninstrumented is garbage-collected with its hooks.
+            self._restore.append(weakref.finalize(self, _GatePatch.release))
+        except BaseException:
+            self._installed = True
+            self.uninstrument()
+            raise
+        self._installed = True
+
+    def _install_policies(self, agent: Any, config: Any, resolver: Any) -> None:
+        cache: dict[tuple[int, int], Any] = {}
+
+        def wrap_all(policies: tuple[Any, ...]) -> tuple[Any, ...]:
+            out = []
+            for index, policy in enumerate(policies):
+                key = (id(policy), index)
+                if key not in cache:
+                    cache[key] = self._wrap_policy(policy, index) if _wrappable(policy) else policy
+                out.append(cache[key])
+            return tuple(out)
+
+        post = tuple(getattr(config, "tool_call_policies", ()) or ())
+        pre = tuple(resolver._tool_call_policies or ())
+        self._post_policies = post
+        self._pre_policies = pre
+        wrapped_post = wrap_all(post)
+        wrapped_pre = wrap_all(pre)
+        if any(w is not p for w, p in zip(wrapped_post, post, strict=True)):
+            new_config = config.model_copy(update={"tool_call_policies": wrapped_post})
+            agent._config = new_config
+
+            def undo_config() -> None:
+                if agent._config is new_config:
+                    agent._config = config
+                else:
+                    _log.warning("SymfonicAgent._config was replaced; not restoring it")
+
+            self._restore.append(undo_config)
+        original_pre = resolver._tool_call_policies
+        resolver._tool_call_policies = wrapped_pre
+
+        def undo_pre() -> None:
+            if resolver._tool_call_policies is wrapped_pre:
+                resolver._tool_call_policies = original_pre
+            else:
+                _log.warning("_AgentModelResolver._tool_call_policies was replaced; not restoring")
+
+        self._restore.append(undo_pre)
+
+    def _wrap_policy(self, policy: Any, index: int) -> Any:
+        inst = self
+        fields = {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy) if f.init}
+        match = policy.match
+
+        @functools.wraps(match)
+        def wrapped_match(ctx: Any) -> Any:
+            return inst._match(match, index, ctx)
+
+        fields["match"] = wrapped_match
+        guard = getattr(policy, "guard", None)
+        if callable(guard):
+
+            @functools.wraps(guard)
+            def wrapped_guard(ctx: Any) -> Any:
+                return inst._guard(guard, index, ctx)
+
+            fields["guard"] = wrapped_guard
+        transform = getattr(policy, "args_transform", None)
+        if callable(transform):
+
+            @functools.wraps(transform)
+            def wrapped_transform(args: Any, ctx: Any) -> Any:
+                return inst._transform(transform, index, args, ctx)
+
+            fields["args_transform"] = wrapped_transform
+        wrapped = _tapped_class(type(policy))(**fields)
+        for field in dataclasses.fields(policy):
+            if not field.init:
+                object.__setattr__(wrapped, field.name, getattr(policy, field.name))
+        object.__setattr__(wrapped, _TAP_ATTR, (self, index))
+        return wrapped
+
+    def _install_resolve(self, resolver: Any) -> None:
+        inst = self
+        had_own = "resolve" in vars(resolver)
+        previous = vars(resolver).get("resolve")
+        original_resolve = resolver.resolve
+
+        @functools.wraps(original_resolve)
+        def resolve(ctx: Any) -> Any:
+            return inst._resolve(original_resolve, ctx)
+
+        resolver.resolve = resolve
+
+        def undo_resolve() -> None:
+            if vars(resolver).get("resolve") is not resolve:
+                _log.warning("_AgentModelResolver.resolve was replaced; not restoring it")
+                return
+            if had_own:
+                resolver.resolve = previous
+            else:
+                del resolver.resolve
+
+        self._restore.append(undo_resolve)
+        role_resolver = resolver._resolver
+        if role_resolver is None:
+            return
+
+        @functools.wraps(role_resolver)
+        def wrapped_resolver(ctx: Any) -> Any:
+            return inst._role_resolver(role_resolver, ctx)
+
+        resolver._resolver = wrapped_resolver
+
+        def undo_resolver() -> None:
+            if resolver._resolver is wrapped_resolver:
+                resolver._resolver = role_resolver
+            else:
+                _log.warning("_AgentModelResolver._resolver was replaced; not restoring it")
+
+        self._restore.append(undo_resolver)
+
+    def _install_callbacks(self, deps: Any, manager: Any) -> None:
+        handlers = list(getattr(manager, "_handlers", ()) or ()) if manager is not None else []
+        ours = CallbackManager([self._handler, *handlers])
+        deps.register(CallbackManager, ours)
+
+        def undo_callbacks() -> None:
+            if deps.get(CallbackManager) is not ours:
+                _log.warning("the agent's CallbackManager was replaced; not restoring it")
+                return
+            if manager is not None:
+                deps.register(CallbackManager, manager)
+            else:
+                capabilities = getattr(deps, "_capabilities", None)
+                if isinstance(capabilities, dict):
+                    capabilities.pop(CallbackManager, None)
+
+        self._restore.append(undo_callbacks)
+
+    def _install_log_handler(self) -> None:
+        logger = logging.getLogger(_REACT_LOGGER)
+        logger.addHandler(self._log_handler)
+        self._restore.append(lambda: logger.removeHandler(self._log_handler))
+
+
+def instrument_symfonic(
+    agent: Any,
+    *,
+    agent_name: str | None = None,
+    telemetry: Any | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: Any | None = None,
+    telemetry_config: TelemetryConfig | None = None,
+    observer: Any | None = None,
+    ledger: OffloadLedger | None = None,
+) -> SymfonicInstrumentation:
+    """Record a ``SymfonicAgent``'s real decisions as seamscope telemetry.
+
+    ``agent`` is a built ``symfonic.agent.SymfonicAgent`` (symfonic reads
+    its policies and resolver at construction, so a bare ``FrameworkConfig``
+    cannot be instrumented: build the agent first). ``telemetry`` may be a
+    :class:`~seamscope.telemetry.TelemetryHandle` from ``configure()``;
+    otherwise the providers passed, or the global API's, are used (never
+    set). ``observer`` replaces the :class:`OTelObserver` built from them.
+
+    ``ledger`` follows the offloads symfonic fires in each conversation
+    (``inst.conversation(...)``) to their realized savings and costs. By
+    default it is an :class:`OffloadLedger` on the same providers, sharing
+    the observer's instruments, priced by :func:`symfonic_pricing`.
+
+    Raises TypeError for an object that is not a supported SymfonicAgent
+    or a ``ledger`` that is not an OffloadLedger, and RuntimeError if the
+    agent is already instrumented.
+    """
+    if ledger is not None and not isinstance(ledger, OffloadLedger):
+        raise TypeError(f"instrument_symfonic: ledger must be an OffloadLedger, got {ledger!r}")
+    if telemetry is not None:
+        tracer_provider = tracer_provider or telemetry.tracer_provider
+        meter_provider = meter_provider or telemetry.meter_provider
+        observer = observer or telemetry.observer
+    config = getattr(agent, "_config", None)
+    if config is None or not hasattr(agent, "_deps"):
+        raise TypeError(
+            f"instrument_symfonic expects a SymfonicAgent, got {type(agent).__name__}"
+            " (a FrameworkConfig is read at agent construction: build the agent first)"
+        )
+    with _AGENTS_LOCK:
+        existing = _AGENTS.get(id(agent))
+        if existing is not None and existing.installed and existing.agent is agent:
+            raise RuntimeError("this SymfonicAgent is already instrumented")
+        if observer is None:
+            observer = _default_observer(
+                tuple(getattr(config, "tool_call_policies", ()) or ()),
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                telemetry_config=telemetry_config,
+            )
+        if ledger is None:
+            ledger = _default_ledger(
+                symfonic_pricing(),
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                observer=observer,
+            )
+        inst = SymfonicInstrumentation(
+            agent,
+            observer=observer,
+            tracer_provider=tracer_provider,
+            agent_name=agent_name,
+            ledger=ledger,
+        )
+        inst._install()
+        _AGENTS[id(agent)] = inst
+        inst._restore.insert(0, functools.partial(_forget, id(agent), inst))
+    return inst
+
+
+_AGENTS: weakref.WeakValueDictionary[int, SymfonicInstrumentation] = weakref.WeakValueDictionary()
+_AGENTS_LOCK = threading.Lock()
+
+
+def _forget(key: int, inst: SymfonicInstrumentation) -> None:
+    with _AGENTS_LOCK:
+        if _AGENTS.get(key) is inst:
+            del _AGENTS[key]
