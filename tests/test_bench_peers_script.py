@@ -1,0 +1,157 @@
+"""benchmarks/bench_peers.py stays runnable and prints every row (its timings are
+not asserted: timing is not a test). It runs in a subprocess because it
+configures structlog and switches process-wide instrumentations on and off, as
+the application it plays."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_peers.py"
+NEEDED = (
+    "openinference.instrumentation.langchain",
+    "opentelemetry.instrumentation.langchain",
+    "langchain.agents",
+    "symfonic.agent",
+)
+
+
+def _missing() -> list[str]:
+    missing = []
+    for name in NEEDED:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+pytestmark = pytest.mark.skipif(
+    bool(_missing()),
+    reason=(
+        f"the bench extra is not installed (missing {', '.join(_missing())}): "
+        "pip install -e '.[dev,bench]'"
+    ),
+)
+
+FACTS = (
+    "offered",
+    "selected",
+    "dropped with reason",
+    "model winner",
+    "winner source with evaluations",
+    "redirect",
+    "guard",
+    "palette verdict",
+    "offload priced terms",
+)
+LANGCHAIN_KEYS = ["lc-a"] + [f"lc-{c}-{p}" for p in ("sdk", "cfg") for c in "bcde"]
+SYMFONIC_KEYS = ["sym-off", "sym-own"] + [
+    f"sym-{kind}-{p}" for p in ("sdk", "cfg") for kind in ("seamscope", "both")
+]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _section(out: str, title: str) -> list[str]:
+    """The lines of one ``## `` section."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"## {title}"))
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
+    )
+    return lines[start:end]
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _facts_rows(section: list[str]) -> dict[tuple[str, str], list[str]]:
+    """(configuration, providers) -> the nine fact cells, from the section's facts table."""
+    header = "| configuration | providers | " + " | ".join(FACTS) + " |"
+    assert header in section
+    start = section.index(header) + 2
+    rows = {}
+    for line in section[start:]:
+        if not line.startswith("|"):
+            break
+        cells = _cells(line)
+        rows[(cells[0], cells[1])] = cells[2:]
+    return rows
+
+
+def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
+    results = tmp_path / "peers.json"
+    done = _run("--quick", "--json", str(results))
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = done.stdout
+
+    langchain = _section(out, "Part 1")
+    keys = re.findall(r"\| `(lc-[a-z-]+)` \|", "\n".join(langchain))
+    assert keys == LANGCHAIN_KEYS
+    facts = _facts_rows(langchain)
+    assert len(facts) == len(LANGCHAIN_KEYS)
+    for providers in ("sdk", "cfg"):
+        assert facts[("(b) seamscope middleware", providers)] == ["yes"] * 9
+        assert facts[("(e) seamscope + OpenInference", providers)] == ["yes"] * 9
+        assert facts[("(c) OpenInference", providers)] == ["–"] * 9
+        assert facts[("(d) OpenLLMetry", providers)] == ["–"] * 9
+    assert facts[("(a) no instrumentation", "–")] == ["–"] * 9
+
+    symfonic = _section(out, "Part 2")
+    keys = re.findall(r"\| `(sym-[a-z-]+)` \|", "\n".join(symfonic))
+    assert keys == SYMFONIC_KEYS
+    assert len(_facts_rows(symfonic)) == len(SYMFONIC_KEYS)
+
+    core = _section(out, "Part 3")
+    grid = [
+        (int(cells[0]), int(cells[1]))
+        for cells in map(_cells, core)
+        if len(cells) > 2 and cells[0].isdigit()
+    ]
+    assert grid == [(p, t) for p in (1, 10, 100, 1000) for t in (10, 100, 500)]
+
+    targets = "\n".join(_section(out, "Targets"))
+    assert targets.count("LangChain on `") == 2
+    assert targets.count("symfonic on `") == 2
+    assert "core 1000 policies x 500 tools: decisions" in targets
+    assert targets.count("core 1000 policies x 500 tools: telemetry") == 2
+    for line in targets.splitlines():
+        if line.startswith("- "):
+            assert line.endswith(("met", "MISSED")), line
+
+    data = json.loads(results.read_text())
+    assert [row["key"] for row in data["langchain"]] == LANGCHAIN_KEYS
+    assert [row["key"] for row in data["symfonic"]] == SYMFONIC_KEYS
+    assert len(data["core"]) == 12
+    assert len(data["targets"]) == 7
+
+
+def test_run_only_is_silent() -> None:
+    done = _run("--run-only", "lc-b-sdk", "--iterations", "1")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout == ""
+
+
+def test_run_only_rejects_an_unknown_configuration() -> None:
+    done = _run("--run-only", "lc-z-sdk", "--iterations", "1")
+    assert done.returncode == 2
+    assert "unknown configuration 'lc-z-sdk'" in done.stderr
