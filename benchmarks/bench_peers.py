@@ -35,21 +35,31 @@ drops every batch, a ``MeterProvider`` with an ``InMemoryMetricReader`` that
 is never read), and ``cfg``, the providers ``seamscope.telemetry.configure()``
 builds (``prometheus_port=0`` and a private registry: its Prometheus reader;
 the same dropping exporter passed as ``extra_span_processors``; no OTLP).
-The peers keep their defaults (both record message content).
+The peers keep their defaults (both record message content). The peers'
+instrumentors are switched on for each of their blocks and off after it;
+OpenLLMetry 0.62.4's ``uninstrument()`` leaves its wrappers in place, so the
+script also puts back every attribute the two peers wrap, and checks it.
 
 Part 2, symfonic-core's ``SymfonicAgent.run``, the same turn (two model calls,
 one tool call, the tool redirected by a symfonic policy): off; symfonic's own
 OpenTelemetry layer (``otel_enabled=True``; its own ``TracerProvider`` with a
 ``BatchSpanProcessor``, given the dropping exporter through the test hook
-symfonic reads, since its default exporter is OTLP/gRPC); seamscope's
-``instrument_symfonic`` on ``sdk`` and ``cfg``; both.
+symfonic's factory reads, since its default exporter is OTLP/gRPC); seamscope's
+``instrument_symfonic`` on ``sdk`` and ``cfg``, installed for each block and
+removed after it (it wraps symfonic's gate function process-wide); both. The
+``gate`` scenario repeats off, own and seamscope with an earlier turn in the
+history holding a 100 000-character tool output and symfonic's offload on,
+so symfonic's offload gate prices it on both model calls.
 
-Part 3, the decision core alone (``SelectionPipeline``, ``SeamRouter``,
-``OffloadGate``), one iteration (six stages over T offered tools, the PRE seam,
-the POST seam over two emitted calls, one gate call) for P policies, with a
-``NoopObserver`` and with the telemetry observer on ``sdk`` and on ``cfg``.
-The winning policy is the last one, so every policy is evaluated at the PRE
-seam and for each emitted call (3P evaluations per iteration).
+Part 3, the decision core through the framework-free ``DecisionLayer`` API
+(its ``SelectionPipeline``, ``SeamRouter`` and ``OffloadGate``): one
+``turn.iteration()`` (six stages over T offered tools, the PRE seam, the POST
+seam over two emitted calls, one gate call that fires) for P policies, with a
+``NoopObserver`` (and no-op providers) and with telemetry on ``sdk`` and on
+``cfg``. A block runs in one open turn; the conversation is ended (its
+offloads settled) after the block, untimed. The winning policy is the last
+one, so every policy is evaluated at the PRE seam and for each emitted call
+(3P evaluations per iteration).
 
 Each configuration is timed in blocks of K invokes (or iterations) with the
 garbage collector off, the configurations of a part interleaved, R blocks
@@ -75,7 +85,8 @@ three warm-up invokes run before either count)::
     done
 
 Keys: ``lc-a``, ``lc-{b,c,d,e}-{sdk,cfg}``, ``sym-off``, ``sym-own``,
-``sym-seamscope-{sdk,cfg}``, ``sym-both-{sdk,cfg}``, ``core-PxT-{noop,sdk,cfg}``
+``sym-seamscope-{sdk,cfg}``, ``sym-both-{sdk,cfg}``, ``sym-gate-off``,
+``sym-gate-own``, ``sym-gate-seamscope-{sdk,cfg}``, ``core-PxT-{noop,sdk,cfg}``
 (e.g. ``core-1000x500-cfg``).
 
 Targets, each a ratio from this run: seamscope's per-invoke overhead on
@@ -866,7 +877,7 @@ def symfonic_cases(
         ),
     )
     executed: list[str] = []
-    base = FrameworkConfig.with_defaults().model_copy(
+    plain = FrameworkConfig.with_defaults().model_copy(
         update={
             "agent": AgentConfig(model=SymModel(model_name=OPUS)),
             "lazy_tooling": False,
@@ -875,7 +886,25 @@ def symfonic_cases(
             "role_tools": {"action": frozenset(PALETTE)},
         }
     )
-
+    # symfonic's size-tiered offload, with its default priors and thresholds
+    offloading = plain.model_copy(
+        update={
+            "tool_result_compaction_enabled": True,
+            "tool_result_offload_enabled": True,
+            "tool_result_compaction_keep_last_n": 0,
+        }
+    )
+    earlier_turn = [
+        Human(content="Dump last year's sales table."),
+        AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "run_block", "args": {"block": "dump"}, "id": "c0", "type": "tool_call"}
+            ],
+        ),
+        ToolMessage(content="x" * 100_000, tool_call_id="c0", name="run_block"),
+        AIMessage(content="Here is the dump."),
+    ]
     closers: list[Callable[[], Any]] = []
 
     def agent_for(cfg: Any) -> Any:
@@ -888,83 +917,100 @@ def symfonic_cases(
         closers.append(lambda: loop.run_until_complete(agent.__aexit__(None, None, None)))
         return agent
 
-    def own_config(exporter: DroppingExporter) -> Any:
-        cfg = base.model_copy(update={"otel_enabled": True})
+    def with_own_layer(cfg: Any, exporter: DroppingExporter) -> Any:
+        cfg = cfg.model_copy(update={"otel_enabled": True})
         # symfonic's own exporter is OTLP/gRPC; these are the hooks its factory reads
         # (exporter.build_if_enabled) to take another exporter and a batch processor.
         object.__setattr__(cfg, "_otel_test_span_exporter", exporter)
         object.__setattr__(cfg, "_otel_test_use_batch", True)
         return cfg
 
-    def runner(agent: Any, inst: Any = None) -> Callable[[int], Any]:
+    def runner(agent: Any, history: list[Any] | None, holder: list[Any]) -> Callable[[int], Any]:
         def run(i: int) -> Any:
-            if inst is not None:
-                with inst.conversation(CONVERSATION):
-                    return loop.run_until_complete(agent.run(USER_TEXT))
-            return loop.run_until_complete(agent.run(USER_TEXT))
+            kwargs = {} if history is None else {"history": [m.model_copy() for m in history]}
+            if holder:
+                with holder[0].conversation(CONVERSATION):
+                    return loop.run_until_complete(agent.run(USER_TEXT, **kwargs))
+            return loop.run_until_complete(agent.run(USER_TEXT, **kwargs))
 
         return run
 
-    off = agent_for(base)
-    own_exporter = DroppingExporter()
-    own = agent_for(own_config(own_exporter))
-    own_flush = own._otel_handles.tracer.force_flush
-    cases = [
-        Case(
-            "sym-off",
-            "off",
-            "",
-            runner(off),
-            exporters=(own_exporter, *(p.exporter for p in sets)),
-            flushes=(own_flush, *(p.flush for p in sets)),
-        ),
-        Case(
-            "sym-own",
-            "symfonic's own OTel layer",
-            "own",
-            runner(own),
-            flush=own_flush,
-            exporters=(own_exporter,),
-            flushes=(own_flush,),
-        ),
-    ]
-    # seamscope is installed in its agents once, here: its hooks live in those agents
-    # (their policies, resolver and callback manager) and in symfonic's gate
-    # function, which the scenario never calls (no output is large enough).
-    for providers in sets:
-        p = providers.key
-        for kind in ("seamscope", "both"):
-            if kind == "both":
-                own_two = DroppingExporter()
-                agent = agent_for(own_config(own_two))
-                exporters: tuple[DroppingExporter, ...] = (providers.exporter, own_two)
-                flushes: tuple[Callable[[], Any], ...] = (
-                    providers.flush,
-                    agent._otel_handles.tracer.force_flush,
-                )
-                label = "seamscope + symfonic's own layer"
-            else:
-                agent = agent_for(base)
-                exporters, flushes = (providers.exporter,), (providers.flush,)
-                label = "seamscope instrument_symfonic"
-            inst = instrument_symfonic(agent, agent_name=AGENT, **layer_telemetry(providers))
-            closers.insert(0, inst.uninstrument)
+    def own_flush(agent: Any) -> Callable[[], Any]:
+        return agent._otel_handles.tracer.force_flush  # symfonic's own TracerProvider
 
-            def flush_all(flushes: Sequence[Callable[[], Any]] = flushes) -> None:
-                for flush in flushes:
-                    flush()
+    cases: list[Case] = []
+    scenarios = (
+        ("sym", plain, None, ("seamscope", "both")),
+        ("sym-gate", offloading, earlier_turn, ("seamscope",)),
+    )
+    for prefix, cfg, history, kinds in scenarios:
+        note = " (gate)" if history is not None else ""
+        off = agent_for(cfg)
+        own_exporter = DroppingExporter()
+        own = agent_for(with_own_layer(cfg, own_exporter))
+        cases += [
+            Case(
+                f"{prefix}-off",
+                f"off{note}",
+                "",
+                runner(off, history, []),
+                exporters=(own_exporter, *(p.exporter for p in sets)),
+                flushes=(own_flush(own), *(p.flush for p in sets)),
+            ),
+            Case(
+                f"{prefix}-own",
+                f"symfonic's own OTel layer{note}",
+                "own",
+                runner(own, history, []),
+                flush=own_flush(own),
+                exporters=(own_exporter,),
+                flushes=(own_flush(own),),
+            ),
+        ]
+        # seamscope is installed for each block and removed after it, like the LangChain
+        # peers: it wraps symfonic's gate function process-wide while installed.
+        for providers in sets:
+            for kind in kinds:
+                exporters: tuple[DroppingExporter, ...] = (providers.exporter,)
+                if kind == "both":
+                    second = DroppingExporter()
+                    agent = agent_for(with_own_layer(cfg, second))
+                    exporters += (second,)
+                    flushes: tuple[Callable[[], Any], ...] = (providers.flush, own_flush(agent))
+                    label = "seamscope + symfonic's own layer"
+                else:
+                    agent = agent_for(cfg)
+                    flushes = (providers.flush,)
+                    label = "seamscope instrument_symfonic"
+                holder: list[Any] = []
 
-            cases.append(
-                Case(
-                    f"sym-{kind}-{p}",
-                    label,
-                    p,
-                    runner(agent, inst),
-                    flush=flush_all,
-                    exporters=exporters,
-                    flushes=flushes,
+                def on(
+                    agent: Any = agent, holder: list[Any] = holder, providers: Any = providers
+                ) -> None:
+                    holder.append(
+                        instrument_symfonic(agent, agent_name=AGENT, **layer_telemetry(providers))
+                    )
+
+                def done(holder: list[Any] = holder) -> None:
+                    holder.pop().uninstrument()
+
+                def flush_all(flushes: Sequence[Callable[[], Any]] = flushes) -> None:
+                    for flush in flushes:
+                        flush()
+
+                cases.append(
+                    Case(
+                        f"{prefix}-{kind}-{providers.key}",
+                        label + note,
+                        providers.key,
+                        runner(agent, history, holder),
+                        enter=on,
+                        exit=done,
+                        flush=flush_all,
+                        exporters=exporters,
+                        flushes=flushes,
+                    )
                 )
-            )
     for case in cases:
         case.enter()
         try:
@@ -1209,10 +1255,19 @@ def print_facts(cases: Sequence[Case]) -> None:
     print()
 
 
+def scenario_of(case: Case) -> str:
+    return "sym-gate" if case.key.startswith("sym-gate-") else "sym"
+
+
 def print_symfonic(cases: list[Case], sets: Sequence[Providers], out: dict[str, Any]) -> list[str]:
     by_key = {case.key: case for case in cases}
-    base, own = by_key["sym-off"], by_key["sym-own"]
     print("## Part 2: symfonic-core SymfonicAgent.run, one run (2 model calls, 1 tool call)")
+    print()
+    print(
+        "(gate): the same run with an earlier turn in the history holding a 100 000-character "
+        "tool output and symfonic's offload on, so symfonic's offload gate prices it on both "
+        "model calls; overheads and ratios are to the `off` row of the same scenario."
+    )
     print()
     print(
         "| configuration | providers | key | ms/run | overhead ms | × off | spans | attributes "
@@ -1221,6 +1276,7 @@ def print_symfonic(cases: list[Case], sets: Sequence[Providers], out: dict[str, 
     print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
     rows = []
     for case in cases:
+        base = by_key[f"{scenario_of(case)}-off"]
         rec = case.recorded
         extra = overhead(case, base) if case is not base else 0.0
         times = spread(ratio(case, base)) if case is not base else "1.00"
@@ -1245,19 +1301,21 @@ def print_symfonic(cases: list[Case], sets: Sequence[Providers], out: dict[str, 
     print()
     print_facts(cases)
     checks = []
-    for providers in sets:
-        p = providers.key
-        seam = by_key[f"sym-seamscope-{p}"]
-        value = overhead_ratio(seam, own, base)
-        ok = value[0] <= TARGET_SYM
-        checks.append(
-            f"symfonic on `{p}`: seamscope overhead / symfonic's own layer's overhead = "
-            f"{spread(value)} ({overhead(seam, base) * 1e3:.2f} ms / "
-            f"{overhead(own, base) * 1e3:.2f} ms; target <= {TARGET_SYM}): {verdict(ok)}"
-        )
-        out.setdefault("targets", []).append(
-            {"name": f"symfonic-{p}", "value": value[0], "target": TARGET_SYM, "met": ok}
-        )
+    for prefix, note in (("sym", ""), ("sym-gate", " (gate)")):
+        base, own = by_key[f"{prefix}-off"], by_key[f"{prefix}-own"]
+        for providers in sets:
+            p = providers.key
+            seam = by_key[f"{prefix}-seamscope-{p}"]
+            value = overhead_ratio(seam, own, base)
+            ok = value[0] <= TARGET_SYM
+            checks.append(
+                f"symfonic{note} on `{p}`: seamscope overhead / symfonic's own layer's overhead "
+                f"= {spread(value)} ({overhead(seam, base) * 1e3:.2f} ms / "
+                f"{overhead(own, base) * 1e3:.2f} ms; target <= {TARGET_SYM}): {verdict(ok)}"
+            )
+            out.setdefault("targets", []).append(
+                {"name": f"{prefix}-{p}", "value": value[0], "target": TARGET_SYM, "met": ok}
+            )
     out["symfonic"] = rows
     return checks
 
@@ -1338,8 +1396,34 @@ def print_core(
     if not any((p, t) == (1000, 500) for p, t, _ in grid):
         checks.append("core 1000 policies x 500 tools: not measured in this run")
     print()
+    print_slopes(grid)
     out["core"] = rows
     return checks
+
+
+def print_slopes(grid: list[tuple[int, int, list[Case]]]) -> None:
+    """What one more policy evaluation, and one more offered tool, costs (from the grid)."""
+    cells = {(p, t): cases for p, t, cases in grid}
+
+    def cost(cases: list[Case]) -> list[tuple[str, float]]:
+        noop = cases[0]
+        return [("decisions", noop.median)] + [
+            (f"telemetry `{case.providers}`", overhead(case, noop)) for case in cases[1:]
+        ]
+
+    for (low, high), label, per in (
+        (((100, 10), (1000, 10)), "one more policy evaluation (100 → 1000 policies, 10 tools)", 3),
+        (((1, 10), (1, 500)), "one more offered tool (10 → 500 tools, 1 policy)", 0),
+    ):
+        if low not in cells or high not in cells:
+            continue
+        units = (high[0] - low[0]) * per if per else high[1] - low[1]
+        slopes = [
+            f"{name} {(b - a) * 1e6 / units:.2f} µs"
+            for (name, a), (_, b) in zip(cost(cells[low]), cost(cells[high]), strict=True)
+        ]
+        print(f"- {label}: " + ", ".join(slopes))
+    print()
 
 
 # -- main ------------------------------------------------------------------------------
@@ -1356,8 +1440,8 @@ def configure_logging() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module="symfonic")
 
 
-def grid_sizes(quick: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    return (1, 10, 100, 1000), (10, 100, 500)
+GRID_POLICIES = (1, 10, 100, 1000)
+GRID_TOOLS = (10, 100, 500)
 
 
 def calibrate(cases: Sequence[Case], seconds: float) -> int:
@@ -1429,8 +1513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_only(args.run_only, args.iterations)
 
     quick = args.quick
-    repeats = args.repeats or (2 if quick else 15)
-    invokes = args.invokes or (3 if quick else 25)
+    repeats = args.repeats or (2 if quick else 21)
+    invokes = args.invokes or (3 if quick else 30)
     warmup = 2 if quick else 10
     core_seconds = 0.01 if quick else 0.15
     core_repeats = 1 if quick else max(3, repeats // 3)
@@ -1468,10 +1552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for close in closers:
         close()
 
-    policy_sizes, tool_sizes = grid_sizes(quick)
     grid = []
-    for policies in policy_sizes:
-        for tools in tool_sizes:
+    for policies in GRID_POLICIES:
+        for tools in GRID_TOOLS:
             cases = core_cases(sets, policies, tools)
             count = calibrate(cases, core_seconds)
             measure(cases, core_repeats, count, warmup=min(count, 5))

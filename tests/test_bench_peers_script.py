@@ -55,8 +55,13 @@ FACTS = (
     "offload priced terms",
 )
 LANGCHAIN_KEYS = ["lc-a"] + [f"lc-{c}-{p}" for p in ("sdk", "cfg") for c in "bcde"]
-SYMFONIC_KEYS = ["sym-off", "sym-own"] + [
-    f"sym-{kind}-{p}" for p in ("sdk", "cfg") for kind in ("seamscope", "both")
+SYMFONIC_KEYS = [
+    "sym-off",
+    "sym-own",
+    *(f"sym-{kind}-{p}" for p in ("sdk", "cfg") for kind in ("seamscope", "both")),
+    "sym-gate-off",
+    "sym-gate-own",
+    *(f"sym-gate-seamscope-{p}" for p in ("sdk", "cfg")),
 ]
 
 
@@ -74,9 +79,7 @@ def _section(out: str, title: str) -> list[str]:
     """The lines of one ``## `` section."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"## {title}"))
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
-    )
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     return lines[start:end]
 
 
@@ -119,7 +122,19 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
     symfonic = _section(out, "Part 2")
     keys = re.findall(r"\| `(sym-[a-z-]+)` \|", "\n".join(symfonic))
     assert keys == SYMFONIC_KEYS
-    assert len(_facts_rows(symfonic)) == len(SYMFONIC_KEYS)
+    facts = _facts_rows(symfonic)
+    assert len(facts) == len(SYMFONIC_KEYS)
+    # symfonic has no selection stages; its offload gate runs only in the (gate) scenario
+    no_stages = ["–"] * 3
+    for providers in ("sdk", "cfg"):
+        assert facts[("seamscope instrument_symfonic", providers)] == [
+            *no_stages,
+            *["yes"] * 5,
+            "–",
+        ]
+        gate = ("seamscope instrument_symfonic (gate)", providers)
+        assert facts[gate] == [*no_stages, *["yes"] * 6]
+    assert facts[("symfonic's own OTel layer", "own")] == ["–"] * 9
 
     core = _section(out, "Part 3")
     grid = [
@@ -132,6 +147,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
     targets = "\n".join(_section(out, "Targets"))
     assert targets.count("LangChain on `") == 2
     assert targets.count("symfonic on `") == 2
+    assert targets.count("symfonic (gate) on `") == 2
     assert "core 1000 policies x 500 tools: decisions" in targets
     assert targets.count("core 1000 policies x 500 tools: telemetry") == 2
     for line in targets.splitlines():
@@ -142,7 +158,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
     assert [row["key"] for row in data["langchain"]] == LANGCHAIN_KEYS
     assert [row["key"] for row in data["symfonic"]] == SYMFONIC_KEYS
     assert len(data["core"]) == 12
-    assert len(data["targets"]) == 7
+    assert len(data["targets"]) == 9
 
 
 def test_run_only_is_silent() -> None:
