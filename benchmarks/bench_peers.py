@@ -19,6 +19,9 @@ message, a text answer after a tool message; its ``bind_tools`` binds each
 tool's OpenAI schema (computed once per tool). Configurations:
 
 (a) no instrumentation;
+(a') for reference, a pass-through middleware with the four hooks seamscope's
+    uses (before/after agent, wrap model and tool calls), doing nothing: what
+    LangChain itself charges for any middleware;
 (b) seamscope's ``SeamscopeMiddleware``: a role-palette, a safety-policy and
     an allowlist stage; three policies (the sales policy wins the PRE seam,
     picks the cheaper model and redirects ``run_block`` to ``fetch_data``
@@ -145,6 +148,7 @@ from seamscope.telemetry import conventions as c
 
 try:
     from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
@@ -629,6 +633,23 @@ def lc_layer(providers: Providers, palette: list[str]) -> DecisionLayer:
     )
 
 
+class PassThrough(AgentMiddleware):
+    """The hooks SeamscopeMiddleware uses, doing nothing: what LangChain charges for any
+    middleware (its graph nodes and wrappers), the floor of a middleware-based layer."""
+
+    def before_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+
 # Every attribute the two peers wrap (their _instrument methods), as (module, class, name).
 PEER_PATCHED = (
     ("langchain_core.callbacks", "BaseCallbackManager", "__init__"),
@@ -733,12 +754,22 @@ def langchain_cases(sets: Sequence[Providers]) -> tuple[list[Case], list[str]]:
         return run
 
     plain = create_agent(ScriptedChat(model_name=OPUS), tools)
+    passing = create_agent(ScriptedChat(model_name=OPUS), tools, middleware=[PassThrough()])
     # (a) listens on every exporter: an instrumentation left in place would show here
     everywhere: dict[str, Any] = {
         "exporters": tuple(p.exporter for p in sets),
         "flushes": tuple(p.flush for p in sets),
     }
-    cases = [Case("lc-a", "(a) no instrumentation", "", invoker(plain), **everywhere)]
+    cases = [
+        Case("lc-a", "(a) no instrumentation", "", invoker(plain), **everywhere),
+        Case(
+            "lc-a-mw",
+            "(a') a pass-through middleware (reference)",
+            "",
+            invoker(passing),
+            **everywhere,
+        ),
+    ]
     openinference = LangChainInstrumentor()
     openllmetry = LangchainInstrumentor()
     originals = Originals()

@@ -54,7 +54,7 @@ FACTS = (
     "palette verdict",
     "offload priced terms",
 )
-LANGCHAIN_KEYS = ["lc-a"] + [f"lc-{c}-{p}" for p in ("sdk", "cfg") for c in "bcde"]
+LANGCHAIN_KEYS = ["lc-a", "lc-a-mw"] + [f"lc-{c}-{p}" for p in ("sdk", "cfg") for c in "bcde"]
 SYMFONIC_KEYS = [
     "sym-off",
     "sym-own",
@@ -118,6 +118,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
         assert facts[("(c) OpenInference", providers)] == ["–"] * 9
         assert facts[("(d) OpenLLMetry", providers)] == ["–"] * 9
     assert facts[("(a) no instrumentation", "–")] == ["–"] * 9
+    assert facts[("(a') a pass-through middleware (reference)", "–")] == ["–"] * 9
 
     symfonic = _section(out, "Part 2")
     keys = re.findall(r"\| `(sym-[a-z-]+)` \|", "\n".join(symfonic))
