@@ -1,7 +1,10 @@
 """seamscope: the decision layer of a tool-using agent loop, observable with OpenTelemetry.
 
-The decision layer's public names are importable from here. Telemetry lives in
-:mod:`seamscope.telemetry`, loop adapters in :mod:`seamscope.adapters`.
+This module re-exports the decision core's main names (those listed in
+``__all__``, all from :mod:`seamscope.decisions`, which has the rest of the
+core, with its records in :mod:`seamscope.decisions.records`). Telemetry is
+in :mod:`seamscope.telemetry`, the loop adapters in :mod:`seamscope.adapters`,
+and none of them is imported here.
 """
 
 from seamscope.decisions import (

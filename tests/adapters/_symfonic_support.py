@@ -16,7 +16,11 @@ from typing import Any
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
 from opentelemetry.sdk.trace import ReadableSpan
 from pydantic import Field
 from symfonic.agent import SymfonicAgent
@@ -243,4 +247,21 @@ def counters(reader: InMemoryMetricReader) -> dict[tuple[str, frozenset[Any]], f
                     if isinstance(point, NumberDataPoint):
                         key = (metric.name, frozenset((point.attributes or {}).items()))
                         out[key] = point.value
+    return out
+
+
+def histogram_counts(reader: InMemoryMetricReader, name: str) -> dict[frozenset[Any], int]:
+    """How many values histogram ``name`` recorded, per attribute set."""
+    out: dict[frozenset[Any], int] = {}
+    data = reader.get_metrics_data()
+    if data is None:
+        return out
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != name:
+                    continue
+                for point in metric.data.data_points:
+                    if isinstance(point, HistogramDataPoint):
+                        out[frozenset((point.attributes or {}).items())] = point.count
     return out

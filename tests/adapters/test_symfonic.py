@@ -29,7 +29,8 @@ from symfonic.core.config import AgentConfig, ModelConfig
 from symfonic.core.contracts import ToolCallPolicy
 
 from seamscope.adapters.symfonic import instrument_symfonic, symfonic_pricing
-from seamscope.telemetry import OffloadLedger
+from seamscope.decisions import OffloadLedger
+from seamscope.telemetry import OTelObserver
 from seamscope.telemetry import conventions as c
 
 from ._symfonic_support import (
@@ -42,6 +43,7 @@ from ._symfonic_support import (
     counters,
     emits,
     events,
+    histogram_counts,
     last_user_text,
     memory_id,
     named,
@@ -208,7 +210,39 @@ FLAKY_ERROR_POST = policy_event(
 )
 
 
-def dispatch_attrs(call_id: str, emitted: str, final: str, **decided: Any) -> dict[str, Any]:
+POLICY_SUMMARY_KEYS = frozenset(
+    {
+        c.ATTR_POLICY_EVALUATED_COUNT,
+        c.ATTR_POLICY_NOT_MATCHED_COUNT,
+        c.ATTR_POLICY_SKIPPED_COUNT,
+        c.ATTR_POLICY_PASSED_OVER,
+        c.ATTR_POLICY_EVENTS_FOLDED,
+    }
+)
+
+
+def policy_summary(
+    evaluated: int, not_matched: int = 0, skipped: int = 0, passed_over: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The folded policy attributes of a seam span (passed-over names only when any)."""
+    attrs: dict[str, Any] = {
+        c.ATTR_POLICY_EVALUATED_COUNT: evaluated,
+        c.ATTR_POLICY_NOT_MATCHED_COUNT: not_matched,
+        c.ATTR_POLICY_SKIPPED_COUNT: skipped,
+    }
+    if passed_over:
+        attrs[c.ATTR_POLICY_PASSED_OVER] = passed_over
+    return attrs
+
+
+def summary_of(span: Any) -> dict[str, Any]:
+    """The policy summary attributes a span really carries."""
+    return {k: v for k, v in (span.attributes or {}).items() if k in POLICY_SUMMARY_KEYS}
+
+
+def dispatch_attrs(
+    call_id: str, emitted: str, final: str, summary: dict[str, Any], **decided: Any
+) -> dict[str, Any]:
     attrs = {
         c.ATTR_GEN_AI_TOOL_CALL_ID: call_id,
         c.ATTR_DISPATCH_EMITTED_TOOL: emitted,
@@ -221,6 +255,7 @@ def dispatch_attrs(call_id: str, emitted: str, final: str, **decided: Any) -> di
         c.ATTR_DISPATCH_ARGS_TRANSFORMED: False,
         c.ATTR_SEAM_WINNER_SOURCE: "none",
     }
+    attrs.update(summary)
     attrs.update(decided)
     return attrs
 
@@ -342,13 +377,14 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
     assert provider.requested == [
         s.attributes[c.ATTR_GEN_AI_REQUEST_MODEL] for s in named_prefix(spans, "chat ")
     ]
+    # Events only for the matched and error evaluations; the rest are folded
+    # into counts and the passed-over names, in evaluation order.
     turn_1_pre = [FLAKY_ERROR_PRE, policy_event("sales_data_read", PRE, "matched")]
-    turn_2_pre = [
-        FLAKY_ERROR_PRE,
-        policy_event("sales_data_read", PRE, "not_matched"),
-        policy_event("archive_lookup", PRE, "skipped"),
-    ]
+    turn_2_pre = [FLAKY_ERROR_PRE]
     assert [turn_1_pre] * 3 + [turn_2_pre] * 2 == [events(s) for s in pre]
+    assert [policy_summary(2)] * 3 + [
+        policy_summary(3, 1, 1, ("sales_data_read", "archive_lookup"))
+    ] * 2 == [summary_of(s) for s in pre]
 
     # POST seam: one dispatch per emitted call, from emitted to really dispatched.
     post = named(spans, c.SPAN_SEAM_POST_MODEL)
@@ -361,6 +397,7 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
             "c1",
             "run_block",
             "fetch_data",
+            policy_summary(2),
             **{
                 c.ATTR_POLICY_WINNER: "sales_data_read",
                 c.ATTR_DISPATCH_REDIRECT_TO: "fetch_data",
@@ -373,6 +410,7 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
             "c2",
             "search",
             "search",
+            policy_summary(3, 0, 2, ("flaky_classifier", "sales_data_read")),
             **{
                 c.ATTR_POLICY_WINNER: "archive_lookup",
                 c.ATTR_DISPATCH_REDIRECT_TO: "archive_search",
@@ -380,11 +418,17 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
                 c.ATTR_SEAM_WINNER_SOURCE: "policy",
             },
         ),
-        dispatch_attrs("c3", "dump_table", "dump_table"),
+        dispatch_attrs(
+            "c3",
+            "dump_table",
+            "dump_table",
+            policy_summary(3, 0, 3, ("flaky_classifier", "sales_data_read", "archive_lookup")),
+        ),
         dispatch_attrs(
             "c4",
             "run_block",
             "fetch_data",
+            policy_summary(3, 1, 1, ("sales_data_read", "archive_lookup")),
             **{c.ATTR_DISPATCH_ADOPTER_OVERRIDE: True, c.ATTR_SEAM_WINNER_SOURCE: "adopter"},
         ),
     ] == [dict(s.attributes) for s in dispatches]
@@ -393,21 +437,9 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
             FLAKY_ERROR_POST,
             policy_event("sales_data_read", POST, "matched", **{c.ATTR_DISPATCH_GUARD: "passed"}),
         ],
-        [
-            policy_event("flaky_classifier", POST, "skipped"),
-            policy_event("sales_data_read", POST, "skipped"),
-            policy_event("archive_lookup", POST, "matched"),
-        ],
-        [
-            policy_event("flaky_classifier", POST, "skipped"),
-            policy_event("sales_data_read", POST, "skipped"),
-            policy_event("archive_lookup", POST, "skipped"),
-        ],
-        [
-            FLAKY_ERROR_POST,
-            policy_event("sales_data_read", POST, "not_matched"),
-            policy_event("archive_lookup", POST, "skipped"),
-        ],
+        [policy_event("archive_lookup", POST, "matched")],
+        [],  # every policy was skipped: counts and names only
+        [FLAKY_ERROR_POST],
     ] == [events(s) for s in dispatches]
     assert [post[0]] * 2 + [post[1], post[2]] == [parent_of(s, spans) for s in dispatches]
 
@@ -454,6 +486,13 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
         (c.METRIC_REDIRECTS.name, redirect("none", "kept")): 1,
     }
     assert expected == {key: points.get(key) for key in expected}
+    # One duration per decision: each PRE and POST seam, each gate call (symfonic
+    # runs no seamscope tool selection, and dispatches are not timed on their own).
+    assert {
+        kind(c.DecisionKind.PRE_MODEL): 5,
+        kind(c.DecisionKind.POST_MODEL): 3,
+        kind(c.DecisionKind.OFFLOAD_GATE): 2,
+    } == histogram_counts(metric_reader, c.METRIC_DECISION_DURATION.name)
     assert [{"policy": "archive_lookup", "emitted_tool": "search", "target": "archive_search"}] == [
         {k: e[k] for k in ("policy", "emitted_tool", "target")}
         for e in captured_logs
@@ -489,6 +528,10 @@ def win(seam: str, source: str, policy: str) -> frozenset[Any]:
     return frozenset(
         {c.ATTR_SEAM: seam, c.ATTR_SEAM_WINNER_SOURCE: source, c.ATTR_POLICY_NAME: policy}.items()
     )
+
+
+def kind(decision: c.DecisionKind) -> frozenset[Any]:
+    return frozenset({c.ATTR_DECISION_KIND: decision.value}.items())
 
 
 def redirect(policy: str, verdict: str) -> frozenset[Any]:
@@ -600,7 +643,9 @@ def test_an_offload_symfonic_fires_and_recalls_is_settled_in_the_ledger(
     # Realized economics, per event at symfonic's opus prices ($5/M input,
     # $25/M output, $0.50/M cache read): the stub was carried by two calls
     # (turn 2, turn 3 before the recall), each saving 25 000 tokens and paying
-    # for the 80-token stub; the recall cost its 12 500 recalled tokens plus
+    # for the 80-token stub; the call after the recall still shows the stub,
+    # but the recalled output is back in its prompt, so it counts neither a
+    # saving nor a stub cost; the recall cost its 12 500 recalled tokens plus
     # the 50 output tokens of the call that asked for it; the call after the
     # recall read nothing from the cache where the conversation's pre-offload
     # ratio (3 000 / 30 000) expected 1 680 tokens.
@@ -812,9 +857,14 @@ def test_the_default_ledger_prices_with_symfonic_table(tracer_provider: Any) -> 
         [m for m in tog.MODEL_PRICING if symfonic_pricing(use_genai_prices=False).lookup(m)]
     )
 
-    own = OffloadLedger(tracer_provider=tracer_provider)
-    with instrument_symfonic(agent, tracer_provider=tracer_provider, ledger=own) as inst:
+    # A ledger of the adopter's own reports to the instrumentation's observer.
+    observer = OTelObserver(tracer_provider=tracer_provider)
+    own = OffloadLedger(pricing=symfonic_pricing(), observer=observer)
+    with instrument_symfonic(
+        agent, tracer_provider=tracer_provider, observer=observer, ledger=own
+    ) as inst:
         assert own is inst.ledger
+        assert observer is inst.observer
     with pytest.raises(TypeError, match="OffloadLedger"):
         instrument_symfonic(agent, tracer_provider=tracer_provider, ledger=object())  # type: ignore[arg-type]
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from seamscope.decisions import DispatchContext, Message, Seam, ToolCall, build_dispatch_context
+from seamscope.decisions import DispatchContext, Message, ToolCall
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import Seam
 from seamscope.decisions.selection import SelectionContext, StageOutcome
 
 USER = Message("user", "show me last month's sales by brand")

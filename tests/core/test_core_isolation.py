@@ -78,3 +78,39 @@ def test_the_core_imports_and_decides_without_opentelemetry_or_structlog() -> No
         "source": "genai-prices",
         "leaked": [],
     } == json.loads(proc.stdout)
+
+
+def _seamscope_imports(path: str) -> list[str]:
+    """The seamscope modules a source file imports (at any level, TYPE_CHECKING too)."""
+    import ast
+
+    with open(path, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("seamscope"):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names if a.name.startswith("seamscope"))
+    return found
+
+
+def test_the_records_module_imports_nothing_else_of_seamscope() -> None:
+    import seamscope.decisions.records as records
+
+    assert [] == _seamscope_imports(str(records.__file__))
+
+
+def test_the_core_never_imports_telemetry_adapters_or_the_cli() -> None:
+    import pathlib
+
+    import seamscope.decisions as core
+
+    root = pathlib.Path(str(core.__file__)).parent
+    outside = {
+        str(path.relative_to(root)): [
+            m for m in _seamscope_imports(str(path)) if not m.startswith("seamscope.decisions")
+        ]
+        for path in sorted(root.rglob("*.py"))
+    }
+    assert {} == {name: mods for name, mods in outside.items() if mods}

@@ -1,4 +1,4 @@
-"""Every closed value set of the decision core is pinned member by member.
+"""Every closed value set of the decision core and of telemetry is pinned member by member.
 
 These values are span attribute values, metric attribute values and parts of
 users' queries: changing one is a contract change and must fail here.
@@ -9,8 +9,9 @@ from __future__ import annotations
 import enum
 import inspect
 
-from seamscope.decisions import _enums
+from seamscope.decisions import records
 from seamscope.decisions.selection import SafetyLevel
+from seamscope.telemetry import conventions
 
 PINNED: dict[str, dict[str, str]] = {
     "Seam": {"PRE_MODEL": "pre_model", "POST_MODEL": "post_model"},
@@ -42,7 +43,7 @@ PINNED: dict[str, dict[str, str]] = {
         "SYMFONIC": "symfonic",
         "NONE": "none",
     },
-    "OffloadOutcome": {"GAIN": "gain", "LOSS": "loss"},
+    "OffloadOutcome": {"GAIN": "gain", "LOSS": "loss", "BREAK_EVEN": "break_even"},
     "OffloadCostKind": {
         "STUB_CARRY": "stub_carry",
         "RECALL": "recall",
@@ -58,29 +59,35 @@ PINNED: dict[str, dict[str, str]] = {
     "CacheUsage": {"READ": "read", "WRITE": "write", "UNCACHED": "uncached"},
     "DecisionKind": {
         "SELECT_TOOLS": "select_tools",
-        "STAGE": "stage",
         "PRE_MODEL": "pre_model",
         "POST_MODEL": "post_model",
-        "DISPATCH": "dispatch",
         "OFFLOAD_GATE": "offload_gate",
     },
 }
 
 
+# the closed value sets used only by telemetry live in conventions
+TELEMETRY_ONLY = {"SelectionSet", "CacheUsage", "DecisionKind"}
+
+
 def _str_enums_in_module() -> dict[str, type[enum.StrEnum]]:
-    return {
+    found = {
         name: obj
-        for name, obj in vars(_enums).items()
+        for module in (records, conventions)
+        for name, obj in vars(module).items()
         if inspect.isclass(obj) and issubclass(obj, enum.StrEnum) and obj is not enum.StrEnum
     }
+    return found
 
 
 def test_the_pinned_enums_are_exactly_the_modules_str_enums() -> None:
     assert sorted(PINNED) == sorted(_str_enums_in_module())
 
 
-def test_the_pinned_enums_are_exactly_the_modules_public_names() -> None:
-    assert sorted(PINNED) == sorted(_enums.__all__)
+def test_the_core_enums_are_records_public_names_and_the_rest_are_telemetrys() -> None:
+    core = {n for n in records.__all__ if n in _str_enums_in_module()}
+    assert sorted(set(PINNED) - TELEMETRY_ONLY) == sorted(core)
+    assert all(vars(conventions)[n].__module__ == conventions.__name__ for n in TELEMETRY_ONLY)
 
 
 def test_every_member_value_is_pinned() -> None:

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from seamscope.decisions import (
     DecisionObserver,
-    GateCall,
     ModelConfig,
     NoopObserver,
     OffloadGate,
     OffloadGateInputs,
-    Seam,
     SeamRouter,
     ToolCall,
     ToolCallPolicy,
-    build_dispatch_context,
-    guard_observer,
 )
+from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import GateCall, Seam
 from seamscope.decisions.selection import (
     ForcedChoiceStage,
     RolePaletteStage,
@@ -38,9 +38,11 @@ HOOKS = [
     "end_post_model",
     "start_dispatch",
     "end_dispatch",
-    "on_policy_evaluated",
     "start_offload_gate",
     "end_offload_gate",
+    "on_offload_accounted",
+    "on_offload_settled",
+    "capture",
 ]
 
 
@@ -87,14 +89,26 @@ class Recorder:
     def end_dispatch(self, handle: Any, record: Any) -> None:
         self.calls.append(("end_dispatch", handle, record))
 
-    def on_policy_evaluated(self, handle: Any, evaluation: Any) -> None:
-        self.calls.append(("on_policy_evaluated", handle, evaluation))
-
     def start_offload_gate(self, inputs: Any, call: Any) -> str:
         return self._start("start_offload_gate", inputs, call)
 
-    def end_offload_gate(self, handle: Any, decision: Any) -> None:
+    def end_offload_gate(self, handle: Any, decision: Any) -> str:
         self.calls.append(("end_offload_gate", handle, decision))
+        return f"link-{handle}"
+
+    capture_content = False
+
+    def iteration(self, index: int, *, conversation_id: Any, agent_name: Any) -> Any:
+        return contextlib.nullcontext()
+
+    def capture(self, target: Any, key: str, value: Any) -> None:
+        self.calls.append(("capture", target, key, value))
+
+    def on_offload_accounted(self, entry: Any) -> None:
+        self.calls.append(("on_offload_accounted", entry))
+
+    def on_offload_settled(self, settlement: Any) -> None:
+        self.calls.append(("on_offload_settled", settlement))
 
 
 class Raising:
@@ -173,15 +187,11 @@ def test_the_exact_hook_sequence_of_one_iteration() -> None:
         ("end_stage", "h3", selection.records[1]),
         ("end_selection", "h1", selection),
         ("start_pre_model", "h4", it["pre_ctx"]),
-        ("on_policy_evaluated", "h4", pre.evaluations[0]),
         ("end_pre_model", "h4", pre),
         ("start_post_model", "h5", it["post_ctx"], (RUN_BLOCK, SEARCH)),
         ("start_dispatch", "h6", it["post_ctx"], 0, RUN_BLOCK),
-        ("on_policy_evaluated", "h6", post.records[0].evaluations[0]),
         ("end_dispatch", "h6", post.records[0]),
         ("start_dispatch", "h7", it["post_ctx"], 1, SEARCH),
-        ("on_policy_evaluated", "h7", post.records[1].evaluations[0]),
-        ("on_policy_evaluated", "h7", post.records[1].evaluations[1]),
         ("end_dispatch", "h7", post.records[1]),
         ("end_post_model", "h5", post),
         (
@@ -197,7 +207,12 @@ def test_the_exact_hook_sequence_of_one_iteration() -> None:
 def test_the_records_the_hooks_receive_are_the_decisions() -> None:
     recorder = Recorder()
     it = scripted_iteration(recorder)
-    evaluations = [c[2] for c in recorder.calls if c[0] == "on_policy_evaluated"]
+    evaluations = [
+        e
+        for c in recorder.calls
+        if c[0] in ("end_pre_model", "end_dispatch")
+        for e in c[2].evaluations
+    ]
     assert (
         [
             ("sales", "pre_model", "matched"),
@@ -264,3 +279,29 @@ def test_guard_observer_defaults_and_trust() -> None:
         guard_observer(trusted) is trusted,
         isinstance(Recorder(), DecisionObserver),
     )
+
+
+def test_evaluate_linked_returns_what_end_offload_gate_returned() -> None:
+    recorder = Recorder()  # not never_raises: reached through the guard
+    gate = OffloadGate(observer=recorder, id_factory=lambda: "off-1")
+    decision, link = gate.evaluate_linked(20_000, "claude-opus-4-6", GATE_CALL)
+    assert ("link-h1", "off-1") == (link, decision.offload_id)
+    assert [
+        (
+            "start_offload_gate",
+            "h1",
+            OffloadGateInputs(20_000.0, 5, 0.5, "claude-opus-4-6"),
+            GATE_CALL,
+        ),
+        ("end_offload_gate", "h1", decision),
+    ] == recorder.calls
+    # evaluate() is the same decision without the link
+    assert decision == OffloadGate(observer=Recorder(), id_factory=lambda: "off-1").evaluate(
+        20_000, "claude-opus-4-6", GATE_CALL
+    )
+
+
+def test_evaluate_linked_without_a_link() -> None:
+    for observer in (None, NoopObserver(), Raising()):
+        decision, link = OffloadGate(observer=observer).evaluate_linked(100, "claude-opus-4-6")
+        assert (None, False) == (link, decision.fire)

@@ -14,17 +14,19 @@ from typing import Any
 import pytest
 
 from seamscope.decisions import (
+    OffloadGate,
+    OffloadGateDecision,
+    OffloadGateInputs,
+    PricingTable,
+    evaluate_offload_gate,
+)
+from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     DEFAULT_RECALL_INPUT_TOKENS,
     DEFAULT_RECALL_OUTPUT_TOKENS,
     DEFAULT_STUB_TOKENS,
-    OffloadGate,
-    OffloadGateDecision,
-    OffloadGateInputs,
     OffloadReasonCode,
     PricingSource,
-    PricingTable,
-    evaluate_offload_gate,
 )
 
 OPUS = "claude-opus-4-6"

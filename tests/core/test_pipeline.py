@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from seamscope.decisions import ContainedError, Message, StageOutcomeKind, ToolCall
+from seamscope.decisions import Message, ToolCall
+from seamscope.decisions.records import ContainedError, StageOutcomeKind
 from seamscope.decisions.selection import (
     AllowlistStage,
     ForcedChoiceStage,

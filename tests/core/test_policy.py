@@ -7,15 +7,9 @@ from types import MappingProxyType
 
 import pytest
 
-from seamscope.decisions import (
-    DispatchContext,
-    Message,
-    ModelConfig,
-    Seam,
-    ToolCall,
-    ToolCallPolicy,
-    build_dispatch_context,
-)
+from seamscope.decisions import DispatchContext, Message, ModelConfig, ToolCall, ToolCallPolicy
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import Seam
 
 
 def yes(ctx: DispatchContext) -> bool:

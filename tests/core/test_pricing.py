@@ -8,15 +8,9 @@ from typing import Any
 
 import pytest
 
-from seamscope.decisions import (
-    ModelPrice,
-    OffloadGateInputs,
-    PriceQuote,
-    PricingSource,
-    PricingTable,
-    evaluate_offload_gate,
-)
-from seamscope.decisions._pricing import _genai_prices_lookup, to_decimal
+from seamscope.decisions import ModelPrice, OffloadGateInputs, PricingTable, evaluate_offload_gate
+from seamscope.decisions._pricing import PriceQuote, _genai_prices_lookup, to_decimal
+from seamscope.decisions.records import PricingSource
 
 OPUS = "claude-opus-4-6"
 OPUS_LIST = ModelPrice(Decimal(5), Decimal(25), Decimal("0.5"), Decimal("6.25"))

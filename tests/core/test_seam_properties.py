@@ -14,17 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seamscope.decisions import (
-    DispatchContext,
-    Message,
-    ModelConfig,
-    PaletteVerdict,
-    Seam,
-    SeamRouter,
-    ToolCall,
-    WinnerSource,
-    build_dispatch_context,
-)
+from seamscope.decisions import DispatchContext, Message, ModelConfig, SeamRouter, ToolCall
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import PaletteVerdict, Seam, WinnerSource
 
 DEFAULT = ModelConfig("claude-opus-4-6")
 TOOLS = ["run_block", "fetch_data", "search", "deploy"]

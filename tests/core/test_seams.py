@@ -9,22 +9,24 @@ from typing import Any
 import pytest
 
 from seamscope.decisions import (
-    ContainedError,
     DispatchContext,
-    DispatchRecord,
-    GuardResult,
     ModelConfig,
-    PaletteVerdict,
-    PolicyEvaluation,
-    PolicyResult,
     PostModelResult,
     PreModelResult,
-    Seam,
     SeamRouter,
     ToolCall,
     ToolCallPolicy,
+)
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import (
+    ContainedError,
+    DispatchRecord,
+    GuardResult,
+    PaletteVerdict,
+    PolicyEvaluation,
+    PolicyResult,
+    Seam,
     WinnerSource,
-    build_dispatch_context,
 )
 
 from ._support import USER, Predicate, emitted, post_ctx, pre_ctx, raising

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from seamscope.decisions import Message, StageOutcomeKind, ToolCall
+from seamscope.decisions import Message, ToolCall
+from seamscope.decisions.records import StageOutcomeKind
 from seamscope.decisions.selection import (
     AllowlistStage,
     ForcedChoiceStage,

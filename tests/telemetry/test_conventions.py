@@ -171,13 +171,42 @@ def test_units_are_ucum_and_buckets_explicit() -> None:
     assert 0 < buckets[0] < 0.0001 and buckets[-1] >= 1.0
 
 
-def test_closed_value_sets_are_the_cores_string_enums() -> None:
-    from seamscope.decisions import _enums
+CORE_ENUMS = {
+    "GuardResult",
+    "OffloadCostKind",
+    "OffloadOutcome",
+    "OffloadReasonCode",
+    "PaletteVerdict",
+    "PolicyResult",
+    "PricingSource",
+    "Seam",
+    "SettleTrigger",
+    "StageOutcomeKind",
+    "WinnerSource",
+}
+TELEMETRY_ENUMS = {"CacheUsage", "DecisionKind", "SelectionSet"}
 
-    enums = {n: v for n, v in vars(c).items() if isinstance(v, type) and issubclass(v, enum.Enum)}
-    assert set(_enums.__all__) == set(enums)
+
+def test_closed_value_sets_are_the_cores_string_enums() -> None:
+    from seamscope.decisions import records
+
+    def enums_of(module: object) -> dict[str, type[enum.Enum]]:
+        return {
+            n: v
+            for n, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, enum.Enum)
+        }
+
+    core = enums_of(records)
+    enums = enums_of(c)
+    assert CORE_ENUMS == set(core)
+    assert CORE_ENUMS <= set(records.__all__)
+    assert CORE_ENUMS | TELEMETRY_ENUMS == set(enums)
     assert [] == [name for name, e in enums.items() if not issubclass(e, enum.StrEnum)]
-    assert [] == [name for name, e in enums.items() if e is not getattr(_enums, name)]
+    # the core's enums are re-used, not redefined; the telemetry-only ones live here
+    assert [] == [name for name in CORE_ENUMS if enums[name] is not core[name]]
+    assert [] == [name for name in TELEMETRY_ENUMS if enums[name].__module__ != c.__name__]
+    assert [] == [name for name in TELEMETRY_ENUMS if hasattr(records, name)]
 
 
 # -- no string-literal key anywhere else -------------------------------------------

@@ -11,14 +11,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from seamscope.decisions import (
     ModelConfig,
     OffloadGate,
-    Seam,
     SeamRouter,
     SelectionContext,
     SelectionPipeline,
     StageOutcome,
     ToolCallPolicy,
-    build_dispatch_context,
 )
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import Seam
 from seamscope.telemetry import OTelObserver, TelemetryConfig
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._instruments import LabelCap
@@ -74,11 +74,23 @@ def test_a_value_kept_once_stays_kept(
     assert {"model-a": 2, "model-b": 2, c.OTHER: 2} == gate_models(s.metric_points(metric_reader))
 
 
-def test_known_labels_are_always_kept(
+def test_known_labels_are_kept_first_and_count_against_the_cap(
     tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
 ) -> None:
+    # cap 1: only the first known value (in sorted order) fits; everything else folds
     obs = observer(
-        tracer_provider, meter_provider, metric_label_cap=1, known_labels={"model-c", "model-d"}
+        tracer_provider, meter_provider, metric_label_cap=1, known_labels={"model-d", "model-c"}
+    )
+    run_gate(obs)
+    assert {c.OTHER: 3, "model-c": 1} == gate_models(s.metric_points(metric_reader))
+
+
+def test_known_labels_leave_the_rest_of_the_cap_to_first_comers(
+    tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
+) -> None:
+    # cap 3: the two known values take two places, the first other value the third
+    obs = observer(
+        tracer_provider, meter_provider, metric_label_cap=3, known_labels={"model-c", "model-d"}
     )
     run_gate(obs)
     assert {"model-a": 1, c.OTHER: 1, "model-c": 1, "model-d": 1} == gate_models(
@@ -147,21 +159,53 @@ def test_decision_layer_keeps_its_configured_policy_and_stage_names(
     metric_reader: InMemoryMetricReader,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "1")
+    monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "2")
     s.run(tracer_provider=tracer_provider, meter_provider=meter_provider)
     points = s.metric_points(metric_reader)
-    assert set(s.STAGE_NAMES) == {
+    # the configured names are admitted first, in sorted order, within the cap
+    assert {"allowlist", "forced_choice", c.OTHER} == {
         dict(key)[c.ATTR_STAGE_NAME] for key in points[c.METRIC_STAGE_OUTCOMES.name]
     }
-    assert {"hydrate_to_deploy", "docs_lookup", "sales_data_read", "run_block_to_fetch"} == {
+    assert {"docs_lookup", "hydrate_to_deploy", c.OTHER} == {
         dict(key)[c.ATTR_POLICY_NAME] for key in points[c.METRIC_POLICY_EVALUATIONS.name]
     }
-    # the one unconfigured value (the model) still fits the cap of 1
+    # the one unconfigured value (the model) has its own attribute's cap
     assert {s.HAIKU: 2} == gate_models(points)
+
+
+def test_decision_layer_bounds_its_configured_names_by_the_cap(
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six stages and four policies configured, cap 2: per attribute, exactly the
+    two sorted-first configured names of that attribute, the rest ``other``;
+    the model label, which has no configured names, keeps its own two places."""
+    monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "2")
+    s.run(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    points = s.metric_points(metric_reader)
+    stages = {dict(key)[c.ATTR_STAGE_NAME] for key in points[c.METRIC_STAGE_OUTCOMES.name]}
+    policies = {dict(key)[c.ATTR_POLICY_NAME] for key in points[c.METRIC_POLICY_EVALUATIONS.name]}
+    models = {
+        dict(key)[c.ATTR_GEN_AI_REQUEST_MODEL] for key in points[c.METRIC_OFFLOAD_DECISIONS.name]
+    }
+    assert (
+        {*sorted(s.STAGE_NAMES)[:2], c.OTHER},
+        {*sorted(s.POLICY_NAMES)[:2], c.OTHER},
+        True,
+    ) == (stages, policies, c.OTHER not in models)
 
 
 def test_label_cap_unit() -> None:
     cap = LabelCap(2, frozenset({"known"}))
     got = [cap("k", v) for v in ("a", "b", "c", "a", "known", "c")]
-    assert ["a", "b", c.OTHER, "a", "known", c.OTHER] == got
+    # "known" holds one of the two places from the start
+    assert ["a", c.OTHER, c.OTHER, "a", "known", c.OTHER] == got
     assert ["x", "none"] == [cap("other-key", "x"), cap("k", None)]
+
+
+def test_label_cap_keeps_the_sorted_first_known_values() -> None:
+    cap = LabelCap(2, {"zeta", "beta", "alpha"})
+    got = [cap("k", v) for v in ("zeta", "alpha", "beta", "new", "zeta")]
+    assert [c.OTHER, "alpha", "beta", c.OTHER, c.OTHER] == got

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -19,18 +20,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from seamscope.adapters import ChatResponse
 from seamscope.decisions import (
-    GateCall,
     Message,
     NoopObserver,
     OffloadGate,
-    Seam,
     SeamRouter,
     SelectionContext,
     SelectionPipeline,
     StageOutcome,
     ToolCall,
-    build_dispatch_context,
 )
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import GateCall, Seam
 from seamscope.telemetry import OTelObserver, TelemetryConfig
 from seamscope.telemetry import conventions as c
 
@@ -225,11 +225,24 @@ class BrokenMeterProvider:
         return Meter()
 
 
+def recorded(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
+    """Every span's name, status, attributes and events, in start order."""
+    return [
+        (span.name, span.status.status_code, s.attrs(span), s.events(span))
+        for span in s.ordered(spans)
+    ]
+
+
 def test_failing_metrics_leave_decisions_and_the_span_tree_intact(
     tracer_provider: Any,
     span_exporter: InMemorySpanExporter,
     captured_logs: list[dict[str, Any]],
 ) -> None:
+    healthy = InMemorySpanExporter()
+    healthy_provider = TracerProvider()
+    healthy_provider.add_span_processor(SimpleSpanProcessor(healthy))
+    assert BARE == decide(OTelObserver(tracer_provider=healthy_provider))
+    assert [] == telemetry_errors(captured_logs)
     observer = OTelObserver(tracer_provider=tracer_provider, meter_provider=BrokenMeterProvider())
     assert BARE == decide(observer)
     spans = span_exporter.get_finished_spans()
@@ -243,21 +256,27 @@ def test_failing_metrics_leave_decisions_and_the_span_tree_intact(
         (2, c.SPAN_DISPATCH),
         (1, c.SPAN_OFFLOAD_GATE),
     ] == s.tree(spans)
-    # every span still got its end attributes
-    assert [] == [
-        span.name
-        for span in s.named(spans, c.SPAN_STAGE)
-        if c.ATTR_STAGE_OUTCOME not in span.attributes
-    ]
+    # metrics, logs and spans fail on their own: every span got all its end
+    # attributes and events, exactly as with working metrics
+    assert recorded(healthy.get_finished_spans()) == recorded(spans)
+    healthy_provider.shutdown()
+    # one error per end hook that records metrics, and nothing else
     assert {
-        "end_selection",
-        "end_stage",
-        "on_policy_evaluated",
-        "end_pre_model",
-        "end_post_model",
-        "end_dispatch",
-        "end_offload_gate",
-    } == set(errors_by_hook(captured_logs))
+        "end_selection": "RuntimeError",
+        "end_stage": "RuntimeError",
+        "end_pre_model": "RuntimeError",
+        "end_post_model": "RuntimeError",
+        "end_dispatch": "RuntimeError",
+        "end_offload_gate": "RuntimeError",
+    } == errors_by_hook(captured_logs)
+    assert {
+        "end_selection": 1,
+        "end_stage": 6,
+        "end_pre_model": 1,
+        "end_dispatch": 2,
+        "end_post_model": 1,
+        "end_offload_gate": 1,
+    } == collections.Counter(e["hook"] for e in telemetry_errors(captured_logs))
 
 
 def test_failing_metrics_in_the_whole_loop(tracer_provider: Any) -> None:
@@ -303,28 +322,57 @@ def test_a_one_megabyte_stage_reason_is_truncated(
     assert [] == telemetry_errors(captured_logs)
 
 
+class LongStr:
+    """Not a str; its str() is 5000 characters."""
+
+    def __str__(self) -> str:
+        return "q" * 5000
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [(None, "None"), (404, "404"), (LongStr(), "q" * 1023 + "…")],
+    ids=["none", "int", "long"],
+)
 def test_a_stage_reason_that_is_not_a_str(
     tracer_provider: Any,
     span_exporter: InMemorySpanExporter,
     captured_logs: list[dict[str, Any]],
+    reason: Any,
+    expected: str,
 ) -> None:
-    stages = s.stages(replace={"lazy_routing": ReasonStage(None)})
+    """The reason is recorded as its str(), cut to the length limit; the
+    attribute limits do this for any value, so it is no telemetry error."""
+    stages = s.stages(replace={"lazy_routing": ReasonStage(reason)})
     bare = s.run(s.Scenario(stages=stages), observer=NoopObserver())
     result = s.run(s.Scenario(stages=stages), tracer_provider=tracer_provider)
     assert s.decisions(bare) == s.decisions(result)
     stage = s.named(span_exporter.get_finished_spans(), c.SPAN_STAGE)[2]
-    assert "None" == stage.attributes[c.ATTR_STAGE_REASON]
-    assert [
-        {
-            "hook": "end_stage",
-            "error_type": "TypeError",
-            "attribute": c.ATTR_STAGE_REASON,
-            "value_type": "NoneType",
-        }
-    ] == [
-        {k: e[k] for k in ("hook", "error_type", "attribute", "value_type")}
-        for e in telemetry_errors(captured_logs)
+    assert "lazy_routing" == stage.attributes[c.ATTR_STAGE_NAME]
+    assert expected == stage.attributes[c.ATTR_STAGE_REASON]
+    assert [] == telemetry_errors(captured_logs)
+
+
+def test_a_degraded_stage_reason_that_is_not_a_str_is_logged_as_its_str(
+    tracer_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    stages = s.stages(replace={"lazy_routing": ReasonStage(LongStr(), degraded=True)})
+    s.run(s.Scenario(stages=stages), tracer_provider=tracer_provider)
+    stage = s.named(span_exporter.get_finished_spans(), c.SPAN_STAGE)[2]
+    assert "q" * 1023 + "…" == stage.attributes[c.ATTR_STAGE_REASON]
+    assert [{"stage": "lazy_routing", "reason": "q" * 1023 + "…"}] == [
+        {"stage": e["stage"], "reason": e["reason"]}
+        for e in captured_logs
+        if e["event"] == c.LOG_STAGE_DEGRADED and e["stage"] == "lazy_routing"
     ]
+    assert [] == telemetry_errors(captured_logs)
+
+
+def type_errors(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = ("event", "log_level", "hook", "error_type", "field", "value_type")
+    return [{k: e.get(k) for k in keys} for e in telemetry_errors(logs)]
 
 
 @pytest.mark.parametrize("call_id", [12345, {"id": 7}], ids=["int", "dict"])
@@ -345,10 +393,31 @@ def test_a_tool_call_id_that_is_not_a_str(
         dispatch.attributes[c.ATTR_GEN_AI_TOOL_CALL_ID],
         gate.attributes[c.ATTR_GEN_AI_TOOL_CALL_ID],
     )
+    # logged once, where the observer first meets the call
     assert [
-        ("start_dispatch", c.ATTR_GEN_AI_TOOL_CALL_ID, type(call_id).__qualname__),
-        ("start_offload_gate", c.ATTR_GEN_AI_TOOL_CALL_ID, type(call_id).__qualname__),
-    ] == [(e["hook"], e["attribute"], e["value_type"]) for e in telemetry_errors(captured_logs)]
+        {
+            "event": c.LOG_TELEMETRY_ERROR,
+            "log_level": "error",
+            "hook": "start_dispatch",
+            "error_type": "TypeError",
+            "field": "id",
+            "value_type": type(call_id).__qualname__,
+        }
+    ] == type_errors(captured_logs)
+
+
+def test_a_long_tool_call_id_that_is_not_a_str_is_truncated(
+    tracer_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    call_id = 7**2000  # an int of 1691 digits
+    s.run(s.Scenario(response=s.emitted_calls(call_id=call_id)), tracer_provider=tracer_provider)
+    dispatch = s.named(span_exporter.get_finished_spans(), c.SPAN_DISPATCH)[0]
+    assert str(call_id)[:1023] + "…" == dispatch.attributes[c.ATTR_GEN_AI_TOOL_CALL_ID]
+    assert [("start_dispatch", "id", "int")] == [
+        (e["hook"], e["field"], e["value_type"]) for e in type_errors(captured_logs)
+    ]
 
 
 def test_a_tool_name_that_is_not_a_str(
@@ -365,14 +434,22 @@ def test_a_tool_name_that_is_not_a_str(
     odd = (ToolCall("call_9", 42, {}),)  # type: ignore[arg-type]
     assert bare_router.post_model(ctx, odd).records == router.post_model(ctx, odd).records
     dispatch = s.one(span_exporter.get_finished_spans(), c.SPAN_DISPATCH)
-    assert ("42", "42") == (
+    assert ("call_9", "42", "42") == (
+        dispatch.attributes[c.ATTR_GEN_AI_TOOL_CALL_ID],
         dispatch.attributes[c.ATTR_DISPATCH_EMITTED_TOOL],
         dispatch.attributes[c.ATTR_DISPATCH_FINAL_TOOL],
     )
-    assert {
-        ("start_dispatch", c.ATTR_DISPATCH_EMITTED_TOOL),
-        ("end_dispatch", c.ATTR_DISPATCH_FINAL_TOOL),
-    } == {(e["hook"], e["attribute"]) for e in telemetry_errors(captured_logs)}
+    # the emitted call's name is the final one's too: logged once, by its field
+    assert [
+        {
+            "event": c.LOG_TELEMETRY_ERROR,
+            "log_level": "error",
+            "hook": "start_dispatch",
+            "error_type": "TypeError",
+            "field": "name",
+            "value_type": "int",
+        }
+    ] == type_errors(captured_logs)
 
 
 def test_a_raising_observer_of_the_adopters_own_is_contained() -> None:

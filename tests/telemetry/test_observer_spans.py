@@ -24,9 +24,17 @@ from seamscope.adapters import ChatResponse
 from seamscope.decisions import (
     ForcedChoiceStage,
     Message,
+    ModelConfig,
     NoopObserver,
+    SeamRouter,
+    SelectionContext,
+    SelectionPipeline,
+    StageOutcome,
     ToolCall,
+    ToolCallPolicy,
 )
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.telemetry import OTelObserver, TelemetryConfig
 from seamscope.telemetry import conventions as c
 
 from . import _support as s
@@ -70,6 +78,7 @@ def stage_attrs(
         c.ATTR_STAGE_REASON: reason,
         c.ATTR_STAGE_DEGRADED: degraded,
         c.ATTR_STAGE_DROPPED: dropped,
+        c.ATTR_STAGE_DROPPED_COUNT: len(dropped),
         c.ATTR_STAGE_FORCED_REINSTATED: reinstated,
     }
 
@@ -118,6 +127,23 @@ def evaluated(policy: str, seam: c.Seam, result: c.PolicyResult, **extra: Any) -
     return (c.EVENT_POLICY_EVALUATED, attrs)
 
 
+def folded(
+    evaluated: int, not_matched: int, skipped: int, passed_over: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The policy evaluations a seam span folds into counts (and passed-over names)."""
+    attrs: dict[str, Any] = {
+        c.ATTR_POLICY_EVALUATED_COUNT: evaluated,
+        c.ATTR_POLICY_NOT_MATCHED_COUNT: not_matched,
+        c.ATTR_POLICY_SKIPPED_COUNT: skipped,
+    }
+    if passed_over:
+        attrs[c.ATTR_POLICY_PASSED_OVER] = passed_over
+    return attrs
+
+
+# hydrate_to_deploy is skipped (PRE: no model; POST: another tool), docs_lookup not matched
+PASSED_OVER = folded(4, 1, 1, ("hydrate_to_deploy", "docs_lookup"))
+
 PRE, POST = c.Seam.PRE_MODEL, c.Seam.POST_MODEL
 MATCHED, NOT_MATCHED = c.PolicyResult.MATCHED, c.PolicyResult.NOT_MATCHED
 SKIPPED, ERROR = c.PolicyResult.SKIPPED, c.PolicyResult.ERROR
@@ -135,6 +161,7 @@ def dispatch_attrs(call_id: str, emitted: str, **end: Any) -> dict[str, Any]:
 CALL_1 = dispatch_attrs(
     "call_1",
     "run_block",
+    **PASSED_OVER,
     **{
         c.ATTR_POLICY_WINNER: "run_block_to_fetch",
         c.ATTR_DISPATCH_REDIRECT_TO: "fetch_data",
@@ -149,6 +176,7 @@ CALL_1 = dispatch_attrs(
 CALL_2 = dispatch_attrs(
     "call_2",
     "hydrate_context",
+    **folded(1, 0, 0),
     **{
         c.ATTR_POLICY_WINNER: "hydrate_to_deploy",
         c.ATTR_DISPATCH_REDIRECT_TO: "deploy",
@@ -160,19 +188,14 @@ CALL_2 = dispatch_attrs(
         c.ATTR_SEAM_WINNER_SOURCE: c.WinnerSource.POLICY.value,
     },
 )
+# only the matched, error and guard-stopped evaluations are events
 CALL_1_EVENTS = [
-    evaluated("hydrate_to_deploy", POST, SKIPPED),
-    evaluated("docs_lookup", POST, NOT_MATCHED),
     evaluated(
         "sales_data_read", POST, MATCHED, **{c.ATTR_DISPATCH_GUARD: c.GuardResult.FAILED.value}
     ),
     evaluated("run_block_to_fetch", POST, MATCHED),
 ]
-PRE_EVENTS = [
-    evaluated("hydrate_to_deploy", PRE, SKIPPED),
-    evaluated("docs_lookup", PRE, NOT_MATCHED),
-    evaluated("sales_data_read", PRE, MATCHED),
-]
+PRE_EVENTS = [evaluated("sales_data_read", PRE, MATCHED)]
 
 
 def gate_attrs(call_id: str, tool: str, tokens: float, **end: Any) -> dict[str, Any]:
@@ -276,6 +299,9 @@ def test_select_tools_attributes(spans: Any) -> None:
         c.ATTR_SELECTION_OFFERED: s.OFFERED,
         c.ATTR_SELECTION_SELECTED: s.SELECTED,
         c.ATTR_SELECTION_DROPPED: ("search_docs", "delete_rows", "deploy"),
+        c.ATTR_SELECTION_OFFERED_COUNT: 6,
+        c.ATTR_SELECTION_SELECTED_COUNT: 3,
+        c.ATTR_SELECTION_DROPPED_COUNT: 3,
         c.ATTR_SELECTION_REINSTATED: False,
     }
     assert expected == s.attrs(s.one(spans, c.SPAN_SELECT_TOOLS))
@@ -292,6 +318,7 @@ def test_pre_model_attributes_and_policy_events(spans: Any) -> None:
         c.ATTR_SEAM: PRE.value,
         c.ATTR_ITERATION_INDEX: 0,
         **CONV,
+        **folded(3, 1, 1, ("hydrate_to_deploy", "docs_lookup")),
         c.ATTR_SEAM_WINNER_SOURCE: c.WinnerSource.POLICY.value,
         c.ATTR_POLICY_WINNER: "sales_data_read",
         c.ATTR_GEN_AI_REQUEST_MODEL: s.HAIKU,
@@ -461,14 +488,22 @@ def test_raising_predicate_is_an_error_event_and_the_seam_still_decides(
     pre = s.one(spans, c.SPAN_SEAM_PRE_MODEL)
     error_type = {c.ATTR_ERROR_TYPE: "ValueError"}
     assert [
-        evaluated("hydrate_to_deploy", PRE, SKIPPED),
         evaluated("docs_lookup", PRE, ERROR, **error_type),
         evaluated("sales_data_read", PRE, MATCHED),
     ] == s.events(pre)
-    assert "sales_data_read" == s.attrs(pre)[c.ATTR_POLICY_WINNER]
+    # an error is an event, not passed over: only the skipped policy is
+    assert {
+        c.ATTR_SEAM: PRE.value,
+        c.ATTR_ITERATION_INDEX: 0,
+        **CONV,
+        **folded(3, 0, 1, ("hydrate_to_deploy",)),
+        c.ATTR_SEAM_WINNER_SOURCE: c.WinnerSource.POLICY.value,
+        c.ATTR_POLICY_WINNER: "sales_data_read",
+        c.ATTR_GEN_AI_REQUEST_MODEL: s.HAIKU,
+    } == s.attrs(pre)
     call_1 = s.named(spans, c.SPAN_DISPATCH)[0]
-    assert evaluated("docs_lookup", POST, ERROR, **error_type) == s.events(call_1)[1]
-    assert CALL_1 == s.attrs(call_1)
+    assert [evaluated("docs_lookup", POST, ERROR, **error_type), *CALL_1_EVENTS] == s.events(call_1)
+    assert {**CALL_1, **folded(4, 0, 1, ("hydrate_to_deploy",))} == s.attrs(call_1)
     assert {StatusCode.UNSET} == {span.status.status_code for span in spans}
 
 
@@ -486,15 +521,15 @@ def test_raising_guard_is_an_error_event(
     )
     spans = run_spans(tracer_provider, span_exporter, policies=policies)
     call_1 = s.named(spans, c.SPAN_DISPATCH)[0]
-    assert (
+    assert [
         evaluated(
             "sales_data_read",
             POST,
             ERROR,
-            **{c.ATTR_ERROR_TYPE: "LookupError"},
-        )
-        == s.events(call_1)[2]
-    )
+            **{c.ATTR_DISPATCH_GUARD: c.GuardResult.ERROR.value, c.ATTR_ERROR_TYPE: "LookupError"},
+        ),
+        evaluated("run_block_to_fetch", POST, MATCHED),
+    ] == s.events(call_1)
     assert CALL_1 == s.attrs(call_1)
     assert StatusCode.UNSET == call_1.status.status_code
 
@@ -577,6 +612,141 @@ def test_raising_resolver_and_callback_are_adopter_error_events(
     assert {StatusCode.UNSET} == {span.status.status_code for span in spans}
 
 
+# -- bounded policy evaluations -------------------------------------------------------
+
+
+def bounded_router(tracer_provider: Any, **config: Any) -> SeamRouter:
+    """A skipped policy (no model), three not matched, three raising, one matching."""
+    observer = OTelObserver(
+        tracer_provider=tracer_provider, config=TelemetryConfig.create(environ={}, **config)
+    )
+    haiku = ModelConfig(s.HAIKU)
+    policies = [
+        ToolCallPolicy(name="skip-0", match=s.always(True), redirect_to="fetch_data"),
+        *[ToolCallPolicy(name=f"miss-{i}", match=s.always(False), model=haiku) for i in range(3)],
+        *[
+            ToolCallPolicy(name=f"boom-{i}", match=s.raising(ValueError("x")), model=haiku)
+            for i in range(3)
+        ],
+        ToolCallPolicy(name="hit", match=s.always(True), model=haiku),
+    ]
+    return SeamRouter(policies, default_model=s.DEFAULT_MODEL, observer=observer)
+
+
+def test_policy_events_and_passed_over_names_are_bounded(
+    tracer_provider: Any, span_exporter: InMemorySpanExporter
+) -> None:
+    router = bounded_router(tracer_provider, max_array_length=2)
+    assert "hit" == router.pre_model(build_dispatch_context(PRE, ())).policy
+    pre = s.one(span_exporter.get_finished_spans(), c.SPAN_SEAM_PRE_MODEL)
+    boom = {c.ATTR_ERROR_TYPE: "ValueError"}
+    # two events (the budget), the third error and the match folded
+    assert [
+        evaluated("boom-0", PRE, ERROR, **boom),
+        evaluated("boom-1", PRE, ERROR, **boom),
+    ] == s.events(pre)
+    assert {
+        c.ATTR_SEAM: PRE.value,
+        c.ATTR_ITERATION_INDEX: 0,
+        **folded(8, 3, 1, ("skip-0", "miss-0")),
+        c.ATTR_POLICY_EVENTS_FOLDED: 2,
+        c.ATTR_SEAM_WINNER_SOURCE: c.WinnerSource.POLICY.value,
+        c.ATTR_POLICY_WINNER: "hit",
+        c.ATTR_GEN_AI_REQUEST_MODEL: s.HAIKU,
+    } == s.attrs(pre)
+
+
+def test_policy_events_within_the_budget_fold_nothing(
+    tracer_provider: Any, span_exporter: InMemorySpanExporter
+) -> None:
+    router = bounded_router(tracer_provider, max_array_length=4)
+    router.pre_model(build_dispatch_context(PRE, ()))
+    pre = s.one(span_exporter.get_finished_spans(), c.SPAN_SEAM_PRE_MODEL)
+    boom = {c.ATTR_ERROR_TYPE: "ValueError"}
+    assert [
+        evaluated("boom-0", PRE, ERROR, **boom),
+        evaluated("boom-1", PRE, ERROR, **boom),
+        evaluated("boom-2", PRE, ERROR, **boom),
+        evaluated("hit", PRE, MATCHED),
+    ] == s.events(pre)
+    # no seamscope.policy.events_folded: nothing was folded
+    assert {
+        c.ATTR_SEAM: PRE.value,
+        c.ATTR_ITERATION_INDEX: 0,
+        **folded(8, 3, 1, ("skip-0", "miss-0", "miss-1", "miss-2")),
+        c.ATTR_SEAM_WINNER_SOURCE: c.WinnerSource.POLICY.value,
+        c.ATTR_POLICY_WINNER: "hit",
+        c.ATTR_GEN_AI_REQUEST_MODEL: s.HAIKU,
+    } == s.attrs(pre)
+
+
+# -- stages that return tools nobody offered ----------------------------------------
+
+
+class InventingStage:
+    """A stage that keeps ``a`` and returns two tools that do not exist."""
+
+    name = "inventor"
+    protects_forced = True
+
+    def apply(self, tools: tuple[Any, ...], ctx: Any) -> StageOutcome:
+        return StageOutcome.select(["a", "ghost", "phantom"], "made some up")
+
+
+def test_a_stage_that_returns_unknown_tools_records_them_as_rejected(
+    tracer_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    observer = OTelObserver(
+        tracer_provider=tracer_provider, config=TelemetryConfig.create(environ={})
+    )
+    pipeline = SelectionPipeline([InventingStage()], observer=observer)
+    result = pipeline.run(["a", "b"], SelectionContext())
+    assert ("a",) == result.selected
+    spans = span_exporter.get_finished_spans()
+    stage = s.one(spans, c.SPAN_STAGE)
+    assert {
+        c.ATTR_STAGE_NAME: "inventor",
+        c.ATTR_STAGE_INDEX: 0,
+        c.ATTR_STAGE_PROTECTS_FORCED: True,
+        c.ATTR_STAGE_OUTCOME: SELECT.value,
+        c.ATTR_STAGE_REASON: "made some up",
+        c.ATTR_STAGE_DEGRADED: False,
+        c.ATTR_STAGE_DROPPED: ("b",),
+        c.ATTR_STAGE_DROPPED_COUNT: 1,
+        c.ATTR_STAGE_FORCED_REINSTATED: False,
+        c.ATTR_STAGE_REJECTED: ("ghost", "phantom"),
+    } == s.attrs(stage)
+    assert {
+        c.ATTR_ITERATION_INDEX: 0,
+        c.ATTR_SELECTION_OFFERED: ("a", "b"),
+        c.ATTR_SELECTION_SELECTED: ("a",),
+        c.ATTR_SELECTION_DROPPED: ("b",),
+        c.ATTR_SELECTION_OFFERED_COUNT: 2,
+        c.ATTR_SELECTION_SELECTED_COUNT: 1,
+        c.ATTR_SELECTION_DROPPED_COUNT: 1,
+        c.ATTR_SELECTION_REINSTATED: False,
+    } == s.attrs(s.one(spans, c.SPAN_SELECT_TOOLS))
+    assert [
+        {
+            "event": c.LOG_STAGE_REJECTED,
+            "log_level": "warning",
+            "stage": "inventor",
+            "rejected": ["ghost", "phantom"],
+            **s.hex_ids(stage),
+        }
+    ] == captured_logs
+
+
+def test_no_rejected_attribute_when_a_stage_invents_nothing(spans: Any) -> None:
+    assert [] == [
+        span.attributes[c.ATTR_STAGE_NAME]
+        for span in s.named(spans, c.SPAN_STAGE)
+        if c.ATTR_STAGE_REJECTED in span.attributes
+    ]
+
+
 # -- other winners and shapes -------------------------------------------------------
 
 
@@ -590,7 +760,8 @@ def test_resolver_and_default_winners(
     span_exporter.clear()
     spans = run_spans(tracer_provider, span_exporter, policies=[])
     default = s.attrs(s.one(spans, c.SPAN_SEAM_PRE_MODEL))
-    base = {c.ATTR_SEAM: PRE.value, c.ATTR_ITERATION_INDEX: 0, **CONV}
+    # no policy configured: zero counts, no passed-over names
+    base = {c.ATTR_SEAM: PRE.value, c.ATTR_ITERATION_INDEX: 0, **CONV, **folded(0, 0, 0)}
     assert {
         **base,
         c.ATTR_SEAM_WINNER_SOURCE: c.WinnerSource.RESOLVER.value,

@@ -30,41 +30,47 @@ observer that fails is contained and the loop takes the same decisions.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 
 from seamscope.decisions import (
+    DecisionObserver,
     DispatchContext,
-    GateCall,
     Message,
     ModelConfig,
     ModelUsage,
     OffloadGate,
     OffloadGateDecision,
+    OffloadLedger,
     PostModelResult,
     PreModelResult,
     PricingTable,
-    Seam,
     SeamRouter,
     SelectionContext,
     SelectionPipeline,
     SelectionResult,
     SelectionStage,
+    Settlement,
     ToolCall,
     ToolCallPolicy,
     ToolCatalog,
-    build_dispatch_context,
 )
-from seamscope.decisions._offload import DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
+from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._policy import build_dispatch_context
 from seamscope.decisions._seams import RoleModelResolver, ToolCallDispatchCallback
+from seamscope.decisions.records import (
+    DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+    GateCall,
+    Seam,
+)
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
+from seamscope.telemetry._configure import TelemetryHandle
 from seamscope.telemetry._genai import GenAISpans
-from seamscope.telemetry._observer import LAST_GATE_SPAN, OTelObserver
-from seamscope.telemetry.ledger import OffloadLedger
+from seamscope.telemetry._observer import OTelObserver
 
 __all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
 
@@ -98,28 +104,48 @@ class DecisionLayer:
         pricing: PricingTable | None = None,
         agent_name: str | None = None,
         provider_name: str | None = None,
-        telemetry: Any | None = None,
+        telemetry: TelemetryHandle | None = None,
         tracer_provider: trace.TracerProvider | None = None,
-        meter_provider: Any | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
         telemetry_config: TelemetryConfig | None = None,
-        observer: Any | None = None,
+        observer: DecisionObserver | None = None,
         ledger: OffloadLedger | None = None,
-        offload_id_factory: Any | None = None,
+        offload_id_factory: Callable[[], str] | None = None,
     ) -> None:
         if telemetry is not None:
-            tracer_provider = telemetry.tracer_provider or tracer_provider
-            meter_provider = telemetry.meter_provider or meter_provider
+            if not isinstance(telemetry, TelemetryHandle):
+                raise TypeError(
+                    "DecisionLayer.telemetry must be the TelemetryHandle configure() "
+                    f"returns, got {type(telemetry).__name__}"
+                )
+            if tracer_provider is not None or meter_provider is not None:
+                raise ValueError(
+                    "DecisionLayer: give either telemetry (a TelemetryHandle) or "
+                    "tracer_provider/meter_provider, not both: spans would split "
+                    "across two providers"
+                )
+            tracer_provider = telemetry.tracer_provider
+            meter_provider = telemetry.meter_provider
             observer = observer or telemetry.observer
-        known = {p.name for p in policies if isinstance(p, ToolCallPolicy)}
-        known.update(getattr(s, "name", "") for s in stages)
-        # the configured policy and stage names always keep their own label
-        base = telemetry_config or TelemetryConfig.create()
-        config = dataclasses.replace(base, known_labels=base.known_labels | known)
-        if observer is None:
-            observer = OTelObserver(
-                tracer_provider=tracer_provider, meter_provider=meter_provider, config=config
+        if telemetry_config is not None and not isinstance(telemetry_config, TelemetryConfig):
+            raise TypeError(
+                "DecisionLayer.telemetry_config must be a TelemetryConfig, got "
+                f"{type(telemetry_config).__name__}"
             )
-        self.observer = observer
+        if observer is None:
+            # the configured policy and stage names are kept first under the label cap
+            observer = OTelObserver(
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                config=telemetry_config,
+                known_labels={
+                    c.ATTR_POLICY_NAME: [p.name for p in policies if isinstance(p, ToolCallPolicy)],
+                    c.ATTR_STAGE_NAME: [
+                        n for n in (getattr(s, "name", None) for s in stages) if isinstance(n, str)
+                    ],
+                },
+            )
+        self.observer: DecisionObserver = guard_observer(observer)
         self.router = SeamRouter(
             policies,
             default_model=default_model,
@@ -136,13 +162,12 @@ class DecisionLayer:
             observer=observer,
             id_factory=offload_id_factory,
         )
-        if ledger is None:
-            ledger = OffloadLedger(
-                pricing=pricing,
-                tracer_provider=tracer_provider,
-                instruments=getattr(observer, "instruments", None),
-                meter_provider=meter_provider,
+        if ledger is not None and not isinstance(ledger, OffloadLedger):
+            raise TypeError(
+                f"DecisionLayer.ledger must be an OffloadLedger, got {type(ledger).__name__}"
             )
+        if ledger is None:
+            ledger = OffloadLedger(pricing=pricing, observer=self.observer)
         self.ledger = ledger
         self.catalog = catalog
         self.agent_name = agent_name
@@ -167,7 +192,7 @@ class DecisionLayer:
         with self.genai.invoke_agent(self.agent_name, conversation_id=conversation_id):
             yield Turn(self, conversation_id, messages, role, state, scope)
 
-    def end_conversation(self, conversation_id: str) -> list[Any]:
+    def end_conversation(self, conversation_id: str) -> list[Settlement]:
         """Settle the conversation's offloads in the ledger."""
         return self.ledger.end_conversation(conversation_id)
 
@@ -197,13 +222,9 @@ class Turn:
         """One ReAct iteration: a ``seamscope.iteration`` span."""
         index = self.iterations
         self.iterations += 1
-        observer = self.layer.observer
-        if isinstance(observer, OTelObserver):
-            with observer.iteration(
-                index, conversation_id=self.conversation_id, agent_name=self.layer.agent_name
-            ):
-                yield Iteration(self, index)
-        else:
+        with self.layer.observer.iteration(
+            index, conversation_id=self.conversation_id, agent_name=self.layer.agent_name
+        ):
             yield Iteration(self, index)
 
 
@@ -331,9 +352,7 @@ class Iteration:
     def tool_result(self, span: trace.Span, output: Any) -> None:
         """Record a tool's output on its ``execute_tool`` span, only if content
         capture is on (masked and truncated by the observer's config)."""
-        observer = self.turn.layer.observer
-        if isinstance(observer, OTelObserver):
-            observer.capture(span, c.ATTR_TOOL_CALL_RESULT, output)
+        self.turn.layer.observer.capture(span, c.ATTR_TOOL_CALL_RESULT, output)
 
     def offload(self, call: ToolCall, output: str | float) -> OffloadGateDecision:
         """Ask the offload gate about one tool output (text, or its token count).
@@ -344,17 +363,13 @@ class Iteration:
         turn = self.turn
         layer = turn.layer
         model = self.model or layer.router.default_model.model_name
-        decision = layer.gate.evaluate(
+        decision, link = layer.gate.evaluate_linked(
             tokens,
             model,
             GateCall(turn.conversation_id, layer.agent_name, call.name, call.id),
         )
         if decision.fire and turn.conversation_id:
-            layer.ledger.record_offload(
-                decision,
-                conversation_id=turn.conversation_id,
-                gate_span=LAST_GATE_SPAN.get(),
-            )
+            layer.ledger.record_offload(decision, conversation_id=turn.conversation_id, link=link)
         return decision
 
     def recall(self, offload_id: str, *, input_tokens: int, output_tokens: int) -> None:
@@ -371,8 +386,28 @@ class Iteration:
 
 
 def _as_tool_call(call: Any) -> ToolCall:
+    """A ToolCall from what a loop passes: a ToolCall, a mapping or an object with
+    ``id``/``name``/``args``. Arguments given as a JSON string are parsed; ``None``
+    or anything that is not an object becomes ``{}`` (the original is kept under
+    ``"__raw__"`` when it was not empty), so the POST seam never raises on them."""
     if isinstance(call, ToolCall):
         return call
     if isinstance(call, Mapping):
-        return ToolCall(str(call.get("id") or ""), str(call["name"]), dict(call.get("args") or {}))
-    return ToolCall(str(call.id), str(call.name), dict(call.args))
+        raw_id, name, args = call.get("id"), call.get("name"), call.get("args")
+    else:
+        raw_id = getattr(call, "id", None)
+        name = getattr(call, "name", None)
+        args = getattr(call, "args", None)
+    return ToolCall("" if raw_id is None else str(raw_id), str(name or ""), _as_args(args))
+
+
+def _as_args(args: Any) -> dict[str, Any]:
+    if isinstance(args, Mapping):
+        return dict(args)
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args) if args.strip() else {}
+        except ValueError:
+            return {"__raw__": args}
+        return dict(parsed) if isinstance(parsed, Mapping) else {"__raw__": parsed}
+    return {} if args is None else {"__raw__": args}

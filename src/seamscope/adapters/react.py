@@ -22,15 +22,14 @@ from opentelemetry.trace import Status, StatusCode
 
 from seamscope.adapters.loop import DecisionLayer, estimate_tokens
 from seamscope.decisions import (
-    DispatchRecord,
     Message,
     ModelConfig,
     ModelUsage,
     OffloadGateDecision,
     SelectionResult,
     ToolCall,
-    WinnerSource,
 )
+from seamscope.decisions.records import DispatchRecord, WinnerSource
 from seamscope.telemetry import conventions as c
 
 __all__ = [
@@ -124,28 +123,43 @@ class ReActAgent:
             or (max_iterations < 1)
         ):
             raise ValueError("ReActAgent.max_iterations must be an int >= 1")
+        if (
+            isinstance(max_stored_outputs, bool)
+            or not isinstance(max_stored_outputs, int)
+            or max_stored_outputs < 1
+        ):
+            raise ValueError(
+                f"ReActAgent.max_stored_outputs must be an int >= 1, got {max_stored_outputs!r}"
+            )
         self.layer = layer
         self._chat = chat
         self._tools = dict(tools)
         self._max_iterations = max_iterations
         self._offload = offload
-        self._store: OrderedDict[str, str] = OrderedDict()
+        # offload id -> (conversation id, full output): what the recall tool returns
+        self._store: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._expanded: set[str] = set()  # recalled: the full output is back in the prompt
         self._max_stored = max_stored_outputs
 
+    def _stored_ids(self, conversation_id: str) -> list[str]:
+        return [o for o, (conv, _) in self._store.items() if conv == conversation_id]
+
     def _carried(self, conversation_id: str | None) -> tuple[str, ...] | None:
-        """Live offloads whose stub, not the output, is in the prompt."""
+        """This conversation's offloads whose stub, not the output, is in the prompt."""
         if not conversation_id:
             return None
-        live = self.layer.ledger.live_offloads(conversation_id)
-        return tuple(o for o in live if o not in self._expanded)
+        return tuple(o for o in self._stored_ids(conversation_id) if o not in self._expanded)
 
     def stored_output(self, offload_id: str) -> str | None:
-        return self._store.get(offload_id)
+        stored = self._store.get(offload_id)
+        return None if stored is None else stored[1]
 
     def _offered(self, conversation_id: str | None) -> list[str]:
+        """The loop's tools, plus the recall tool while this conversation has a
+        stored output. Read from the loop's own store, never from the ledger or
+        telemetry, so the decision is the same whatever they hold."""
         offered = list(self._tools)
-        if self._offload and conversation_id and self.layer.ledger.live_offloads(conversation_id):
+        if self._offload and conversation_id and self._stored_ids(conversation_id):
             offered.append(RECALL_TOOL)
         return offered
 
@@ -232,7 +246,7 @@ class ReActAgent:
         with it.execute_tool(call) as span:
             if call.name == RECALL_TOOL:
                 offload_id = str(call.args.get("offload_id", ""))
-                stored = self._store.get(offload_id)
+                stored = self.stored_output(offload_id)
                 if stored is None:
                     _mark_error(span, "UnknownOffload")
                     return f"error: no offloaded output {offload_id!r}", None
@@ -258,7 +272,7 @@ class ReActAgent:
         decision = it.offload(call, output)
         if not decision.fire or decision.offload_id is None:
             return output, decision
-        self._store[decision.offload_id] = output
+        self._store[decision.offload_id] = (it.turn.conversation_id or "", output)
         while len(self._store) > self._max_stored:
             evicted, _ = self._store.popitem(last=False)
             self._expanded.discard(evicted)

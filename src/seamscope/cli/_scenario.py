@@ -42,9 +42,8 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
     ToolSpec,
-    last_user_text,
-    message_text,
 )
+from seamscope.decisions._messages import last_user_text, message_text
 
 __all__ = [
     "AGENT_NAME",

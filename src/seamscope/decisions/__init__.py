@@ -1,62 +1,30 @@
-"""The pure decision layer: policies at two seams, tool selection, the offload gate.
+"""The decision core: policies at two seams, tool selection, the offload gate, the ledger.
 
-Nothing here imports OpenTelemetry or structlog; telemetry is one
-implementation of :class:`DecisionObserver`.
+Nothing here imports OpenTelemetry or structlog (a test proves it);
+telemetry is one implementation of :class:`DecisionObserver`. The records
+the core produces and takes, and their closed value sets, are in
+:mod:`seamscope.decisions.records`.
 """
 
-from seamscope.decisions._enums import (
-    CacheUsage,
-    DecisionKind,
-    GuardResult,
-    OffloadCostKind,
-    OffloadOutcome,
-    OffloadReasonCode,
-    PaletteVerdict,
-    PolicyResult,
-    PricingSource,
-    Seam,
-    SettleTrigger,
-    StageOutcomeKind,
-    WinnerSource,
-)
-from seamscope.decisions._messages import (
-    Message,
-    ToolCall,
-    is_tool_message,
-    last_user_message,
-    last_user_text,
-    message_role,
-    message_text,
-    tool_name,
-)
-from seamscope.decisions._observer import DecisionObserver, NoopObserver, guard_observer
-from seamscope.decisions._offload import (
-    DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
-    DEFAULT_RECALL_INPUT_TOKENS,
-    DEFAULT_RECALL_OUTPUT_TOKENS,
-    DEFAULT_STUB_TOKENS,
-    GateCall,
-    OffloadGate,
+from seamscope.decisions._ledger import OffloadLedger
+from seamscope.decisions._messages import Message
+from seamscope.decisions._observer import DecisionObserver, NoopObserver
+from seamscope.decisions._offload import OffloadGate, evaluate_offload_gate
+from seamscope.decisions._policy import DispatchContext, ToolCallPolicy
+from seamscope.decisions._pricing import ModelPrice, PricingTable
+from seamscope.decisions._seams import SeamRouter
+from seamscope.decisions.records import (
+    ModelConfig,
+    ModelUsage,
     OffloadGateDecision,
     OffloadGateInputs,
-    evaluate_offload_gate,
-)
-from seamscope.decisions._policy import (
-    DispatchContext,
-    ModelConfig,
-    ToolCallPolicy,
-    build_dispatch_context,
-)
-from seamscope.decisions._pricing import ModelPrice, PriceQuote, PricingTable
-from seamscope.decisions._seams import (
-    ContainedError,
-    DispatchRecord,
-    PolicyEvaluation,
     PostModelResult,
     PreModelResult,
-    SeamRouter,
+    SelectionResult,
+    Settlement,
+    StageOutcome,
+    ToolCall,
 )
-from seamscope.decisions._usage import ModelUsage
 from seamscope.decisions.selection import (
     AllowlistStage,
     ForcedChoiceStage,
@@ -68,29 +36,16 @@ from seamscope.decisions.selection import (
     SafetyLevel,
     SelectionContext,
     SelectionPipeline,
-    SelectionResult,
     SelectionStage,
-    StageOutcome,
-    StageRecord,
     ToolCatalog,
     ToolSpec,
 )
 
 __all__ = [
-    "DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS",
-    "DEFAULT_RECALL_INPUT_TOKENS",
-    "DEFAULT_RECALL_OUTPUT_TOKENS",
-    "DEFAULT_STUB_TOKENS",
     "AllowlistStage",
-    "CacheUsage",
-    "ContainedError",
-    "DecisionKind",
     "DecisionObserver",
     "DispatchContext",
-    "DispatchRecord",
     "ForcedChoiceStage",
-    "GateCall",
-    "GuardResult",
     "IntentRoutingStage",
     "IntentVerdict",
     "LazyRoutingStage",
@@ -99,45 +54,26 @@ __all__ = [
     "ModelPrice",
     "ModelUsage",
     "NoopObserver",
-    "OffloadCostKind",
     "OffloadGate",
     "OffloadGateDecision",
     "OffloadGateInputs",
-    "OffloadOutcome",
-    "OffloadReasonCode",
-    "PaletteVerdict",
-    "PolicyEvaluation",
-    "PolicyResult",
+    "OffloadLedger",
     "PolicyStage",
     "PostModelResult",
     "PreModelResult",
-    "PriceQuote",
-    "PricingSource",
     "PricingTable",
     "RolePaletteStage",
     "SafetyLevel",
-    "Seam",
     "SeamRouter",
     "SelectionContext",
     "SelectionPipeline",
     "SelectionResult",
     "SelectionStage",
-    "SettleTrigger",
+    "Settlement",
     "StageOutcome",
-    "StageOutcomeKind",
-    "StageRecord",
     "ToolCall",
     "ToolCallPolicy",
     "ToolCatalog",
     "ToolSpec",
-    "WinnerSource",
-    "build_dispatch_context",
     "evaluate_offload_gate",
-    "guard_observer",
-    "is_tool_message",
-    "last_user_message",
-    "last_user_text",
-    "message_role",
-    "message_text",
-    "tool_name",
 ]

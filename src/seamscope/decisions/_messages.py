@@ -9,8 +9,13 @@ message's role and text, a tool's name) without importing any framework.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from seamscope.decisions.records import (
+    ToolCall,
+    tool_name,
+)
 
 __all__ = [
     "Message",
@@ -35,13 +40,6 @@ _ROLE_ALIASES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One tool call emitted by the model. ``id`` is kept through any rewrite."""
-
-    id: str
-    name: str
-    args: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,18 +114,3 @@ def last_user_text(messages: Sequence[Any]) -> str:
     return "" if message is None else message_text(message)
 
 
-def tool_name(tool: Any) -> str | None:
-    """A tool's name: a str, an object with ``name``, or an OpenAI-style dict.
-
-    Returns None for a tool whose name cannot be read; stages keep such
-    "unnamed" tools, since a name-keyed rule cannot judge them.
-    """
-    if isinstance(tool, str):
-        return tool
-    if isinstance(tool, Mapping):
-        name = tool.get("name")
-        if name is None and isinstance(tool.get("function"), Mapping):
-            name = tool["function"].get("name")
-        return name if isinstance(name, str) else None
-    name = getattr(tool, "name", None)
-    return name if isinstance(name, str) else None

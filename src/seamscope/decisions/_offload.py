@@ -25,13 +25,23 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
-from seamscope.decisions._enums import OffloadReasonCode, PricingSource
-from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._observer import DecisionObserver, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable, to_decimal
+from seamscope.decisions.records import (
+    DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+    DEFAULT_RECALL_INPUT_TOKENS,
+    DEFAULT_RECALL_OUTPUT_TOKENS,
+    DEFAULT_STUB_TOKENS,
+    GateCall,
+    OffloadGateDecision,
+    OffloadGateInputs,
+    OffloadReasonCode,
+    PricingSource,
+)
 
 __all__ = [
     "DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS",
@@ -45,58 +55,12 @@ __all__ = [
     "evaluate_offload_gate",
 ]
 
-DEFAULT_STUB_TOKENS = 80
-DEFAULT_RECALL_INPUT_TOKENS = 12_500
-DEFAULT_RECALL_OUTPUT_TOKENS = 250
-DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS = 15_000
 
 _ZERO = Decimal(0)
 
 
-@dataclass(frozen=True, slots=True)
-class OffloadGateInputs:
-    """Inputs to the gate; all economic, no I/O.
-
-    ``output_tokens`` is the candidate output's size (chars / 4);
-    ``horizon`` the expected remaining turns it would be carried (a fixed
-    prior, not the live iteration index); ``recall_probability`` the recall
-    prior; ``model_name`` selects the price.
-    """
-
-    output_tokens: float
-    horizon: int
-    recall_probability: float
-    model_name: str
-    large_offload_threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
-    stub_tokens: int = DEFAULT_STUB_TOKENS
-    recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
-    recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
 
 
-@dataclass(frozen=True, slots=True)
-class OffloadGateDecision:
-    """The verdict plus the priced terms, so telemetry can say why.
-
-    USD figures are floats rounded from exact Decimal arithmetic; the
-    verdict was taken on the exact ``net_saving``. ``horizon`` and
-    ``recall_probability`` are the values after clamping.
-    """
-
-    fire: bool
-    net_saving_usd: float
-    reprefill_saving_usd: float
-    stub_carry_cost_usd: float
-    expected_recall_hop_cost_usd: float
-    reason: str
-    reason_code: OffloadReasonCode = OffloadReasonCode.NET_NOT_POSITIVE
-    pricing_source: PricingSource = PricingSource.NONE
-    model_name: str = ""
-    output_tokens: float = 0.0
-    horizon: int = 0
-    recall_probability: float = 0.0
-    stub_tokens: int = DEFAULT_STUB_TOKENS
-    net_saving: Decimal = field(default=_ZERO, repr=False)
-    offload_id: str | None = None
 
 
 def _no_fire(
@@ -186,20 +150,6 @@ def evaluate_offload_gate(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class GateCall:
-    """Where a gate call happens: for telemetry and the ledger, not the math.
-
-    ``reevaluation``: the loop asks again about an output it already asked
-    about (a framework that re-decides earlier outputs every iteration).
-    Telemetry then counts the decision but not its predicted saving again.
-    """
-
-    conversation_id: str | None = None
-    agent_name: str | None = None
-    tool_name: str | None = None
-    tool_call_id: str | None = None
-    reevaluation: bool = False
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -236,7 +186,7 @@ class OffloadGate:
         recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS,
         recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS,
         pricing: PricingTable | None = None,
-        observer: Any | None = None,
+        observer: DecisionObserver | None = None,
         id_factory: Callable[[], str] | None = None,
     ) -> None:
         self.horizon = _positive_int("horizon", horizon)
@@ -299,10 +249,17 @@ class OffloadGate:
         self, output_tokens: float, model_name: str, call: GateCall | None = None
     ) -> OffloadGateDecision:
         """Run the gate for one tool output; a fired decision carries an offload id."""
+        return self.evaluate_linked(output_tokens, model_name, call)[0]
+
+    def evaluate_linked(
+        self, output_tokens: float, model_name: str, call: GateCall | None = None
+    ) -> tuple[OffloadGateDecision, object]:
+        """:meth:`evaluate`, plus the observer's link to the decision (opaque;
+        give it to :meth:`OffloadLedger.record_offload` with a fired decision)."""
         inputs = self.inputs(output_tokens, model_name)
         handle = self._observer.start_offload_gate(inputs, call)
         decision = evaluate_offload_gate(inputs, pricing=self._pricing)
         if decision.fire:
             decision = replace(decision, offload_id=self._id_factory())
-        self._observer.end_offload_gate(handle, decision)
-        return decision
+        link = self._observer.end_offload_gate(handle, decision)
+        return decision, link

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from seamscope.decisions._enums import Seam
 from seamscope.decisions._messages import last_user_text
+from seamscope.decisions.records import (
+    ModelConfig,
+    Seam,
+)
 
 __all__ = [
     "ArgsTransform",
@@ -30,43 +33,6 @@ __all__ = [
 _EMPTY_SCOPE: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class ModelConfig:
-    """A model to reason a turn: its name plus optional call parameters.
-
-    ``parameters`` is stored as a sorted tuple of pairs so the value hashes
-    and compares by content; pass a mapping or pairs.
-    """
-
-    model_name: str
-    parameters: tuple[tuple[str, Any], ...] = ()
-    provider: str | None = None
-
-    def __init__(
-        self,
-        model_name: str,
-        parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
-        provider: str | None = None,
-    ) -> None:
-        if not isinstance(model_name, str) or not model_name:
-            raise ValueError("ModelConfig.model_name must be a non-empty str")
-        if provider is not None and not isinstance(provider, str):
-            raise ValueError("ModelConfig.provider must be a str or None")
-        items = parameters.items() if isinstance(parameters, Mapping) else parameters
-        try:
-            pairs = tuple(sorted((str(k), v) for k, v in items))
-        except TypeError as exc:
-            raise ValueError(
-                "ModelConfig.parameters must be a mapping or (name, value) pairs"
-            ) from exc
-        object.__setattr__(self, "model_name", model_name)
-        object.__setattr__(self, "parameters", pairs)
-        object.__setattr__(self, "provider", provider)
-
-    @property
-    def params(self) -> dict[str, Any]:
-        """The parameters as a fresh dict."""
-        return dict(self.parameters)
 
 
 @dataclass(frozen=True, slots=True)

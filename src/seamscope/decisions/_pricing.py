@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from seamscope.decisions._enums import PricingSource
+from seamscope.decisions.records import PricingSource
 
 __all__ = ["MILLION", "ModelPrice", "PriceQuote", "PricingTable", "to_decimal"]
 

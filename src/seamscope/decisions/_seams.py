@@ -31,19 +31,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from seamscope.decisions._enums import (
+from seamscope.decisions._messages import ToolCall
+from seamscope.decisions._observer import DecisionObserver, guard_observer
+from seamscope.decisions._policy import DispatchContext, ModelConfig, ToolCallPolicy
+from seamscope.decisions.records import (
+    ContainedError,
+    DispatchRecord,
     GuardResult,
     PaletteVerdict,
+    PolicyEvaluation,
     PolicyResult,
+    PostModelResult,
+    PreModelResult,
     Seam,
     WinnerSource,
+    contained_error,
 )
-from seamscope.decisions._messages import ToolCall
-from seamscope.decisions._observer import guard_observer
-from seamscope.decisions._policy import DispatchContext, ModelConfig, ToolCallPolicy
 
 __all__ = [
     "ContainedError",
@@ -62,125 +67,31 @@ _log = logging.getLogger("seamscope.decisions")
 RoleModelResolver = Callable[[DispatchContext], "ModelConfig | str | None"]
 ToolCallDispatchCallback = Callable[[ToolCall, DispatchContext], "ToolCall | None"]
 
-_MAX_ERROR_MESSAGE = 256
 
 
-@dataclass(frozen=True, slots=True)
-class ContainedError:
-    """Adopter code that raised and was contained.
-
-    ``source`` is what raised: ``match``, ``guard``, ``args_transform``,
-    ``resolver``, ``callback`` or ``stage``. ``error_type`` is the exception's
-    qualified class name; ``message`` its text, truncated to 256 chars.
-    """
-
-    source: str
-    error_type: str
-    message: str
-    policy: str | None = None
 
 
-def contained_error(source: str, exc: BaseException, policy: str | None = None) -> ContainedError:
-    """Record ``exc`` raised by adopter code at ``source``."""
-    cls = type(exc)
-    qualname = (
-        cls.__qualname__
-        if cls.__module__ == "builtins"
-        else (f"{cls.__module__}.{cls.__qualname__}")
-    )
-    return ContainedError(source, qualname, str(exc)[:_MAX_ERROR_MESSAGE], policy)
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyEvaluation:
-    """One policy evaluated at one seam.
-
-    ``result`` is ``matched``/``not_matched``/``skipped``/``error``.
-    ``skipped`` means the policy does not apply there (no model at PRE; no
-    redirect or a when_tool that rejects the tool at POST) and its match was
-    not called. At POST, ``guard`` is the guard's verdict for a matched
-    policy (``none`` when it has no guard or was not matched); a guard that
-    raises makes the result ``error`` (no match for that policy), with
-    ``guard`` ``error`` and the contained error.
-    """
-
-    policy: str
-    seam: Seam
-    result: PolicyResult
-    guard: GuardResult = GuardResult.NONE
-    error: ContainedError | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PreModelResult:
-    """The PRE seam's verdict: which model reasons the turn, and who chose it."""
-
-    model: ModelConfig
-    source: WinnerSource
-    policy: str | None
-    evaluations: tuple[PolicyEvaluation, ...] = ()
-    errors: tuple[ContainedError, ...] = ()
-    duration_s: float = field(default=0.0, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchRecord:
-    """One emitted tool call through policies, the adopter and the palette gate.
-
-    ``final`` is what dispatches (it always keeps the emitted call's id).
-    ``policy``/``redirect_to`` name the winning policy and its target (None
-    when no policy won). ``guard`` is the winner's guard verdict, or when no
-    policy won, the verdict of the last matched policy whose guard stopped it.
-    ``source`` says who shaped the call that reached the palette gate:
-    ``policy``, ``adopter`` or ``none``.
-    """
-
-    index: int
-    emitted: ToolCall
-    final: ToolCall
-    policy: str | None
-    redirect_to: str | None
-    guard: GuardResult
-    args_transformed: bool
-    adopter_override: bool
-    palette: PaletteVerdict
-    source: WinnerSource
-    evaluations: tuple[PolicyEvaluation, ...] = ()
-    errors: tuple[ContainedError, ...] = ()
-    duration_s: float = field(default=0.0, compare=False)
-
-    @property
-    def rewritten(self) -> bool:
-        """The call dispatches to a different tool than the model emitted."""
-        return self.final.name != self.emitted.name
 
 
-@dataclass(frozen=True, slots=True)
-class PostModelResult:
-    """The POST seam's verdict: the calls to dispatch, one record per call."""
-
-    calls: tuple[ToolCall, ...]
-    records: tuple[DispatchRecord, ...]
-    duration_s: float = field(default=0.0, compare=False)
-
-    @property
-    def rewritten(self) -> int:
-        """How many calls dispatch to a different tool than emitted."""
-        return sum(1 for r in self.records if r.rewritten)
 
 
 class _Trail:
     """The policy evaluations and contained errors of one seam decision.
 
-    Each evaluation is reported to the observer as it happens. Built only
-    when there are policies, so ``policies=()`` allocates nothing here.
+    They go to the observer with the seam's record (``evaluations``), so the
+    observer decides how much of them to record. Built only when there are
+    policies, so ``policies=()`` allocates nothing here.
     """
 
-    __slots__ = ("_handle", "_observer", "_seam", "errors", "evaluations")
+    __slots__ = ("_seam", "errors", "evaluations")
 
-    def __init__(self, observer: Any, handle: Any, seam: Seam) -> None:
-        self._observer = observer
-        self._handle = handle
+    def __init__(self, seam: Seam) -> None:
         self._seam = seam
         self.evaluations: list[PolicyEvaluation] = []
         self.errors: list[ContainedError] = []
@@ -192,9 +103,7 @@ class _Trail:
         guard: GuardResult = GuardResult.NONE,
         error: ContainedError | None = None,
     ) -> None:
-        ev = PolicyEvaluation(policy.name, self._seam, result, guard, error)
-        self.evaluations.append(ev)
-        self._observer.on_policy_evaluated(self._handle, ev)
+        self.evaluations.append(PolicyEvaluation(policy.name, self._seam, result, guard, error))
 
     def match(self, policy: ToolCallPolicy, ctx: DispatchContext) -> bool | None:
         """The policy's ``match``; None when it raised (recorded as ``error``:
@@ -226,7 +135,7 @@ class SeamRouter:
         default_model: ModelConfig | str,
         role_model_resolver: RoleModelResolver | None = None,
         on_tool_call_dispatch: ToolCallDispatchCallback | None = None,
-        observer: Any | None = None,
+        observer: DecisionObserver | None = None,
     ) -> None:
         policies = tuple(policies)
         seen: set[str] = set()
@@ -268,7 +177,7 @@ class SeamRouter:
         evaluations: list[PolicyEvaluation] | tuple[()] = ()
         errors: list[ContainedError] | tuple[()] = ()
         if self._policies:
-            trail = _Trail(obs, handle, Seam.PRE_MODEL)
+            trail = _Trail(Seam.PRE_MODEL)
             evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.model is None:
@@ -352,7 +261,7 @@ class SeamRouter:
         errors: list[ContainedError] | tuple[()] = ()
         rewrite = call
         if self._policies:
-            trail = _Trail(obs, handle, Seam.POST_MODEL)
+            trail = _Trail(Seam.POST_MODEL)
             evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.redirect_to is None or not policy.applies_to_tool(call.name):

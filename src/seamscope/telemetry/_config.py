@@ -93,8 +93,9 @@ class TelemetryConfig:
     * ``max_array_length``: string-array attributes keep this many items.
     * ``metric_label_cap``: distinct values kept per metric attribute (policy,
       stage, model, tool names); later values fold into ``other``.
-    * ``known_labels``: values always kept (e.g. the configured policy names),
-      counted against no cap.
+    * ``known_labels``: values kept first under the label cap, for every
+      metric attribute; they count against it (at most ``metric_label_cap``
+      values per attribute, whatever the configuration).
     """
 
     capture_content: bool = False

@@ -17,17 +17,11 @@ environment (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
 defaults. ``OTEL_SDK_DISABLED=true`` yields a disabled handle whose observer
 records nothing.
 
-Exemplars: when metrics are pushed over OTLP the SDK's default filter
-(``trace_based``) applies, so counter and histogram points carry the trace
-and span ids of the sampled span they were recorded in. When they are only
-scraped by Prometheus, nothing would ever export an exemplar (the Prometheus
-reader drops them), so the filter defaults to ``always_off``, which spares
-the per-measurement exemplar work and lets the observer keep its counters as
-in-process totals (see ``Instruments``). ``OTEL_METRICS_EXEMPLAR_FILTER``
-overrides both defaults. When the Prometheus reader is the only reader and
-exemplars are off, it is a ``BridgedPrometheusMetricReader``: the duration
-histogram and the USD counters are aggregated in process and added to each
-collection, with the SDK's points (see ``_bridge``).
+Exemplars follow the SDK's default (``trace_based``: a point recorded inside
+a sampled span carries its trace and span ids); ``OTEL_METRICS_EXEMPLAR_FILTER``
+(``always_on``, ``always_off``, ``trace_based``) overrides it. The meter
+provider is the SDK's own with plain readers: seamscope keeps no aggregation
+of its own.
 """
 
 from __future__ import annotations
@@ -43,7 +37,6 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._instruments import FLOAT_SUMS, register_in_process
 from seamscope.telemetry._observer import OTelObserver
 
 __all__ = ["TelemetryHandle", "configure"]
@@ -133,53 +126,23 @@ def _endpoint(base: str | None, signal: str, explicit: str | None) -> str | None
     return None
 
 
-def _exemplar_filter(env: Mapping[str, str], push_metrics: bool) -> Any:
-    """The meter provider's exemplar filter; None leaves the SDK's default."""
+def _exemplar_filter(env: Mapping[str, str]) -> Any:
+    """The exemplar filter ``OTEL_METRICS_EXEMPLAR_FILTER`` names in ``env``;
+    None leaves the SDK's default (it reports an unknown name itself)."""
     from opentelemetry.sdk.metrics import (
         AlwaysOffExemplarFilter,
         AlwaysOnExemplarFilter,
         TraceBasedExemplarFilter,
     )
 
-    name = env.get("OTEL_METRICS_EXEMPLAR_FILTER", "")
+    name = env.get("OTEL_METRICS_EXEMPLAR_FILTER", "").strip().lower()
     if name == "always_on":
         return AlwaysOnExemplarFilter()
     if name == "always_off":
         return AlwaysOffExemplarFilter()
     if name == "trace_based":
         return TraceBasedExemplarFilter()
-    if name or push_metrics:
-        return None  # an unknown name: the SDK reports it as before
-    return AlwaysOffExemplarFilter()
-
-
-def _prometheus_reader(registry: Any, resource: Any, exemplar_filter: Any, push: bool) -> Any:
-    """The Prometheus reader; with exemplars off and no other reader, one that
-    also exports the in-process duration histogram and USD sums (``_bridge``)."""
-    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
-
-    if push or not isinstance(exemplar_filter, AlwaysOffExemplarFilter):
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
-
-        return PrometheusMetricReader(registry=registry)
-
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-    from seamscope import __version__
-    from seamscope.telemetry import conventions as c
-    from seamscope.telemetry._bridge import (
-        BridgedPrometheusMetricReader,
-        HistogramTotals,
-        SumTotals,
-    )
-
-    sums = [SumTotals(spec) for spec in c.METRICS if spec.name in FLOAT_SUMS]
-    return BridgedPrometheusMetricReader(
-        [HistogramTotals(c.METRIC_DECISION_DURATION, c.DECISION_DURATION_BUCKETS), *sums],
-        scope=InstrumentationScope("seamscope", __version__),
-        resource=resource,
-        registry=registry,
-    )
+    return None
 
 
 def configure(
@@ -294,17 +257,17 @@ def configure(
         None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
     )
     push_metrics = bool(otlp_metrics and metrics_endpoint)
-    exemplar_filter = _exemplar_filter(env, push_metrics)
+    exemplar_filter = _exemplar_filter(env)
     readers: list[Any] = []
     server: tuple[Any, Any] | None = None
     address = None
-    in_process: Any = None
     if prometheus_port is not None:
         from prometheus_client import REGISTRY, start_http_server
 
         registry = prometheus_registry if prometheus_registry is not None else REGISTRY
-        readers.append(_prometheus_reader(registry, resource, exemplar_filter, push_metrics))
-        in_process = getattr(readers[-1], "in_process", None)
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+        readers.append(PrometheusMetricReader(registry=registry))
         http_server, thread = start_http_server(prometheus_port, prometheus_host, registry=registry)
         address = (prometheus_host, int(http_server.server_address[1]))
         server = (http_server, thread)
@@ -319,8 +282,6 @@ def configure(
     meter_provider = MeterProvider(
         resource=resource, metric_readers=readers, exemplar_filter=exemplar_filter
     )
-    if in_process is not None:
-        register_in_process(meter_provider, in_process)
 
     if set_global:
         trace.set_tracer_provider(tracer_provider)

@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from seamscope import __version__
-from seamscope.decisions._usage import ModelUsage
+from seamscope.decisions.records import ModelUsage
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import telemetry_error
 
@@ -107,7 +107,7 @@ class GenAISpans:
             c.ATTR_GEN_AI_OPERATION_NAME: "execute_tool",
             c.ATTR_GEN_AI_TOOL_NAME: tool_name,
         }
-        if call_id:
+        if call_id is not None:  # an empty id too, as the dispatch span records it
             attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
         if conversation_id:
             attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id

@@ -9,151 +9,143 @@ Span tree of one iteration (all INTERNAL)::
     ├── seamscope.seam.post_model
     │   └── seamscope.dispatch         (one per emitted call; events as above)
     └── seamscope.offload_gate
+    seamscope.offload.settle           (when an offload settles, linked to its gate span)
 
 Status: a span is ERROR only when the decision it wraps failed itself: a
 stage that raised (the pipeline replaced its verdict with a degraded
 abstain). Adopter code that raised inside a seam (a match, guard,
 args_transform, resolver or callback) was contained and the seam still
 decided, so it is a span event carrying ``error.type``, and the span's
-status stays unset. Exceptions of the loop itself that cross an iteration
-span are recorded and the span is ERROR (see :meth:`OTelObserver.iteration`).
+status stays unset. Any exception of the loop that crosses an iteration
+span (``KeyboardInterrupt`` too) ends it with ``error.type`` and status
+ERROR, then goes on unchanged.
 
-Attributes a sampler needs (names, indexes, the emitted tool, the model)
-are set at span start; everything else is set at the end, in one call, and
-only when the span is recording. Nothing here raises into the loop: every
-hook catches, logs ``seamscope.telemetry.error`` and carries on, and a span
-a hook opened is always ended and its context detached, whatever failed in
-between. A value of the wrong type where the contract says string (a tool
-call id, a tool name, a stage reason) is recorded as its ``str()`` and
-logged as a ``seamscope.telemetry.error``.
+What is recorded, and how much (see ``_attributes`` for the bounds):
 
-Cost: with the no-op OpenTelemetry API (``NoOpTracerProvider`` /
-``NoOpMeterProvider`` passed in, as ``configure()`` does under
-``OTEL_SDK_DISABLED``) the observer skips span and metric work entirely;
-metric attribute sets are built once per distinct label combination. On an
-SDK meter provider with exemplars off (``configure()``'s default without an
-OTLP metrics push), counts are kept as in-process totals that export the same
-points (see ``_instruments``). Enum members are read through ``_value_``:
-``.value`` is a Python-level property, read about thirty times an iteration.
+* Attributes a sampler needs (names, indexes, the emitted tool, the model)
+  are set at span start; the rest at the end, in one call, only when the
+  span is recording.
+* Policy evaluations: one event per matched, error or guard-stopped
+  policy (bounded), counts and a bounded name array for the rest.
+* Metrics: plain SDK instruments; one duration per decision kind per
+  iteration (``select_tools``, ``pre_model``, ``post_model``, each gate
+  call), one add per distinct attribute set per decision. Every attribute
+  value that can grow (policy, stage, model names) passes the label cap.
+
+Nothing here raises into the loop: every hook catches, logs
+``seamscope.telemetry.error`` and carries on, and a span a hook opened is
+always ended and its context detached, whatever failed in between. With the
+no-op OpenTelemetry API (``NoOpTracerProvider``/``NoOpMeterProvider``, as
+``configure()`` passes under ``OTEL_SDK_DISABLED``) span and metric work is
+skipped entirely.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import contextvars
-import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from seamscope import __version__
-from seamscope.decisions import (
-    DispatchContext,
+from seamscope.decisions._messages import message_text
+from seamscope.decisions._policy import DispatchContext
+from seamscope.decisions.records import (
+    ContainedError,
     DispatchRecord,
     GateCall,
+    LedgerEntry,
+    ModelCallAccount,
+    OffloadCostKind,
     OffloadGateDecision,
     OffloadGateInputs,
+    OffloadOutcome,
+    PaletteVerdict,
     PolicyEvaluation,
     PostModelResult,
     PreModelResult,
-    SelectionContext,
+    RecallAccount,
+    Seam,
     SelectionResult,
+    Settlement,
+    SettleTrigger,
     StageRecord,
     ToolCall,
 )
-from seamscope.decisions._enums import (
-    DecisionKind,
-    GuardResult,
-    PaletteVerdict,
-    PolicyResult,
-)
-from seamscope.decisions._messages import message_text
+from seamscope.decisions.selection import SelectionContext, SelectionStage
+from seamscope.telemetry import _attributes as a
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._instruments import Instruments, LabelCap, bound, flag
+from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
 
-__all__ = ["LAST_GATE_SPAN", "OTelObserver"]
-
-LAST_GATE_SPAN: contextvars.ContextVar[trace.SpanContext | None] = contextvars.ContextVar(
-    "seamscope_last_gate_span", default=None
-)
-"""The span context of the latest offload-gate span in this context (for ledger links)."""
+__all__ = ["OTelObserver"]
 
 _INTERNAL = SpanKind.INTERNAL
-_attach = otel_context.attach
-_detach = otel_context.detach
-_in_context = trace.set_span_in_context
-_perf_counter = time.perf_counter
-
-_SET_OFFERED = {c.ATTR_SELECTION_SET: c.SelectionSet.OFFERED.value}
-_SET_SELECTED = {c.ATTR_SELECTION_SET: c.SelectionSet.SELECTED.value}
-_KIND_SELECT = {c.ATTR_DECISION_KIND: DecisionKind.SELECT_TOOLS.value}
-_KIND_STAGE = {c.ATTR_DECISION_KIND: DecisionKind.STAGE.value}
-_KIND_PRE = {c.ATTR_DECISION_KIND: DecisionKind.PRE_MODEL.value}
-_KIND_POST = {c.ATTR_DECISION_KIND: DecisionKind.POST_MODEL.value}
-_KIND_DISPATCH = {c.ATTR_DECISION_KIND: DecisionKind.DISPATCH.value}
-_KIND_GATE = {c.ATTR_DECISION_KIND: DecisionKind.OFFLOAD_GATE.value}
-
-_MAX_CACHED_LABEL_SETS = 4096
 
 
 class _Handle:
-    """An open span, its context token (None: not attached) and its start clock."""
+    """An open span, its context token and its start clock (util-genai's
+    invocation object, in small)."""
 
     __slots__ = ("recording", "repeat", "span", "start", "token")
 
-    def __init__(self, span: trace.Span, token: object, recording: bool) -> None:
+    def __init__(self, span: trace.Span, token: object) -> None:
         self.span = span
         self.token = token
-        self.recording = recording
+        self.recording = span.is_recording()
         self.start = 0.0
         self.repeat = False  # a gate call re-deciding an output already decided
 
 
-class _IterationScope:
-    """The context manager of :meth:`OTelObserver.iteration` (a class: it is
-    entered once per iteration, and a generator-based one costs more)."""
+class _IterationScope(contextlib.AbstractContextManager[object]):
+    """The context manager :meth:`OTelObserver.iteration` returns."""
 
-    __slots__ = ("_handle", "_index", "_observer", "agent_name", "conversation_id")
+    __slots__ = ("_agent", "_conversation", "_handle", "_index", "_observer")
 
     def __init__(
         self, observer: OTelObserver, index: int, conversation: str | None, agent: str | None
     ) -> None:
         self._observer = observer
         self._index = index
-        # read by OTelObserver._open, as on any decision context
-        self.conversation_id = conversation
-        self.agent_name = agent
+        self._conversation = conversation
+        self._agent = agent
         self._handle: _Handle | None = None
 
-    def __enter__(self) -> trace.Span:
+    def __enter__(self) -> object:
         observer = self._observer
         try:
-            if observer._spans_off:
-                return observer._tracer.start_span(c.SPAN_ITERATION)
             self._handle = observer._open(
-                c.SPAN_ITERATION, {c.ATTR_ITERATION_INDEX: self._index}, self
+                c.SPAN_ITERATION,
+                {c.ATTR_ITERATION_INDEX: self._index},
+                self._conversation,
+                self._agent,
             )
             return self._handle.span
         except Exception as exc:
-            observer._failed("iteration", exc)
+            telemetry_error("iteration", exc)
             return trace.INVALID_SPAN
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         handle = self._handle
         if handle is None:
             return
-        if exc is not None:
+        if exc is not None and handle.recording:
             with contextlib.suppress(Exception):
-                if handle.recording:
-                    name = type(exc).__qualname__
-                    handle.span.set_attribute(c.ATTR_ERROR_TYPE, name)
-                    handle.span.set_status(Status(StatusCode.ERROR, name))
+                name = type(exc).__qualname__
+                handle.span.set_attribute(c.ATTR_ERROR_TYPE, name)
+                handle.span.set_status(Status(StatusCode.ERROR, name))
         self._observer._finish("iteration", handle)
 
 
@@ -171,311 +163,193 @@ class OTelObserver:
         self,
         *,
         tracer_provider: trace.TracerProvider | None = None,
-        meter_provider: Any | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
         config: TelemetryConfig | None = None,
+        known_labels: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
+        """``known_labels``: configured values per metric attribute key (e.g. the
+        policy names under ``seamscope.policy.name``), kept first under the
+        label cap (``config.known_labels`` are kept first for every key)."""
         if config is not None and not isinstance(config, TelemetryConfig):
-            raise TypeError("OTelObserver.config must be a TelemetryConfig")
+            raise TypeError(
+                f"OTelObserver.config must be a TelemetryConfig, got {type(config).__name__}"
+            )
         self.config = config or TelemetryConfig.create()
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
-        # The no-op API records nothing: skip building what it would drop.
         self._spans_off = isinstance(self._tracer, trace.NoOpTracer)
         self.instruments = Instruments(meter_provider)
         self._metrics_on = self.instruments.enabled
-        self._cap = LabelCap(self.config.metric_label_cap, self.config.known_labels)
-        self._max_len = self.config.max_attribute_length
-        self._max_items = self.config.max_array_length
-        self._capture = self.config.capture_content
-        # (instrument, label values) -> the add/record bound to that attribute set
-        self._series: dict[tuple[Any, ...], Any] = {}
-        if self._metrics_on:
-            inst = self.instruments
-            duration = inst.decision_duration
-            self._duration_select = bound(duration, _KIND_SELECT)
-            self._duration_stage = bound(duration, _KIND_STAGE)
-            self._duration_pre = bound(duration, _KIND_PRE)
-            self._duration_post = bound(duration, _KIND_POST)
-            self._duration_dispatch = bound(duration, _KIND_DISPATCH)
-            self._duration_gate = bound(duration, _KIND_GATE)
-            self._count_offered = bound(inst.selection_tools, _SET_OFFERED)
-            self._count_selected = bound(inst.selection_tools, _SET_SELECTED)
-
-    # -- helpers ---------------------------------------------------------------
-
-    def _text(self, value: str) -> str:
-        return value if len(value) <= self._max_len else value[: self._max_len - 1] + "…"
-
-    def _names(self, names: Sequence[str]) -> Sequence[str]:
-        max_len = self._max_len
-        if len(names) <= self._max_items and (not names or max(map(len, names)) <= max_len):
-            return names  # within the limits: as is (a tuple or a list, both arrays)
-        return [n if len(n) <= max_len else self._text(n) for n in names[: self._max_items]]
-
-    def _str(self, hook: str, key: str, value: Any) -> str:
-        """A string-typed value that arrived with another type: record str(value), log it."""
-        log_event(
-            "error",
-            c.LOG_TELEMETRY_ERROR,
-            hook=hook,
-            error_type="TypeError",
-            attribute=key,
-            value_type=type(value).__qualname__,
+        cfg = self.config
+        self._cap = LabelCap(cfg.metric_label_cap, cfg.known_labels, known_labels)
+        self._limits = a.Limits(
+            cfg.max_attribute_length, cfg.max_array_length, cfg.capture_content, cfg.mask
         )
-        try:
-            return self._text(str(value))
-        except Exception:
-            return "?"
 
-    def _content(self, value: Any) -> str:
-        if not isinstance(value, str):
-            try:
-                value = json.dumps(value, default=str, sort_keys=True)
-            except Exception:
-                value = repr(value)
-        return self._text(self.config.mask(value))
+    # -- the protocol's loop-level part --------------------------------------------
 
-    def capture(self, span: trace.Span, key: str, value: Any) -> None:
-        """Set a content attribute (``seamscope.content.*``) on ``span`` when content
-        capture is on; the value passes through the mask and the length limit."""
+    @property
+    def capture_content(self) -> bool:
+        return self.config.capture_content
+
+    def iteration(
+        self, index: int, *, conversation_id: str | None, agent_name: str | None
+    ) -> contextlib.AbstractContextManager[object]:
+        """A ``seamscope.iteration`` span around one ReAct iteration (entering it
+        gives the span). The loop's exceptions cross it unchanged."""
+        if self._spans_off:
+            return contextlib.nullcontext()
+        return _IterationScope(self, index, conversation_id, agent_name)
+
+    def capture(self, target: object, key: str, value: object) -> None:
+        """Set a content attribute (``seamscope.content.*``) on ``target`` (a span
+        or a handle of this observer) when content capture is on; the value
+        passes through the mask and the length limit."""
         if not self.config.capture_content:
             return
         try:
-            if span.is_recording():
-                span.set_attribute(key, self._content(value))
+            span = target.span if isinstance(target, _Handle) else target
+            if isinstance(span, trace.Span) and span.is_recording():
+                span.set_attribute(key, self._limits.content(value))
         except Exception as exc:
-            self._failed("capture", exc)
+            telemetry_error("capture", exc)
 
-    def _open(self, name: str, attributes: dict[str, Any], ctx: Any) -> _Handle:
-        """Start a span with ``attributes`` plus the conversation and agent of
-        ``ctx`` (when it has them), and make it current."""
-        conversation = getattr(ctx, "conversation_id", None)
-        if conversation:
-            attributes[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation
-        agent = getattr(ctx, "agent_name", None)
-        if agent:
-            attributes[c.ATTR_GEN_AI_AGENT_NAME] = agent
-        span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
-        return _Handle(span, _attach(_in_context(span)), span.is_recording())
+    # -- helpers -------------------------------------------------------------------
 
-    def _finish(self, hook: str, handle: _Handle) -> None:
-        """Detach and end: always, and each step on its own (never raises)."""
-        token = handle.token
-        if token is None:
-            return
-        try:
-            _detach(token)  # type: ignore[arg-type]
-        except Exception as exc:
-            self._failed(hook, exc)
-        try:
-            handle.span.end()
-        except Exception as exc:
-            self._failed(hook, exc)
-
-    @staticmethod
-    def _failed(hook: str, exc: BaseException) -> None:
-        telemetry_error(hook, exc)
-
-    def _bound(self, key: tuple[Any, ...], instrument: Any, build: Any, *args: Any) -> Any:
-        """``instrument``'s add/record for the attribute set of ``key`` (a tuple led
-        by the instrument's name), built by ``build(*args)`` (and capped) once."""
-        add = self._series.get(key)
-        if add is None:
-            add = bound(instrument, build(*args))
-            if len(self._series) < _MAX_CACHED_LABEL_SETS:
-                self._series[key] = add
-        return add
-
-    # -- iteration (called by the loop adapters) ----------------------------
-
-    def iteration(
+    def _open(
         self,
-        index: int,
-        *,
-        conversation_id: str | None = None,
-        agent_name: str | None = None,
-    ) -> contextlib.AbstractContextManager[trace.Span]:
-        """A ``seamscope.iteration`` span around one ReAct iteration (a context manager
-        that gives the span).
+        name: str,
+        attributes: dict[str, Any],
+        conversation: str | None,
+        agent: str | None,
+    ) -> _Handle:
+        """Start a span with ``attributes`` plus the conversation and agent, and
+        make it current."""
+        text = self._limits.text
+        if conversation:
+            attributes[c.ATTR_GEN_AI_CONVERSATION_ID] = text(conversation)
+        if agent:
+            attributes[c.ATTR_GEN_AI_AGENT_NAME] = text(agent)
+        span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
+        return _Handle(span, otel_context.attach(trace.set_span_in_context(span)))
 
-        An exception of the loop crossing it is recorded (``error.type``,
-        status ERROR) and re-raised unchanged. A failure of telemetry itself
-        (a span processor that raises) is logged and never reaches the loop.
-        """
-        return _IterationScope(self, index, conversation_id, agent_name)
-
-    # -- selection ---------------------------------------------------------------
-
-    def start_selection(self, ctx: SelectionContext, offered: tuple[str, ...]) -> Any:
-        if self._spans_off:
-            return None
-        try:
-            return self._open(c.SPAN_SELECT_TOOLS, {c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx)
-        except Exception as exc:
-            self._failed("start_selection", exc)
-            return None
-
-    def end_selection(self, handle: Any, result: SelectionResult) -> None:
-        try:
-            if self._metrics_on:
-                self._duration_select(result.duration_s)
-                self._count_offered(len(result.offered))
-                self._count_selected(len(result.tools))
-        except Exception as exc:
-            self._failed("end_selection", exc)
-        if handle is None:
-            return
-        try:
-            if handle.recording:
-                # result.selected and result.dropped, reading the tool names once
-                selected = result.selected
-                chosen = set(selected)
-                dropped = tuple([n for n in result.offered if n not in chosen])
-                attrs: dict[str, Any] = {
-                    c.ATTR_SELECTION_OFFERED: self._names(result.offered),
-                    c.ATTR_SELECTION_SELECTED: self._names(selected),
-                    c.ATTR_SELECTION_DROPPED: self._names(dropped),
-                }
-                if result.forced_tool:
-                    attrs[c.ATTR_SELECTION_FORCED_TOOL] = result.forced_tool
-                attrs[c.ATTR_SELECTION_REINSTATED] = result.reinstated
-                handle.span.set_attributes(attrs)
-        except Exception as exc:
-            self._failed("end_selection", exc)
-        self._finish("end_selection", handle)
-
-    def start_stage(self, ctx: SelectionContext, index: int, stage: Any) -> Any:
+    def _start(
+        self, hook: str, name: str, attributes: dict[str, Any], ctx: object
+    ) -> _Handle | None:
         if self._spans_off:
             return None
         try:
             return self._open(
-                c.SPAN_STAGE,
-                {
-                    c.ATTR_STAGE_NAME: str(stage.name),
-                    c.ATTR_STAGE_INDEX: index,
-                    c.ATTR_STAGE_PROTECTS_FORCED: bool(stage.protects_forced),
-                },
-                ctx,
+                name,
+                attributes,
+                getattr(ctx, "conversation_id", None),
+                getattr(ctx, "agent_name", None),
             )
         except Exception as exc:
-            self._failed("start_stage", exc)
+            telemetry_error(hook, exc)
             return None
 
-    def _stage_labels(self, record: StageRecord) -> dict[str, str]:
-        return {
-            c.ATTR_STAGE_NAME: self._cap(c.ATTR_STAGE_NAME, record.name),
-            c.ATTR_STAGE_OUTCOME: record.outcome._value_,
-            c.ATTR_STAGE_DEGRADED: flag(record.degraded),
-        }
-
-    def end_stage(self, handle: Any, record: StageRecord) -> None:
-        reason = record.reason
+    def _finish(self, hook: str, handle: _Handle) -> None:
+        """Detach and end: always, and each step on its own (never raises)."""
         try:
-            if type(reason) is not str:
-                reason = self._str("end_stage", c.ATTR_STAGE_REASON, reason)
-            if self._metrics_on:
-                self._bound(
-                    ("stage", record.name, record.outcome._value_, record.degraded),
-                    self.instruments.stage_outcomes,
-                    self._stage_labels,
-                    record,
-                )(1)
-                self._duration_stage(record.duration_s)
-            if record.degraded:
-                fields: dict[str, Any] = {"stage": record.name, "reason": self._text(reason)}
-                if record.error is not None:
-                    fields["error_type"] = record.error.error_type
-                log_event("warning", c.LOG_STAGE_DEGRADED, **fields)
+            otel_context.detach(handle.token)  # type: ignore[arg-type]
         except Exception as exc:
-            self._failed("end_stage", exc)
-        if handle is None:
+            telemetry_error(hook, exc)
+        try:
+            handle.span.end()
+        except Exception as exc:
+            telemetry_error(hook, exc)
+
+    def _close(
+        self,
+        hook: str,
+        handle: object,
+        build: Callable[[], tuple[a.Attributes, Sequence[a.Event]]],
+    ) -> None:
+        """Set the end attributes and events ``build()`` gives on an open decision
+        span (built only when it records), then end it."""
+        if not isinstance(handle, _Handle):
             return
         try:
             if handle.recording:
+                attributes, events = build()
                 span = handle.span
-                span.set_attributes(
-                    {
-                        c.ATTR_STAGE_OUTCOME: record.outcome._value_,
-                        c.ATTR_STAGE_REASON: self._text(reason),
-                        c.ATTR_STAGE_DEGRADED: record.degraded,
-                        c.ATTR_STAGE_DROPPED: self._names(record.dropped),
-                        c.ATTR_STAGE_FORCED_REINSTATED: record.forced_reinstated,
-                    }
-                )
-                if record.error is not None:
-                    span.set_attribute(c.ATTR_ERROR_TYPE, record.error.error_type)
-                    span.set_status(Status(StatusCode.ERROR, record.error.error_type))
+                span.set_attributes(attributes)
+                for name, attrs in events:
+                    span.add_event(name, attrs)
         except Exception as exc:
-            self._failed("end_stage", exc)
-        self._finish("end_stage", handle)
+            telemetry_error(hook, exc)
+        self._finish(hook, handle)
 
-    # -- seams ---------------------------------------------------------------------
-
-    def start_pre_model(self, ctx: DispatchContext) -> Any:
-        if self._spans_off:
-            return None
+    def _measure(self, hook: str, record: Callable[[], None]) -> None:
+        """Run ``record()`` (metric measurements) when metrics are on; its
+        failure is logged and costs nothing else."""
+        if not self._metrics_on:
+            return
         try:
-            attrs = {c.ATTR_SEAM: ctx.seam._value_, c.ATTR_ITERATION_INDEX: ctx.iteration}
-            if self._capture and ctx.messages:
-                attrs[c.ATTR_MESSAGE_CONTENT] = self._content(message_text(ctx.messages[-1]))
-            return self._open(c.SPAN_SEAM_PRE_MODEL, attrs, ctx)
+            record()
         except Exception as exc:
-            self._failed("start_pre_model", exc)
+            telemetry_error(hook, exc)
+
+    def _note(self, hook: str, log: Callable[[], object]) -> object:
+        """Run ``log()`` (log events); its failure is logged and costs nothing else."""
+        try:
+            return log()
+        except Exception as exc:
+            telemetry_error(hook, exc)
             return None
 
-    def _evaluation_labels(self, evaluation: PolicyEvaluation) -> dict[str, str]:
-        return {
-            c.ATTR_SEAM: evaluation.seam._value_,
-            c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, evaluation.policy),
-            c.ATTR_POLICY_RESULT: evaluation.result._value_,
-        }
+    def _label(self, key: str, value: str | None) -> str:
+        if value is None:
+            return "none"
+        return self._cap(key, self._limits.text(value))
 
-    def on_policy_evaluated(self, handle: Any, evaluation: PolicyEvaluation) -> None:
-        try:
-            if self._metrics_on:
-                self._bound(
-                    (
-                        "evaluation",
-                        evaluation.seam._value_,
-                        evaluation.policy,
-                        evaluation.result._value_,
-                    ),
-                    self.instruments.policy_evaluations,
-                    self._evaluation_labels,
-                    evaluation,
-                )(1)
-            error = evaluation.error
-            if error is not None:
+    def _add(self, instrument: metrics.Counter, amount: float, attrs: dict[str, str]) -> None:
+        instrument.add(amount, attrs)
+
+    def _duration(self, kind: c.DecisionKind, seconds: float) -> None:
+        self.instruments.decision_duration.record(seconds, {c.ATTR_DECISION_KIND: kind.value})
+
+    def _count_evaluations(self, evaluations: Sequence[PolicyEvaluation]) -> None:
+        """One add per distinct (seam, policy label, result) of a decision."""
+        if not evaluations:
+            return
+        counts: collections.Counter[tuple[str, str, str]] = collections.Counter(
+            (ev.seam.value, self._label(c.ATTR_POLICY_NAME, ev.policy), ev.result.value)
+            for ev in evaluations
+        )
+        for (seam, policy, result), n in counts.items():
+            self._add(
+                self.instruments.policy_evaluations,
+                n,
+                {c.ATTR_SEAM: seam, c.ATTR_POLICY_NAME: policy, c.ATTR_POLICY_RESULT: result},
+            )
+
+    def _count_win(self, seam: Seam, source: str, policy: str | None) -> None:
+        self._add(
+            self.instruments.policy_wins,
+            1,
+            {
+                c.ATTR_SEAM: seam.value,
+                c.ATTR_SEAM_WINNER_SOURCE: source,
+                c.ATTR_POLICY_NAME: self._label(c.ATTR_POLICY_NAME, policy),
+            },
+        )
+
+    def _log_errors(
+        self, evaluations: Sequence[PolicyEvaluation], errors: Sequence[ContainedError]
+    ) -> None:
+        for ev in evaluations:
+            if ev.error is not None:
                 log_event(
                     "warning",
                     c.LOG_POLICY_ERROR,
-                    policy=evaluation.policy,
-                    seam=evaluation.seam._value_,
-                    source=error.source,
-                    error_type=error.error_type,
+                    policy=self._limits.text(ev.policy),
+                    seam=ev.seam.value,
+                    source=ev.error.source,
+                    error_type=ev.error.error_type,
                 )
-            if handle is None or not handle.recording:
-                return
-            attrs: dict[str, Any] = {
-                c.ATTR_POLICY_NAME: evaluation.policy,
-                c.ATTR_SEAM: evaluation.seam._value_,
-                c.ATTR_POLICY_RESULT: evaluation.result._value_,
-            }
-            guard = evaluation.guard
-            if evaluation.result is PolicyResult.MATCHED and guard is not GuardResult.NONE:
-                attrs[c.ATTR_DISPATCH_GUARD] = guard._value_
-            if error is not None:
-                attrs[c.ATTR_ERROR_TYPE] = error.error_type
-                if self._capture:
-                    attrs[c.ATTR_ERROR_MESSAGE] = self._content(error.message)
-            handle.span.add_event(c.EVENT_POLICY_EVALUATED, attrs)
-        except Exception as exc:
-            self._failed("on_policy_evaluated", exc)
-
-    def _adopter_errors(self, handle: Any, errors: Sequence[Any]) -> None:
-        for error in errors:
-            if error.source in ("match", "guard"):
-                continue  # reported with their policy evaluation
+        for error in a.adopter_errors(errors):
             log_event(
                 "warning",
                 c.LOG_ADOPTER_ERROR,
@@ -483,287 +357,367 @@ class OTelObserver:
                 policy=error.policy,
                 error_type=error.error_type,
             )
-            if handle is not None and handle.recording:
-                attrs: dict[str, Any] = {c.ATTR_ADOPTER_SOURCE: error.source}
-                attrs[c.ATTR_ERROR_TYPE] = error.error_type
-                if error.policy:
-                    attrs[c.ATTR_POLICY_NAME] = error.policy
-                if self._capture:
-                    attrs[c.ATTR_ERROR_MESSAGE] = self._content(error.message)
-                handle.span.add_event(c.EVENT_ADOPTER_ERROR, attrs)
 
-    def _win_labels(self, seam: str, source: str, policy: str | None) -> dict[str, str]:
-        return {
-            c.ATTR_SEAM: seam,
-            c.ATTR_SEAM_WINNER_SOURCE: source,
-            c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, policy),
-        }
+    def _error_events(self, errors: Sequence[ContainedError]) -> list[a.Event]:
+        return [a.adopter_error_event(e, self._limits) for e in a.adopter_errors(errors)]
 
-    def end_pre_model(self, handle: Any, result: PreModelResult) -> None:
-        policy = result.policy
+    # -- selection -------------------------------------------------------------------
+
+    def start_selection(self, ctx: SelectionContext, offered: tuple[str, ...]) -> object:
+        return self._start(
+            "start_selection", c.SPAN_SELECT_TOOLS, {c.ATTR_ITERATION_INDEX: ctx.iteration}, ctx
+        )
+
+    def end_selection(self, handle: object, result: SelectionResult) -> None:
+        def record() -> None:
+            self._duration(c.DecisionKind.SELECT_TOOLS, result.duration_s)
+            tools = self.instruments.selection_tools
+            offered = {c.ATTR_SELECTION_SET: c.SelectionSet.OFFERED.value}
+            self._add(tools, len(result.offered), offered)
+            selected = {c.ATTR_SELECTION_SET: c.SelectionSet.SELECTED.value}
+            self._add(tools, len(result.tools), selected)
+
+        self._measure("end_selection", record)
+        self._close(
+            "end_selection", handle, lambda: (a.selection_attributes(result, self._limits), ())
+        )
+
+    def start_stage(self, ctx: SelectionContext, index: int, stage: SelectionStage) -> object:
         try:
-            if self._metrics_on:
-                source = result.source._value_
-                self._bound(
-                    ("win", "pre_model", source, policy),
-                    self.instruments.policy_wins,
-                    self._win_labels,
-                    c.Seam.PRE_MODEL._value_,
-                    source,
-                    policy,
-                )(1)
-                self._duration_pre(result.duration_s)
-            if result.errors:
-                self._adopter_errors(handle, result.errors)
+            attrs: dict[str, Any] = {
+                c.ATTR_STAGE_NAME: self._limits.text(stage.name),
+                c.ATTR_STAGE_INDEX: index,
+                c.ATTR_STAGE_PROTECTS_FORCED: bool(stage.protects_forced),
+            }
         except Exception as exc:
-            self._failed("end_pre_model", exc)
-        if handle is None:
-            return
-        try:
-            if handle.recording:
-                attrs: dict[str, Any] = {c.ATTR_SEAM_WINNER_SOURCE: result.source._value_}
-                if policy:
-                    attrs[c.ATTR_POLICY_WINNER] = policy
-                attrs[c.ATTR_GEN_AI_REQUEST_MODEL] = result.model.model_name
-                handle.span.set_attributes(attrs)
-        except Exception as exc:
-            self._failed("end_pre_model", exc)
-        self._finish("end_pre_model", handle)
+            telemetry_error("start_stage", exc)
+            attrs = {c.ATTR_STAGE_INDEX: index}
+        return self._start("start_stage", c.SPAN_STAGE, attrs, ctx)
 
-    def start_post_model(self, ctx: DispatchContext, calls: tuple[ToolCall, ...]) -> Any:
-        if self._spans_off:
-            return None
-        try:
-            return self._open(
-                c.SPAN_SEAM_POST_MODEL,
+    def end_stage(self, handle: object, record: StageRecord) -> None:
+        def measure() -> None:
+            self._add(
+                self.instruments.stage_outcomes,
+                1,
                 {
-                    c.ATTR_SEAM: ctx.seam._value_,
-                    c.ATTR_ITERATION_INDEX: ctx.iteration,
-                    c.ATTR_SEAM_TOOL_CALLS: len(calls),
+                    c.ATTR_STAGE_NAME: self._label(c.ATTR_STAGE_NAME, record.name),
+                    c.ATTR_STAGE_OUTCOME: record.outcome.value,
+                    c.ATTR_STAGE_DEGRADED: flag(record.degraded),
                 },
-                ctx,
             )
-        except Exception as exc:
-            self._failed("start_post_model", exc)
-            return None
 
-    def end_post_model(self, handle: Any, result: PostModelResult) -> None:
-        try:
-            if self._metrics_on:
-                self._duration_post(result.duration_s)
-        except Exception as exc:
-            self._failed("end_post_model", exc)
-        if handle is None:
-            return
-        try:
-            if handle.recording:
-                handle.span.set_attribute(c.ATTR_SEAM_REWRITTEN, result.rewritten)
-        except Exception as exc:
-            self._failed("end_post_model", exc)
-        self._finish("end_post_model", handle)
+        def log() -> None:
+            text = self._limits.text
+            if record.degraded:
+                fields: dict[str, Any] = {"stage": text(record.name), "reason": text(record.reason)}
+                if record.error is not None:
+                    fields["error_type"] = record.error.error_type
+                log_event("warning", c.LOG_STAGE_DEGRADED, **fields)
+            if record.rejected:
+                log_event(
+                    "warning",
+                    c.LOG_STAGE_REJECTED,
+                    stage=text(record.name),
+                    rejected=self._limits.names(record.rejected),
+                )
 
-    def start_dispatch(self, ctx: DispatchContext, index: int, call: ToolCall) -> Any:
-        if self._spans_off:
-            return None
+        def build() -> tuple[a.Attributes, Sequence[a.Event]]:
+            if record.error is not None and isinstance(handle, _Handle):
+                handle.span.set_status(Status(StatusCode.ERROR, record.error.error_type))
+            return a.stage_attributes(record, self._limits), ()
+
+        self._measure("end_stage", measure)
+        self._note("end_stage", log)
+        self._close("end_stage", handle, build)
+
+    # -- seams -------------------------------------------------------------------------
+
+    def start_pre_model(self, ctx: DispatchContext) -> object:
+        attrs: dict[str, Any] = {c.ATTR_SEAM: Seam.PRE_MODEL.value}
         try:
-            call_id = call.id
-            if type(call_id) is not str:
-                call_id = self._str("start_dispatch", c.ATTR_GEN_AI_TOOL_CALL_ID, call_id)
-            name = call.name
-            if type(name) is not str:
-                name = self._str("start_dispatch", c.ATTR_DISPATCH_EMITTED_TOOL, name)
-            return self._open(
-                c.SPAN_DISPATCH,
-                {c.ATTR_GEN_AI_TOOL_CALL_ID: call_id, c.ATTR_DISPATCH_EMITTED_TOOL: name},
-                ctx,
+            attrs[c.ATTR_ITERATION_INDEX] = ctx.iteration
+            if self.config.capture_content and ctx.messages:
+                attrs[c.ATTR_MESSAGE_CONTENT] = self._limits.content(
+                    message_text(ctx.messages[-1])
+                )
+        except Exception as exc:
+            telemetry_error("start_pre_model", exc)
+        return self._start("start_pre_model", c.SPAN_SEAM_PRE_MODEL, attrs, ctx)
+
+    def end_pre_model(self, handle: object, result: PreModelResult) -> None:
+        def measure() -> None:
+            self._count_evaluations(result.evaluations)
+            self._count_win(Seam.PRE_MODEL, result.source.value, result.policy)
+            self._duration(c.DecisionKind.PRE_MODEL, result.duration_s)
+
+        def build() -> tuple[a.Attributes, Sequence[a.Event]]:
+            attrs, events = a.policy_summary(result.evaluations, self._limits)
+            attrs.update(a.pre_model_attributes(result, self._limits))
+            return attrs, events + self._error_events(result.errors)
+
+        self._measure("end_pre_model", measure)
+        self._note("end_pre_model", lambda: self._log_errors(result.evaluations, result.errors))
+        self._close("end_pre_model", handle, build)
+
+    def start_post_model(self, ctx: DispatchContext, calls: tuple[ToolCall, ...]) -> object:
+        attrs: dict[str, Any] = {c.ATTR_SEAM: Seam.POST_MODEL.value}
+        try:
+            attrs[c.ATTR_ITERATION_INDEX] = ctx.iteration
+            attrs[c.ATTR_SEAM_TOOL_CALLS] = len(calls)
+        except Exception as exc:
+            telemetry_error("start_post_model", exc)
+        return self._start("start_post_model", c.SPAN_SEAM_POST_MODEL, attrs, ctx)
+
+    def end_post_model(self, handle: object, result: PostModelResult) -> None:
+        self._measure(
+            "end_post_model",
+            lambda: self._duration(c.DecisionKind.POST_MODEL, result.duration_s),
+        )
+        self._close(
+            "end_post_model", handle, lambda: ({c.ATTR_SEAM_REWRITTEN: result.rewritten}, ())
+        )
+
+    def start_dispatch(self, ctx: DispatchContext, index: int, call: ToolCall) -> object:
+        text = self._limits.text
+        try:
+            attrs = {
+                c.ATTR_GEN_AI_TOOL_CALL_ID: self._typed("start_dispatch", "id", call.id),
+                c.ATTR_DISPATCH_EMITTED_TOOL: text(
+                    self._typed("start_dispatch", "name", call.name)
+                ),
+            }
+        except Exception as exc:
+            telemetry_error("start_dispatch", exc)
+            attrs = {}
+        return self._start("start_dispatch", c.SPAN_DISPATCH, attrs, ctx)
+
+    def _typed(self, hook: str, field: str, value: object) -> str:
+        """A string-typed field that arrived with another type: its ``str()``,
+        logged as a telemetry error; a string is cut to the length limit."""
+        if type(value) is not str:
+            log_event(
+                "error",
+                c.LOG_TELEMETRY_ERROR,
+                hook=hook,
+                error_type="TypeError",
+                field=field,
+                value_type=type(value).__qualname__,
             )
-        except Exception as exc:
-            self._failed("start_dispatch", exc)
-            return None
+        return self._limits.text(value)
 
-    def _redirect_labels(self, policy: str | None, palette: str) -> dict[str, str]:
-        return {
-            c.ATTR_POLICY_NAME: self._cap(c.ATTR_POLICY_NAME, policy),
-            c.ATTR_DISPATCH_PALETTE_GATE: palette,
-        }
+    def end_dispatch(self, handle: object, record: DispatchRecord) -> None:
+        def measure() -> None:
+            self._count_evaluations(record.evaluations)
+            self._count_win(Seam.POST_MODEL, record.source.value, record.policy)
+            if record.policy is not None or record.adopter_override:
+                self._add(
+                    self.instruments.redirects,
+                    1,
+                    {
+                        c.ATTR_POLICY_NAME: self._label(c.ATTR_POLICY_NAME, record.policy),
+                        c.ATTR_DISPATCH_PALETTE_GATE: record.palette.value,
+                    },
+                )
 
-    def end_dispatch(self, handle: Any, record: DispatchRecord) -> None:
-        try:
-            if self._metrics_on:
-                inst = self.instruments
-                policy = record.policy
-                source = record.source._value_
-                self._bound(
-                    ("win", "post_model", source, policy),
-                    inst.policy_wins,
-                    self._win_labels,
-                    c.Seam.POST_MODEL._value_,
-                    source,
-                    policy,
-                )(1)
-                if policy is not None or record.adopter_override:
-                    palette = record.palette._value_
-                    self._bound(
-                        ("redirect", policy, palette),
-                        inst.redirects,
-                        self._redirect_labels,
-                        policy,
-                        palette,
-                    )(1)
-                self._duration_dispatch(record.duration_s)
+        def log() -> None:
+            self._log_errors(record.evaluations, record.errors)
             if record.palette is PaletteVerdict.DROPPED:
-                target = record.redirect_to
-                if record.adopter_override or target is None:
-                    target = None
+                text = self._limits.text
+                target = None if record.adopter_override else record.redirect_to
                 log_event(
                     "warning",
                     c.LOG_PALETTE_GATE_DROP,
                     policy=record.policy,
-                    emitted_tool=record.emitted.name,
-                    target=target or "(adopter override)",
-                    tool_call_id=record.emitted.id,
+                    emitted_tool=text(record.emitted.name),
+                    target=text(target or "(adopter override)"),
+                    tool_call_id=text(record.emitted.id),
                 )
-            if record.errors:
-                self._adopter_errors(handle, record.errors)
-        except Exception as exc:
-            self._failed("end_dispatch", exc)
-        if handle is None:
-            return
-        try:
-            if handle.recording:
-                attrs: dict[str, Any] = {}
-                if record.policy:
-                    attrs[c.ATTR_POLICY_WINNER] = record.policy
-                if record.redirect_to:
-                    attrs[c.ATTR_DISPATCH_REDIRECT_TO] = record.redirect_to
-                final = record.final.name
-                if type(final) is not str:
-                    final = self._str("end_dispatch", c.ATTR_DISPATCH_FINAL_TOOL, final)
-                attrs[c.ATTR_DISPATCH_GUARD] = record.guard._value_
-                attrs[c.ATTR_DISPATCH_ADOPTER_OVERRIDE] = record.adopter_override
-                attrs[c.ATTR_DISPATCH_PALETTE_GATE] = record.palette._value_
-                attrs[c.ATTR_DISPATCH_FINAL_TOOL] = final
-                attrs[c.ATTR_DISPATCH_ARGS_TRANSFORMED] = record.args_transformed
-                attrs[c.ATTR_SEAM_WINNER_SOURCE] = record.source._value_
-                if self._capture:
-                    attrs[c.ATTR_DISPATCH_ARGS] = self._content(dict(record.final.args))
-                handle.span.set_attributes(attrs)
-        except Exception as exc:
-            self._failed("end_dispatch", exc)
-        self._finish("end_dispatch", handle)
 
-    # -- offload gate ----------------------------------------------------------
+        def build() -> tuple[a.Attributes, Sequence[a.Event]]:
+            attrs, events = a.policy_summary(record.evaluations, self._limits)
+            attrs.update(a.dispatch_attributes(record, self._limits))
+            return attrs, events + self._error_events(record.errors)
 
-    def start_offload_gate(self, inputs: OffloadGateInputs, call: GateCall | None) -> Any:
-        start = _perf_counter()
+        self._measure("end_dispatch", measure)
+        self._note("end_dispatch", log)
+        self._close("end_dispatch", handle, build)
+
+    # -- offload gate ----------------------------------------------------------------
+
+    def start_offload_gate(self, inputs: OffloadGateInputs, call: GateCall | None) -> object:
+        if self._spans_off:
+            return None
         try:
-            if self._spans_off:
-                # the no-op tracer hands back the current span's context: kept
-                # so the ledger links a settlement to it exactly as before
-                handle = _Handle(self._tracer.start_span(c.SPAN_OFFLOAD_GATE), None, False)
-            else:
-                model = inputs.model_name
-                if type(model) is not str:
-                    model = self._str("start_offload_gate", c.ATTR_GEN_AI_REQUEST_MODEL, model)
-                attrs: dict[str, Any] = {
-                    c.ATTR_GEN_AI_REQUEST_MODEL: model,
-                    c.ATTR_OFFLOAD_OUTPUT_TOKENS: float(inputs.output_tokens),
-                }
-                if call is not None:
-                    call_id = call.tool_call_id
-                    if call_id:
-                        if type(call_id) is not str:
-                            call_id = self._str(
-                                "start_offload_gate", c.ATTR_GEN_AI_TOOL_CALL_ID, call_id
-                            )
-                        attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
-                    tool = call.tool_name
-                    if tool:
-                        if type(tool) is not str:
-                            tool = self._str("start_offload_gate", c.ATTR_GEN_AI_TOOL_NAME, tool)
-                        attrs[c.ATTR_GEN_AI_TOOL_NAME] = tool
-                handle = self._open(c.SPAN_OFFLOAD_GATE, attrs, call)
-            handle.start = start
+            text = self._limits.text
+            attrs: dict[str, Any] = {
+                c.ATTR_GEN_AI_REQUEST_MODEL: text(inputs.model_name),
+                c.ATTR_OFFLOAD_OUTPUT_TOKENS: float(inputs.output_tokens),
+            }
+            if call is not None:
+                if call.tool_call_id:
+                    attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = text(call.tool_call_id)
+                if call.tool_name:
+                    attrs[c.ATTR_GEN_AI_TOOL_NAME] = text(call.tool_name)
+            handle = self._open(
+                c.SPAN_OFFLOAD_GATE,
+                attrs,
+                None if call is None else call.conversation_id,
+                None if call is None else call.agent_name,
+            )
             handle.repeat = bool(call is not None and call.reevaluation)
+            handle.start = time.perf_counter()
             return handle
         except Exception as exc:
-            self._failed("start_offload_gate", exc)
+            telemetry_error("start_offload_gate", exc)
             return None
 
-    def _model_labels(self, model: str) -> dict[str, str]:
-        return {c.ATTR_GEN_AI_REQUEST_MODEL: self._cap(c.ATTR_GEN_AI_REQUEST_MODEL, model)}
+    def end_offload_gate(self, handle: object, decision: OffloadGateDecision) -> object:
+        """Record the decision; the link returned is the gate span's context."""
+        first = not (isinstance(handle, _Handle) and handle.repeat)
+        predicted = first and decision.fire and decision.net_saving_usd > 0
 
-    def _gate_labels(self, model: str, decision: OffloadGateDecision) -> dict[str, str]:
-        return {
-            c.ATTR_GEN_AI_REQUEST_MODEL: self._cap(c.ATTR_GEN_AI_REQUEST_MODEL, model),
-            c.ATTR_OFFLOAD_FIRE: flag(decision.fire),
-            c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code._value_,
-        }
+        def measure() -> None:
+            model = self._label(c.ATTR_GEN_AI_REQUEST_MODEL, decision.model_name)
+            self._add(
+                self.instruments.offload_decisions,
+                1,
+                {
+                    c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                    c.ATTR_OFFLOAD_FIRE: flag(decision.fire),
+                    c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code.value,
+                },
+            )
+            if predicted:
+                self._add(
+                    self.instruments.offload_predicted_net_saving,
+                    decision.net_saving_usd,
+                    {c.ATTR_GEN_AI_REQUEST_MODEL: model},
+                )
+            if isinstance(handle, _Handle):
+                self._duration(c.DecisionKind.OFFLOAD_GATE, time.perf_counter() - handle.start)
 
-    def end_offload_gate(self, handle: Any, decision: OffloadGateDecision) -> None:
-        try:
-            if self._metrics_on:
-                inst = self.instruments
-                name = decision.model_name
-                self._bound(
-                    ("gate", name, decision.fire, decision.reason_code._value_),
-                    inst.offload_decisions,
-                    self._gate_labels,
-                    name,
-                    decision,
-                )(1)
-                first = handle is None or not handle.repeat
-                if first and decision.fire and decision.net_saving_usd > 0:
-                    self._bound(
-                        ("predicted", name),
-                        inst.offload_predicted_net_saving,
-                        self._model_labels,
-                        name,
-                    )(decision.net_saving_usd)
-                if handle is not None:
-                    self._duration_gate(_perf_counter() - handle.start)
-            if (
-                (handle is None or not handle.repeat)
-                and decision.fire
-                and decision.net_saving_usd > 0
-            ):
+        def log() -> None:
+            if predicted:
                 log_event(
                     "info",
                     c.LOG_OFFLOAD_DECIDED,
-                    model=decision.model_name,
+                    model=self._limits.text(decision.model_name),
                     net_saving_usd=decision.net_saving_usd,
-                    reason_code=decision.reason_code._value_,
+                    reason_code=decision.reason_code.value,
                     offload_id=decision.offload_id,
                 )
-        except Exception as exc:
-            self._failed("end_offload_gate", exc)
-        if handle is None:
+
+        self._measure("end_offload_gate", measure)
+        self._note("end_offload_gate", log)
+        link = None
+        if isinstance(handle, _Handle):
+            link = self._note("end_offload_gate", handle.span.get_span_context)
+        self._close(
+            "end_offload_gate", handle, lambda: (a.gate_attributes(decision, self._limits), ())
+        )
+        return link
+
+    # -- the ledger ----------------------------------------------------------------
+
+    def on_offload_accounted(self, entry: LedgerEntry) -> None:
+        if not self._metrics_on:
             return
         try:
-            LAST_GATE_SPAN.set(handle.span.get_span_context())
-            if handle.recording:
-                handle.span.set_attributes(gate_attributes(decision, self._text))
+            inst = self.instruments
+            model = self._label(c.ATTR_GEN_AI_REQUEST_MODEL, entry.model)
+            by_model = {c.ATTR_GEN_AI_REQUEST_MODEL: model}
+            costs: list[tuple[OffloadCostKind, Any]] = []
+            if isinstance(entry, ModelCallAccount):
+                usage = entry.usage
+                active = flag(entry.offload_active)
+                for kind, tokens in (
+                    (c.CacheUsage.READ, usage.cache_read_tokens),
+                    (c.CacheUsage.WRITE, usage.cache_write_tokens),
+                    (c.CacheUsage.UNCACHED, usage.uncached_tokens),
+                ):
+                    if tokens:
+                        self._add(
+                            inst.model_input_tokens,
+                            tokens,
+                            {
+                                c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                                c.ATTR_USAGE_CACHE: kind.value,
+                                c.ATTR_OFFLOAD_ACTIVE: active,
+                            },
+                        )
+                if entry.saving > 0:
+                    self._add(inst.offload_realized_savings, float(entry.saving), by_model)
+                costs = [
+                    (OffloadCostKind.STUB_CARRY, entry.stub_carry_cost),
+                    (OffloadCostKind.CACHE_DISRUPTION, entry.cache_disruption_cost),
+                ]
+            elif isinstance(entry, RecallAccount):
+                self._add(inst.offload_recalls, 1, by_model)
+                costs = [(OffloadCostKind.RECALL, entry.cost)]
+            for kind_cost, amount in costs:
+                if amount > 0:
+                    self._add(
+                        inst.offload_realized_costs,
+                        float(amount),
+                        {
+                            c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                            c.ATTR_OFFLOAD_COST_KIND: kind_cost.value,
+                        },
+                    )
         except Exception as exc:
-            self._failed("end_offload_gate", exc)
-        self._finish("end_offload_gate", handle)
+            telemetry_error("on_offload_accounted", exc)
 
-
-def gate_attributes(decision: OffloadGateDecision, text: Any = str) -> Mapping[str, Any]:
-    """The ``seamscope.offload.*`` attributes of a gate decision."""
-    attrs: dict[str, Any] = {
-        c.ATTR_OFFLOAD_FIRE: decision.fire,
-        c.ATTR_OFFLOAD_NET_SAVING_USD: decision.net_saving_usd,
-        c.ATTR_OFFLOAD_REPREFILL_SAVING_USD: decision.reprefill_saving_usd,
-        c.ATTR_OFFLOAD_STUB_CARRY_COST_USD: decision.stub_carry_cost_usd,
-        c.ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD: decision.expected_recall_hop_cost_usd,
-        c.ATTR_OFFLOAD_REASON: text(decision.reason),
-        c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code._value_,
-        c.ATTR_OFFLOAD_OUTPUT_TOKENS: decision.output_tokens,
-        c.ATTR_OFFLOAD_HORIZON: decision.horizon,
-        c.ATTR_OFFLOAD_RECALL_PROBABILITY: decision.recall_probability,
-        c.ATTR_OFFLOAD_PRICING_SOURCE: decision.pricing_source._value_,
-        c.ATTR_GEN_AI_REQUEST_MODEL: decision.model_name,
-    }
-    if decision.offload_id:
-        attrs[c.ATTR_OFFLOAD_ID] = decision.offload_id
-    return attrs
+    def on_offload_settled(self, settlement: Settlement) -> None:
+        """A ``seamscope.offload.settle`` span linked to the gate span, a metric
+        and a log event. A settlement forced by another conversation's
+        activity (idle, evicted) starts its own trace rather than joining
+        whatever span is current."""
+        s = settlement
+        try:
+            outcome = s.outcome.value
+            if self._metrics_on:
+                self._add(
+                    self.instruments.offload_settled,
+                    1,
+                    {
+                        c.ATTR_GEN_AI_REQUEST_MODEL: self._label(
+                            c.ATTR_GEN_AI_REQUEST_MODEL, s.model
+                        ),
+                        c.ATTR_OFFLOAD_OUTCOME: outcome,
+                    },
+                )
+            if not self._spans_off:
+                link = s.link
+                links = (
+                    [Link(link)]
+                    if isinstance(link, trace.SpanContext) and link.is_valid
+                    else []
+                )
+                parent = (
+                    otel_context.Context()
+                    if s.trigger in (SettleTrigger.IDLE, SettleTrigger.EVICTED)
+                    else None
+                )
+                span = self._tracer.start_span(
+                    c.SPAN_OFFLOAD_SETTLE,
+                    context=parent,
+                    kind=_INTERNAL,
+                    attributes=a.settlement_attributes(s, self._limits),
+                    links=links,
+                )
+                span.add_event(c.EVENT_OFFLOAD_SETTLED, {c.ATTR_OFFLOAD_OUTCOME: outcome})
+                span.end()
+            log_event(
+                "warning" if s.outcome is OffloadOutcome.LOSS else "info",
+                c.LOG_OFFLOAD_SETTLED,
+                offload_id=self._limits.text(s.offload_id),
+                model=self._limits.text(s.model),
+                outcome=outcome,
+                trigger=s.trigger.value,
+                predicted_net_saving_usd=float(s.predicted_net_saving),
+                realized_net_saving_usd=float(s.realized_net_saving),
+                turns_carried=s.turns_carried,
+                recalls=s.recalls,
+            )
+        except Exception as exc:
+            telemetry_error("on_offload_settled", exc)

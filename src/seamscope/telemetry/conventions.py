@@ -25,9 +25,7 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from seamscope.decisions._enums import (
-    CacheUsage,
-    DecisionKind,
+from seamscope.decisions.records import (
     GuardResult,
     OffloadCostKind,
     OffloadOutcome,
@@ -36,13 +34,55 @@ from seamscope.decisions._enums import (
     PolicyResult,
     PricingSource,
     Seam,
-    SelectionSet,
     SettleTrigger,
     StageOutcomeKind,
     WinnerSource,
 )
 
+
+class SelectionSet(enum.StrEnum):
+    """Which set of tools a count is about (``seamscope.selection.set``)."""
+
+    OFFERED = "offered"
+    SELECTED = "selected"
+
+
+class CacheUsage(enum.StrEnum):
+    """How a model call's input tokens met the prompt cache (``seamscope.usage.cache``)."""
+
+    READ = "read"
+    WRITE = "write"
+    UNCACHED = "uncached"
+
+
+class DecisionKind(enum.StrEnum):
+    """Which decision a duration measures (``seamscope.decision.kind``).
+
+    One duration is recorded per decision kind per iteration: the pipeline
+    (``select_tools``, all its stages), each seam (``post_model``, all its
+    dispatches) and each gate call. Per-stage and per-dispatch durations
+    are on their spans; the collector's spanmetrics connector turns them
+    into histograms.
+    """
+
+    SELECT_TOOLS = "select_tools"
+    PRE_MODEL = "pre_model"
+    POST_MODEL = "post_model"
+    OFFLOAD_GATE = "offload_gate"
+
+
 __all__ = [
+    "LOG_STAGE_REJECTED",
+    "ATTR_POLICY_EVENTS_FOLDED",
+    "ATTR_POLICY_PASSED_OVER",
+    "ATTR_POLICY_SKIPPED_COUNT",
+    "ATTR_POLICY_NOT_MATCHED_COUNT",
+    "ATTR_POLICY_EVALUATED_COUNT",
+    "ATTR_STAGE_REJECTED",
+    "ATTR_STAGE_DROPPED_COUNT",
+    "ATTR_SELECTION_DROPPED_COUNT",
+    "ATTR_SELECTION_SELECTED_COUNT",
+    "ATTR_SELECTION_OFFERED_COUNT",
     "ATTR_ADOPTER_SOURCE",
     "ATTR_DISPATCH_ADOPTER_OVERRIDE",
     "ATTR_DISPATCH_EMITTED_TOOL",
@@ -266,6 +306,12 @@ ATTR_SELECTION_FORCED_TOOL: Final = "seamscope.selection.forced_tool"
 """The forced tool for this iteration, or absent when none."""
 ATTR_SELECTION_REINSTATED: Final = "seamscope.selection.reinstated"
 """bool: the forced tool was dropped by a protects_forced stage and reinstated."""
+ATTR_SELECTION_OFFERED_COUNT: Final = "seamscope.selection.offered_count"
+"""int: how many tools were offered (the array keeps at most ``max_array_length``)."""
+ATTR_SELECTION_SELECTED_COUNT: Final = "seamscope.selection.selected_count"
+"""int: how many tools were selected."""
+ATTR_SELECTION_DROPPED_COUNT: Final = "seamscope.selection.dropped_count"
+"""int: how many offered tools were not selected."""
 
 ATTR_STAGE_NAME: Final = "seamscope.stage.name"
 """The stage's ``name`` (bounded: stage names come from code)."""
@@ -283,6 +329,11 @@ ATTR_STAGE_DROPPED: Final = "seamscope.stage.dropped"
 """string[]: tool names this stage removed."""
 ATTR_STAGE_FORCED_REINSTATED: Final = "seamscope.stage.forced_reinstated"
 """bool: the pipeline reinstated the forced tool after this stage."""
+ATTR_STAGE_DROPPED_COUNT: Final = "seamscope.stage.dropped_count"
+"""int: how many tools this stage removed (the array keeps at most ``max_array_length``)."""
+ATTR_STAGE_REJECTED: Final = "seamscope.stage.rejected"
+"""string[]: tools the stage returned that were neither offered nor in the catalogue
+(ignored: the pipeline never authors a tool); absent when none."""
 
 ATTR_SEAM: Final = "seamscope.seam.name"
 """``pre_model`` or ``post_model`` (:class:`Seam`)."""
@@ -299,6 +350,18 @@ ATTR_POLICY_NAME: Final = "seamscope.policy.name"
 """The evaluated policy's name (events, metrics)."""
 ATTR_POLICY_RESULT: Final = "seamscope.policy.result"
 """The evaluation's result (:class:`PolicyResult`)."""
+ATTR_POLICY_EVALUATED_COUNT: Final = "seamscope.policy.evaluated_count"
+"""int: policies evaluated at this seam decision (every result)."""
+ATTR_POLICY_NOT_MATCHED_COUNT: Final = "seamscope.policy.not_matched_count"
+"""int: policies whose ``match`` was false (no event each)."""
+ATTR_POLICY_SKIPPED_COUNT: Final = "seamscope.policy.skipped_count"
+"""int: policies that do not apply at this seam (no event each)."""
+ATTR_POLICY_PASSED_OVER: Final = "seamscope.policy.passed_over"
+"""string[]: names of the not-matched and skipped policies, in order, at most
+``max_array_length`` (the counts say how many there were)."""
+ATTR_POLICY_EVENTS_FOLDED: Final = "seamscope.policy.events_folded"
+"""int: matched, error or guard-failed evaluations not recorded as events because
+the span's event budget (``max_array_length``) was spent; absent when none."""
 
 ATTR_DISPATCH_EMITTED_TOOL: Final = "seamscope.dispatch.emitted_tool"
 """The tool the model emitted."""
@@ -401,6 +464,8 @@ LOG_ADOPTER_ERROR: Final = "seamscope.adopter.error"
 """WARN: a resolver, callback or args_transform raised; contained."""
 LOG_STAGE_DEGRADED: Final = "seamscope.stage.degraded"
 """WARN: a selection stage abstained degraded (or raised and was contained)."""
+LOG_STAGE_REJECTED: Final = "seamscope.stage.rejected"
+"""A stage returned tools that were never offered nor in the catalogue (ignored)."""
 LOG_OFFLOAD_DECIDED: Final = "seamscope.offload.decided"
 """INFO: the offload gate fired."""
 LOG_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
@@ -415,6 +480,7 @@ LOG_EVENTS: Final = (
     LOG_POLICY_ERROR,
     LOG_ADOPTER_ERROR,
     LOG_STAGE_DEGRADED,
+    LOG_STAGE_REJECTED,
     LOG_OFFLOAD_DECIDED,
     LOG_OFFLOAD_SETTLED,
     LOG_MODEL_UNAVAILABLE,

@@ -22,7 +22,8 @@ from seamscope.adapters.langchain._framework import (
     get_config,
 )
 from seamscope.adapters.react import RECALL_TOOL
-from seamscope.decisions import ModelConfig, ModelUsage, PostModelResult, ToolCall, tool_name
+from seamscope.decisions import ModelConfig, ModelUsage, PostModelResult, ToolCall
+from seamscope.decisions.records import tool_name
 
 __all__ = [
     "RUN_KEY",

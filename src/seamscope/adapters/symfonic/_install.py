@@ -85,6 +85,7 @@ from seamscope.adapters.symfonic._seams import _SeamRecorder
 from seamscope.adapters.symfonic._symfonic import CallbackManager, _AgentModelResolver
 from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
 from seamscope.adapters.symfonic._translate import _wrappable, symfonic_pricing
+from seamscope.decisions._observer import guard_observer
 
 __all__ = ["SymfonicInstrumentation", "instrument_symfonic"]
 
@@ -584,12 +585,7 @@ def instrument_symfonic(
                 telemetry_config=telemetry_config,
             )
         if ledger is None:
-            ledger = _default_ledger(
-                symfonic_pricing(),
-                tracer_provider=tracer_provider,
-                meter_provider=meter_provider,
-                observer=observer,
-            )
+            ledger = _default_ledger(symfonic_pricing(), observer=guard_observer(observer))
         inst = SymfonicInstrumentation(
             agent,
             observer=observer,

@@ -43,22 +43,22 @@ from seamscope.adapters.symfonic._translate import (
     _usage,
 )
 from seamscope.decisions import (
-    GateCall,
+    DecisionObserver,
     ModelUsage,
     OffloadGateInputs,
+    OffloadLedger,
     PostModelResult,
     PricingTable,
-    Seam,
     ToolCall,
-    build_dispatch_context,
-    guard_observer,
 )
+from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions.records import CarriedStub, GateCall, Seam
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._genai import GenAISpans
 from seamscope.telemetry._logging import telemetry_error
 from seamscope.telemetry._observer import OTelObserver
-from seamscope.telemetry.ledger import CarriedStub, OffloadLedger
 
 if TYPE_CHECKING:
     from seamscope.adapters.symfonic._seams import _SeamRecorder
@@ -541,8 +541,6 @@ class _RunRecorder:
             records = []
             for d in it.dispatches:
                 h = obs.start_dispatch(sctx, d.index, d.emitted)
-                for ev in d.evaluations:
-                    obs.on_policy_evaluated(h, ev)
                 final = None if final_calls is None else final_calls.get(d.emitted.id)
                 record = _dispatch_record(d, final, it.adopter_drops.get(d.emitted.id))
                 obs.end_dispatch(h, record)
@@ -617,25 +615,15 @@ def _default_observer(
     telemetry_config: TelemetryConfig | None,
 ) -> OTelObserver:
     """An :class:`OTelObserver` on these providers; the policies' names are known labels."""
-    names = {getattr(p, "name", "") for p in policies}
+    names = {getattr(p, "name", None) for p in policies}
     return OTelObserver(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
-        config=telemetry_config or TelemetryConfig.create(known_labels=names - {""}),
+        config=telemetry_config,
+        known_labels={c.ATTR_POLICY_NAME: {n for n in names if isinstance(n, str) and n}},
     )
 
 
-def _default_ledger(
-    pricing: PricingTable,
-    *,
-    tracer_provider: trace.TracerProvider | None,
-    meter_provider: Any | None,
-    observer: Any,
-) -> OffloadLedger:
-    """An :class:`OffloadLedger` on these providers, sharing the observer's instruments."""
-    return OffloadLedger(
-        pricing=pricing,
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        instruments=getattr(observer, "instruments", None),
-    )
+def _default_ledger(pricing: PricingTable, *, observer: DecisionObserver) -> OffloadLedger:
+    """An :class:`OffloadLedger` that reports to the instrumentation's observer."""
+    return OffloadLedger(pricing=pricing, observer=observer)

@@ -28,7 +28,6 @@ from seamscope.adapters.symfonic._recorder import (
     _Iteration,
     _Run,
     _RunRecorder,
-    _span_context,
 )
 from seamscope.adapters.symfonic._translate import (
     _as_args,
@@ -46,14 +45,8 @@ from seamscope.adapters.symfonic._translate import (
     _skipped_post,
     _truth,
 )
-from seamscope.decisions import (
-    GateCall,
-    ModelConfig,
-    OffloadGateInputs,
-    PreModelResult,
-    Seam,
-    ToolCall,
-)
+from seamscope.decisions import ModelConfig, OffloadGateInputs, PreModelResult, ToolCall
+from seamscope.decisions.records import GateCall, Seam
 from seamscope.telemetry import conventions as c
 
 __all__ = ["_PRE", "_SeamCall", "_SeamRecorder"]
@@ -155,10 +148,7 @@ class _SeamRecorder(_RunRecorder):
         model: Any = result if error is None else self._snapshot_default
         name = _model_name(model)
         call.iteration.model = name
-        obs = self._obs
-        for ev in outcome.evaluations:
-            obs.on_policy_evaluated(call.handle, ev)
-        obs.end_pre_model(
+        self._obs.end_pre_model(
             call.handle,
             PreModelResult(
                 ModelConfig(name),
@@ -395,17 +385,13 @@ class _SeamRecorder(_RunRecorder):
             if decision is not None and bool(getattr(decision, "fire", False)):
                 offload_id, first = self._offload_id(call.call, call.inputs)
             converted = _convert_decision(inputs, decision, offload_id, reason)
-            self._obs.end_offload_gate(call.handle, converted)
+            link = self._obs.end_offload_gate(call.handle, converted)
             conversation = None if call.call is None else call.call.conversation_id
             if first and conversation:
                 # symfonic re-decides the output on every later iteration: the
                 # ledger follows it from the first fired decision, linked to
                 # that decision's span
-                self.ledger.record_offload(
-                    converted,
-                    conversation_id=conversation,
-                    gate_span=_span_context(call.handle),
-                )
+                self.ledger.record_offload(converted, conversation_id=conversation, link=link)
         finally:
             if call.token is not None:
                 otel_context.detach(call.token)

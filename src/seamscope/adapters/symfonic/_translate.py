@@ -17,23 +17,25 @@ from typing import Any
 
 from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
 from seamscope.decisions import (
-    DispatchRecord,
-    GuardResult,
     ModelPrice,
     ModelUsage,
     OffloadGateDecision,
     OffloadGateInputs,
+    PricingTable,
+    ToolCall,
+)
+from seamscope.decisions._seams import ContainedError, contained_error
+from seamscope.decisions.records import (
+    DispatchRecord,
+    GuardResult,
     OffloadReasonCode,
     PaletteVerdict,
     PolicyEvaluation,
     PolicyResult,
     PricingSource,
-    PricingTable,
     Seam,
-    ToolCall,
     WinnerSource,
 )
-from seamscope.decisions._seams import ContainedError, contained_error
 
 __all__ = [
     "_REACT_NODE",

@@ -1,6 +1,7 @@
 """Tool selection: six stages sharing one signature, and their pipeline."""
 
-from seamscope.decisions.selection._pipeline import SelectionPipeline, SelectionResult, StageRecord
+from seamscope.decisions.records import SelectionResult, StageOutcome, StageRecord
+from seamscope.decisions.selection._pipeline import SelectionPipeline
 from seamscope.decisions.selection._stages import (
     DEFAULT_ALWAYS_INCLUDE,
     AllowlistStage,
@@ -15,7 +16,6 @@ from seamscope.decisions.selection._types import (
     SafetyLevel,
     SelectionContext,
     SelectionStage,
-    StageOutcome,
     ToolCatalog,
     ToolSpec,
     filter_by_names,

@@ -4,77 +4,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from seamscope.decisions._enums import StageOutcomeKind
 from seamscope.decisions._messages import tool_name
-from seamscope.decisions._observer import guard_observer
-from seamscope.decisions._seams import ContainedError, contained_error
+from seamscope.decisions._observer import DecisionObserver, guard_observer
+from seamscope.decisions.records import (
+    SelectionResult,
+    StageOutcomeKind,
+    StageRecord,
+    contained_error,
+)
 from seamscope.decisions.selection._types import (
     SelectionContext,
     SelectionStage,
     StageOutcome,
     ToolCatalog,
-    names_of,
 )
 
 __all__ = ["SelectionPipeline", "SelectionResult", "StageRecord"]
 
 
-@dataclass(frozen=True, slots=True)
-class StageRecord:
-    """One stage in the decision trace.
-
-    ``before``/``after`` are tool names in order; ``dropped``/``added`` their
-    difference. ``rejected`` lists names a stage returned that were neither
-    offered nor in the catalogue (ignored: the pipeline never authors a
-    tool); an unnamed tool that is not one of the offered (or catalogue)
-    objects is rejected as ``?``. ``forced_reinstated`` is True when the
-    pipeline put the forced tool back after this (protects_forced) stage
-    dropped it. ``error`` is set when the stage raised and was contained as
-    a degraded abstain.
-    """
-
-    index: int
-    name: str
-    outcome: StageOutcomeKind
-    reason: str
-    degraded: bool
-    protects_forced: bool
-    before: tuple[str, ...]
-    after: tuple[str, ...]
-    dropped: tuple[str, ...]
-    added: tuple[str, ...] = ()
-    rejected: tuple[str, ...] = ()
-    forced_tool: str | None = None
-    forced_reinstated: bool = False
-    error: ContainedError | None = None
-    duration_s: float = field(default=0.0, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class SelectionResult:
-    """The selected tools plus the decision trace (one record per stage)."""
-
-    tools: tuple[Any, ...]
-    forced_tool: str | None
-    records: tuple[StageRecord, ...]
-    offered: tuple[str, ...]
-    duration_s: float = field(default=0.0, compare=False)
-
-    @property
-    def selected(self) -> tuple[str, ...]:
-        return names_of(self.tools)
-
-    @property
-    def dropped(self) -> tuple[str, ...]:
-        chosen = set(self.selected)
-        return tuple(n for n in self.offered if n not in chosen)
-
-    @property
-    def reinstated(self) -> bool:
-        return any(r.forced_reinstated for r in self.records)
 
 
 class SelectionPipeline:
@@ -98,7 +50,7 @@ class SelectionPipeline:
         stages: Sequence[SelectionStage],
         *,
         catalog: ToolCatalog | None = None,
-        observer: Any | None = None,
+        observer: DecisionObserver | None = None,
     ) -> None:
         stages = tuple(stages)
         names: set[str] = set()

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from seamscope.decisions._enums import StageOutcomeKind
 from seamscope.decisions._messages import last_user_text, tool_name
+from seamscope.decisions.records import (
+    StageOutcome,
+)
 
 __all__ = [
     "SafetyLevel",
@@ -146,33 +148,6 @@ class SelectionContext:
         return last_user_text(self.messages)
 
 
-@dataclass(frozen=True, slots=True)
-class StageOutcome:
-    """One stage's verdict: select (with the narrowed tools) or abstain.
-
-    ``forced_tool`` is set by the forced-choice stage when it resolves a
-    force; other stages leave it None.
-    """
-
-    kind: StageOutcomeKind
-    tools: tuple[Any, ...] | None
-    reason: str
-    degraded: bool = False
-    forced_tool: str | None = None
-
-    @classmethod
-    def select(
-        cls, tools: Iterable[Any], reason: str, *, forced_tool: str | None = None
-    ) -> StageOutcome:
-        return cls(StageOutcomeKind.SELECT, tuple(tools), reason, False, forced_tool)
-
-    @classmethod
-    def abstain(cls, reason: str, *, degraded: bool = False) -> StageOutcome:
-        return cls(StageOutcomeKind.ABSTAIN, None, reason, degraded)
-
-    @property
-    def selected(self) -> bool:
-        return self.kind is StageOutcomeKind.SELECT
 
 
 @runtime_checkable

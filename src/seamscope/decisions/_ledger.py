@@ -1,0 +1,368 @@
+"""The offload ledger: predicted versus realized offload economics (pure accounting).
+
+The gate decides on priors (horizon H, recall probability p). The ledger
+follows every fired offload (by its offload id) through the rest of its
+conversation and measures what really happened:
+
+* each later model call that carries the stub instead of the output saves
+  the avoided tokens at that call's input rate, and pays for the stub
+  (``stub_carry``) at the same rate;
+* each recall of the offloaded output costs its real input and output
+  tokens at that model's rates (``recall``); after a recall the output is
+  back in the conversation, so later calls no longer carry its stub and
+  count no saving or stub cost for it;
+* a prompt-cache disruption after the offload costs the cache-read tokens
+  lost against the conversation's pre-offload hit ratio, priced at the
+  difference between the rate they were paid at (cache write or uncached
+  input) and the cache-read rate (``cache_disruption``). It is charged to
+  the offloads recalled since the previous model call (their output
+  re-entered the prompt), else shared by the offloads the call carried.
+  With no model call seen before the first offload there is no baseline
+  and no disruption is charged (unmeasured is not charged).
+
+Each event's realized amounts are handed to the observer as a record
+(:class:`~seamscope.decisions.records.ModelCallAccount`,
+:class:`~seamscope.decisions.records.RecallAccount`) where they happen, so
+the realized counters need no process to see the whole history. The
+per-offload :class:`~seamscope.decisions.records.Settlement` (gain, loss or
+break-even of one offload) holds where one process sees the whole
+conversation.
+
+An offload settles at the end of its conversation (:meth:`end_conversation`),
+on an explicit :meth:`settle`, or when its conversation has recorded no model
+call for ``idle_turns`` model calls of the ledger (one tick per model call,
+in any conversation). Memory is bounded: at most ``max_conversations``
+conversations (the least recently active is settled and evicted) and
+``max_offloads_per_conversation`` live offloads each. State is per
+conversation; one conversation's events never change another's accounts.
+
+Money is exact :class:`~decimal.Decimal` USD; no I/O, no telemetry import.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from seamscope.decisions._observer import DecisionObserver, guard_observer
+from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice, PricingTable, to_decimal
+from seamscope.decisions.records import (
+    CarriedStub,
+    ModelCallAccount,
+    ModelUsage,
+    OffloadGateDecision,
+    RecallAccount,
+    Settlement,
+    SettleTrigger,
+)
+
+__all__ = ["OffloadLedger"]
+
+_ZERO = Decimal(0)
+_MAX_KEPT_SETTLEMENTS = 1000
+
+
+@dataclass(slots=True)
+class _Offload:  # mutable accounting of one live offload
+    offload_id: str
+    model: str
+    output_tokens: Decimal
+    stub_tokens: int
+    predicted: Decimal
+    horizon: int
+    recall_probability: float
+    link: object
+    savings: Decimal = _ZERO
+    stub_cost: Decimal = _ZERO
+    recall_cost: Decimal = _ZERO
+    cache_cost: Decimal = _ZERO
+    turns: int = 0
+    recalls: int = 0
+    recalled: bool = False
+    recalled_since_call: bool = False
+
+
+@dataclass(slots=True)
+class _Conversation:
+    offloads: OrderedDict[str, _Offload] = field(default_factory=OrderedDict)
+    baseline_read: int = 0
+    baseline_input: int = 0
+    last_tick: int = 0
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"OffloadLedger.{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _settlement(conversation_id: str, off: _Offload, trigger: SettleTrigger) -> Settlement:
+    return Settlement(
+        offload_id=off.offload_id,
+        conversation_id=conversation_id,
+        model=off.model,
+        trigger=trigger,
+        predicted_net_saving=off.predicted,
+        realized_savings=off.savings,
+        stub_carry_cost=off.stub_cost,
+        recall_cost=off.recall_cost,
+        cache_disruption_cost=off.cache_cost,
+        turns_carried=off.turns,
+        recalls=off.recalls,
+        horizon=off.horizon,
+        recall_probability=off.recall_probability,
+        link=off.link,
+    )
+
+
+def cache_disruption(
+    baseline_read: int, baseline_input: int, usage: ModelUsage, price: ModelPrice
+) -> Decimal:
+    """The cache-read shortfall of one call against a baseline hit ratio, priced
+    at the difference between the rate it was paid at and the cache-read rate."""
+    if baseline_input == 0 or usage.input_tokens == 0:
+        return _ZERO
+    expected_read = Decimal(baseline_read) * usage.input_tokens / baseline_input
+    shortfall = expected_read - usage.cache_read_tokens
+    if shortfall <= 0:
+        return _ZERO
+    paid_rate = price.cache_write_rate if usage.cache_write_tokens else price.input_rate
+    delta = paid_rate - price.cache_read_rate
+    return shortfall * delta if delta > 0 else _ZERO
+
+
+class OffloadLedger:
+    """Follows fired offloads and settles their realized net saving.
+
+    Thread-safe. Every realized amount and every settlement goes to
+    ``observer`` as a record (the no-op default records nothing); the
+    observer is called outside the ledger's lock.
+    """
+
+    def __init__(
+        self,
+        *,
+        pricing: PricingTable | None = None,
+        observer: DecisionObserver | None = None,
+        idle_turns: int = 50,
+        max_conversations: int = 10_000,
+        max_offloads_per_conversation: int = 256,
+    ) -> None:
+        if pricing is not None and not isinstance(pricing, PricingTable):
+            raise ValueError("OffloadLedger.pricing must be a PricingTable or None")
+        self._pricing = DEFAULT_PRICING if pricing is None else pricing
+        self._idle = _positive("idle_turns", idle_turns)
+        self._max_conversations = _positive("max_conversations", max_conversations)
+        self._max_offloads = _positive(
+            "max_offloads_per_conversation", max_offloads_per_conversation
+        )
+        self._observer = guard_observer(observer)
+        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
+        self._tick = 0
+        self._lock = threading.RLock()
+        self.settlements: list[Settlement] = []
+        """Settlements of this ledger, newest last (the latest 1000)."""
+
+    def _price(self, model: str) -> ModelPrice | None:
+        quote = self._pricing.lookup(model)
+        return None if quote is None else quote.price
+
+    # -- inputs ------------------------------------------------------------------
+
+    def record_offload(
+        self,
+        decision: OffloadGateDecision,
+        *,
+        conversation_id: str,
+        link: object = None,
+    ) -> None:
+        """Start following a fired offload (a decision that did not fire is ignored).
+
+        ``link``: what the observer's ``end_offload_gate`` returned for this
+        decision; the settlement carries it back.
+        """
+        if not decision.fire or not decision.offload_id:
+            return
+        due: list[Settlement] = []
+        with self._lock:
+            conv = self._touch(conversation_id, due)
+            if len(conv.offloads) >= self._max_offloads:
+                _, oldest = conv.offloads.popitem(last=False)
+                due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
+            conv.offloads[decision.offload_id] = _Offload(
+                decision.offload_id,
+                decision.model_name,
+                to_decimal(decision.output_tokens),
+                decision.stub_tokens,
+                decision.net_saving,
+                decision.horizon,
+                decision.recall_probability,
+                link,
+            )
+        self._settled(due)
+
+    def record_model_call(
+        self,
+        conversation_id: str,
+        *,
+        model: str,
+        usage: ModelUsage,
+        carried: Iterable[str | CarriedStub] | None = None,
+    ) -> ModelCallAccount:
+        """A later model call of the conversation, with its token usage.
+
+        ``carried``: the offloads whose stub this call's prompt carried, by id;
+        None means every live offload of the conversation that has not been
+        recalled. A :class:`CarriedStub` describes an offload this process did
+        not see decided (another worker served that turn): its saving and stub
+        cost are realized here, but only the process that recorded the
+        offload settles it.
+        """
+        due: list[Settlement] = []
+        price = self._price(model)
+        with self._lock:
+            self._tick += 1
+            conv = self._touch(conversation_id, due)
+            live = [o for o in conv.offloads.values() if not o.recalled]
+            saving = stub = cache = _ZERO
+            if carried is not None:
+                wanted: set[str] = set()
+                for item in carried:
+                    if isinstance(item, CarriedStub):
+                        wanted.add(item.offload_id)
+                        if item.offload_id not in conv.offloads and price is not None:
+                            saving += to_decimal(item.output_tokens) * price.input_rate
+                            stub += Decimal(item.stub_tokens) * price.input_rate
+                    else:
+                        wanted.add(item)
+                live = [o for o in conv.offloads.values() if o.offload_id in wanted]
+            active = bool(conv.offloads)
+            if conv.offloads and price is not None:
+                for off in live:
+                    s = off.output_tokens * price.input_rate
+                    k = Decimal(off.stub_tokens) * price.input_rate
+                    off.savings += s
+                    off.stub_cost += k
+                    off.turns += 1
+                    saving += s
+                    stub += k
+                cache = cache_disruption(conv.baseline_read, conv.baseline_input, usage, price)
+                # a recall since the previous call put its output back into the
+                # prompt: the cache disruption is that offload's; otherwise it is
+                # shared by the offloads whose stubs this prompt carried.
+                recalled = [o for o in conv.offloads.values() if o.recalled_since_call]
+                blamed = recalled or live
+                if cache > 0 and blamed:
+                    share = cache / len(blamed)
+                    for off in blamed:
+                        off.cache_cost += share
+                else:
+                    cache = _ZERO
+                for off in recalled:
+                    off.recalled_since_call = False
+            elif not conv.offloads:
+                conv.baseline_read += usage.cache_read_tokens
+                conv.baseline_input += usage.input_tokens
+            due.extend(self._expire(conversation_id))
+        account = ModelCallAccount(conversation_id, model, usage, active, saving, stub, cache)
+        self._observer.on_offload_accounted(account)
+        self._settled(due)
+        return account
+
+    def record_recall(
+        self,
+        conversation_id: str,
+        offload_id: str,
+        *,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+    ) -> RecallAccount:
+        """The offloaded output was recalled: a real hop at that model's rates.
+
+        From now on its output is in the conversation again: later model
+        calls carry no stub for it (unless ``carried`` names it).
+        """
+        price = self._price(model)
+        cost = _ZERO
+        if price is not None:
+            cost = input_tokens * price.input_rate + output_tokens * price.output_rate
+        with self._lock:
+            conv = self._conversations.get(conversation_id)
+            off = None if conv is None else conv.offloads.get(offload_id)
+            if off is not None:
+                off.recall_cost += cost
+                off.recalls += 1
+                off.recalled = True
+                off.recalled_since_call = True
+        account = RecallAccount(
+            conversation_id, offload_id, model, input_tokens, output_tokens, cost
+        )
+        self._observer.on_offload_accounted(account)
+        return account
+
+    # -- settlement ----------------------------------------------------------
+
+    def settle(
+        self, conversation_id: str, *, trigger: SettleTrigger = SettleTrigger.EXPLICIT
+    ) -> list[Settlement]:
+        """Settle every live offload of a conversation now and forget it."""
+        with self._lock:
+            conv = self._conversations.pop(conversation_id, None)
+            due = (
+                []
+                if conv is None
+                else [_settlement(conversation_id, o, trigger) for o in conv.offloads.values()]
+            )
+        self._settled(due)
+        return due
+
+    def end_conversation(self, conversation_id: str) -> list[Settlement]:
+        """The conversation ended: settle its offloads."""
+        return self.settle(conversation_id, trigger=SettleTrigger.CONVERSATION_END)
+
+    def live_offloads(self, conversation_id: str) -> tuple[str, ...]:
+        """The offload ids the ledger still follows in this conversation."""
+        with self._lock:
+            conv = self._conversations.get(conversation_id)
+            return () if conv is None else tuple(conv.offloads)
+
+    def __len__(self) -> int:
+        return len(self._conversations)
+
+    def _touch(self, conversation_id: str, due: list[Settlement]) -> _Conversation:
+        conv = self._conversations.get(conversation_id)
+        if conv is None:
+            conv = _Conversation()
+            self._conversations[conversation_id] = conv
+            while len(self._conversations) > self._max_conversations:
+                old_id, old = self._conversations.popitem(last=False)
+                due.extend(
+                    _settlement(old_id, o, SettleTrigger.EVICTED) for o in old.offloads.values()
+                )
+        else:
+            self._conversations.move_to_end(conversation_id)
+        conv.last_tick = self._tick
+        return conv
+
+    def _expire(self, current: str) -> list[Settlement]:
+        due: list[Settlement] = []
+        while self._conversations:
+            conv_id, conv = next(iter(self._conversations.items()))
+            if conv_id == current or self._tick - conv.last_tick < self._idle:
+                break
+            del self._conversations[conv_id]
+            due.extend(_settlement(conv_id, o, SettleTrigger.IDLE) for o in conv.offloads.values())
+        return due
+
+    def _settled(self, due: list[Settlement]) -> None:
+        if not due:
+            return
+        with self._lock:
+            self.settlements.extend(due)
+            del self.settlements[:-_MAX_KEPT_SETTLEMENTS]
+        for settlement in due:
+            self._observer.on_offload_settled(settlement)
