@@ -79,7 +79,8 @@ a fact is recorded when a span carries the attribute keys (and events) of
 Counting instructions instead of time (no noise from the host): run one
 configuration untimed under callgrind with two counts and divide the
 difference by the difference of the counts (it cancels start-up; the same
-three warm-up invokes run before either count)::
+three warm-up invokes run before either count; the garbage collector is off,
+so a count repeats to about 0.1 M instructions)::
 
     for n in 0 40; do
       PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
@@ -323,7 +324,13 @@ def _keys(span: ReadableSpan) -> set[str]:
     return set(span.attributes or {})
 
 
+# newer conventions fold the passed-over evaluations into counts on the seam span
+_EVALUATED_COUNT = getattr(c, "ATTR_POLICY_EVALUATED_COUNT", None)
+
+
 def _has_evaluations(span: ReadableSpan) -> bool:
+    if _EVALUATED_COUNT is not None and _EVALUATED_COUNT in _keys(span):
+        return True
     return any(
         event.name == c.EVENT_POLICY_EVALUATED and c.ATTR_POLICY_RESULT in (event.attributes or {})
         for event in span.events
@@ -1491,7 +1498,14 @@ def calibrate(cases: Sequence[Case], seconds: float) -> int:
 
 
 def run_only(key: str, iterations: int) -> int:
-    """Run one configuration untimed: WARMUP_RUN_ONLY calls, then ``iterations`` calls."""
+    """Run one configuration untimed: WARMUP_RUN_ONLY calls, then ``iterations`` calls.
+
+    The garbage collector is off throughout (it is off in the timed blocks too):
+    when it runs depends on how threads interleave, which made instruction
+    counts of the same command differ by hundreds of millions; without it two
+    runs agree to about 0.1 M instructions.
+    """
+    gc.disable()
     sets = [sdk_providers(), cfg_providers()]
     loop = asyncio.new_event_loop()
     if key.startswith("lc-"):
@@ -1513,10 +1527,8 @@ def run_only(key: str, iterations: int) -> int:
     try:
         for i in range(WARMUP_RUN_ONLY):
             case.run(i)
-        gc.disable()
         for i in range(iterations):
             case.run(i)
-        gc.enable()
     finally:
         case.exit()
     for providers in sets:
