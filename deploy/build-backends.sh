@@ -11,7 +11,10 @@
 # (the collector's version includes a hash of the manifest without its
 # comments), and so are Go's build and module caches (<cache>/go-build,
 # <cache>/go-mod). A second run finds the binaries and takes well under a
-# second. Measured on 2 cores with empty caches: about 8 minutes for both.
+# second. Measured on 2 cores with empty caches: Jaeger 232 s and the
+# collector 136 s (its modules already downloaded) on a quiet machine;
+# 13 min 25 s for both from nothing while another CPU-heavy job shared the
+# cores. A manifest change with warm Go caches rebuilds the collector in ~10 s.
 #
 # stdout gets only two lines, ready for `eval` or an env file:
 #   SEAMSCOPE_JAEGER_BIN=/…/jaeger-v1.76.0/jaeger
