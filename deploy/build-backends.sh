@@ -24,7 +24,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 manifest="$repo/deploy/collector/builder-manifest.yaml"
-cache="${SEAMSCOPE_BACKENDS_CACHE:-$HOME/.cache/seamscope-backends}"
+home="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+cache="${SEAMSCOPE_BACKENDS_CACHE:-$home/.cache/seamscope-backends}"
 
 JAEGER_VERSION=v1.76.0
 OCB_VERSION=v0.161.0
