@@ -1,0 +1,66 @@
+"""The OpenAI Agents SDK surface the adapter uses, imported in one place.
+
+A missing or different SDK fails here, with the install hint, instead of in
+whichever module happens to import it first.
+"""
+
+from __future__ import annotations
+
+try:
+    from agents import (
+        Agent,
+        FunctionTool,
+        Model,
+        ModelProvider,
+        ModelResponse,
+        ModelSettings,
+        ModelTracing,
+        RunConfig,
+        RunContextWrapper,
+        RunHooks,
+        Runner,
+        RunResult,
+        RunResultStreaming,
+        Tool,
+        ToolErrorFormatterArgs,
+        Usage,
+    )
+    from agents.models.default_models import get_default_model_settings
+    from agents.run_config import CallModelData, ModelInputData
+    from agents.tool_context import ToolContext
+    from openai.types.responses import (
+        ResponseCompletedEvent,
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+    )
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "seamscope.adapters.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'seamscope[openai-agents]'"
+    ) from exc
+
+__all__ = [
+    "Agent",
+    "CallModelData",
+    "FunctionTool",
+    "Model",
+    "ModelInputData",
+    "ModelProvider",
+    "ModelResponse",
+    "ModelSettings",
+    "ModelTracing",
+    "ResponseCompletedEvent",
+    "ResponseFunctionToolCall",
+    "ResponseOutputMessage",
+    "RunConfig",
+    "RunContextWrapper",
+    "RunHooks",
+    "RunResult",
+    "RunResultStreaming",
+    "Runner",
+    "Tool",
+    "ToolContext",
+    "ToolErrorFormatterArgs",
+    "Usage",
+    "get_default_model_settings",
+]

@@ -1,0 +1,269 @@
+"""``SeamscopeRunner``: ``Runner.run``/``run_sync``/``run_streamed`` with
+seamscope's decisions, and the recall tool.
+
+Each call makes one :class:`~._run.Run`, a ``RunConfig`` copy carrying the
+run's hooks (:mod:`._model`), and calls the SDK's own ``Runner`` with it;
+the caller's ``RunConfig`` and ``hooks`` are kept and composed, never
+modified.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from seamscope.adapters.loop import DecisionLayer
+from seamscope.adapters.openai_agents import _translate as translate
+from seamscope.adapters.openai_agents._framework import (
+    Agent,
+    FunctionTool,
+    Model,
+    RunConfig,
+    Runner,
+    RunResult,
+    RunResultStreaming,
+    ToolContext,
+)
+from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
+from seamscope.adapters.openai_agents._model import (
+    RoutedModel,
+    RunHooks,
+    error_formatter,
+    input_filter,
+)
+from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
+from seamscope.adapters.react import RECALL_TOOL
+
+__all__ = ["SeamscopeRunner"]
+
+_RECALL_DESCRIPTION = (
+    "Bring back the full text of a tool output that was offloaded from the "
+    "conversation. Pass the offload id named in the stub that replaced it."
+)
+_RECALL_SCHEMA = {
+    "type": "object",
+    "properties": {"offload_id": {"type": "string"}},
+    "required": ["offload_id"],
+    "additionalProperties": False,
+}
+
+
+class SeamscopeRunner:
+    """seamscope's decision layer around the Agents SDK's ``Runner``.
+
+    ``layer``: the :class:`~seamscope.adapters.loop.DecisionLayer` whose
+    router, selection pipeline, offload gate, ledger and telemetry are used.
+    ``models``: model name → ``agents.Model`` the PRE seam may switch to.
+    ``role``: what policies and stages see as the turn's role: a str, a
+    callable of the turn's ``Agent``, or None (the agent's ``name``).
+    ``scope``: the adopter's data for policies, a mapping or a callable of
+    the run's ``context`` evaluated when the run starts. ``offload``: False
+    turns the offload gate (and the recall tool) off.
+    ``max_stored_outputs``: offloaded outputs kept for recall in this process.
+
+    Configuration errors raise ValueError naming the argument.
+    """
+
+    def __init__(
+        self,
+        layer: DecisionLayer,
+        models: Mapping[str, Model] | None = None,
+        *,
+        role: str | Callable[[Any], str | None] | None = None,
+        scope: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
+        offload: bool = True,
+        max_stored_outputs: int = 256,
+    ) -> None:
+        if not isinstance(layer, DecisionLayer):
+            raise ValueError("SeamscopeRunner.layer must be a DecisionLayer")
+        models = {} if models is None else models
+        if not isinstance(models, Mapping):
+            raise ValueError("SeamscopeRunner.models must be a mapping of name to agents.Model")
+        for name, model in models.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError("SeamscopeRunner.models: names must be non-empty str")
+            if not isinstance(model, Model):
+                raise ValueError(f"SeamscopeRunner.models[{name!r}] must be an agents.Model")
+        if role is not None and not isinstance(role, str) and not callable(role):
+            raise ValueError("SeamscopeRunner.role must be a str, a callable or None")
+        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
+            raise ValueError("SeamscopeRunner.scope must be a mapping, a callable or None")
+        if (
+            isinstance(max_stored_outputs, bool)
+            or not isinstance(max_stored_outputs, int)
+            or max_stored_outputs < 1
+        ):
+            raise ValueError("SeamscopeRunner.max_stored_outputs must be an int >= 1")
+        self.layer = layer
+        self.models: Mapping[str, Model] = dict(models)
+        self.offload = bool(offload)
+        self.outputs = Outputs(max_stored_outputs)
+        self._role = role
+        self._scope = scope
+        self.recall_tool: FunctionTool = FunctionTool(
+            name=RECALL_TOOL,
+            description=_RECALL_DESCRIPTION,
+            params_json_schema=_RECALL_SCHEMA,
+            on_invoke_tool=self._recall,
+        )
+        """The ``recall_tool_result`` tool: add it to the agents' ``tools``. It is
+        offered to the model only while the conversation has offloaded outputs."""
+
+    # -- public helpers -----------------------------------------------------------
+
+    def stored_output(self, offload_id: str) -> str | None:
+        """The full text of an offloaded output still held in this process."""
+        return self.outputs.get(offload_id)
+
+    def role_for(self, agent: Any) -> str | None:
+        """The role of a turn of ``agent``."""
+        role = self._role
+        if callable(role):
+            try:
+                role = role(agent)
+            except Exception:
+                failed("openai_agents.role")
+                return None
+        elif role is None:
+            role = getattr(agent, "name", None)
+        return role if isinstance(role, str) and role else None
+
+    # -- the runs -----------------------------------------------------------------
+
+    async def run(
+        self,
+        starting_agent: Agent[Any],
+        input: Any,
+        *,
+        conversation: str | None = None,
+        run_config: RunConfig | None = None,
+        hooks: SDKRunHooks[Any] | None = None,
+        **kwargs: Any,
+    ) -> RunResult:
+        """``Runner.run`` with seamscope's decisions; ``conversation`` is
+        seamscope's conversation id (default: the session's ``session_id``,
+        else the SDK's ``conversation_id``). Other arguments go to the SDK."""
+        run, options = self._prepare(conversation, run_config, hooks, kwargs)
+        try:
+            with attached(run.agent_otel):
+                result = await Runner.run(starting_agent, input, **options)
+        except BaseException as exc:
+            run.close(exc)
+            raise
+        run.close(None)
+        return result
+
+    def run_sync(
+        self,
+        starting_agent: Agent[Any],
+        input: Any,
+        *,
+        conversation: str | None = None,
+        run_config: RunConfig | None = None,
+        hooks: SDKRunHooks[Any] | None = None,
+        **kwargs: Any,
+    ) -> RunResult:
+        """``Runner.run_sync`` with seamscope's decisions (see :meth:`run`)."""
+        run, options = self._prepare(conversation, run_config, hooks, kwargs)
+        try:
+            with attached(run.agent_otel):
+                result = Runner.run_sync(starting_agent, input, **options)
+        except BaseException as exc:
+            run.close(exc)
+            raise
+        run.close(None)
+        return result
+
+    def run_streamed(
+        self,
+        starting_agent: Agent[Any],
+        input: Any,
+        *,
+        conversation: str | None = None,
+        run_config: RunConfig | None = None,
+        hooks: SDKRunHooks[Any] | None = None,
+        **kwargs: Any,
+    ) -> RunResultStreaming:
+        """``Runner.run_streamed`` with seamscope's decisions (see :meth:`run`).
+
+        The run's spans end when its background task ends: consume
+        ``stream_events()`` to the end, or call ``result.cancel()`` when you
+        stop reading early.
+        """
+        run, options = self._prepare(conversation, run_config, hooks, kwargs)
+        try:
+            with attached(run.agent_otel):
+                result = Runner.run_streamed(starting_agent, input, **options)
+        except BaseException as exc:
+            run.close(exc)
+            raise
+        task = result.run_loop_task
+        if task is None:
+            run.close(None)
+        else:
+            task.add_done_callback(lambda t: run.close(_streamed_error(t, result)))
+        return result
+
+    # -- building a run -------------------------------------------------------------
+
+    def _prepare(
+        self,
+        conversation: str | None,
+        run_config: RunConfig | None,
+        hooks: SDKRunHooks[Any] | None,
+        kwargs: dict[str, Any],
+    ) -> tuple[Run, dict[str, Any]]:
+        if run_config is not None and not isinstance(run_config, RunConfig):
+            raise TypeError("SeamscopeRunner: run_config must be an agents.RunConfig")
+        base = RunConfig() if run_config is None else run_config
+        conversation_id = translate.conversation_id(
+            conversation, kwargs.get("session"), kwargs.get("conversation_id")
+        )
+        key = uuid.uuid4().hex
+        scope = self._resolve_scope(kwargs.get("context"))
+        turn = new_turn(self.layer, conversation_id, scope)
+        run = Run(key, turn, conversation_id or f"run:{key}")
+        run.open()
+        config = dataclasses.replace(
+            base,
+            model=RoutedModel(self, run, base.model, base.model_provider),
+            call_model_input_filter=input_filter(self, run, base.call_model_input_filter),
+            tool_error_formatter=error_formatter(run, base.tool_error_formatter),
+        )
+        options = {**kwargs, "run_config": config, "hooks": RunHooks(self, run, hooks)}
+        return run, options
+
+    def _resolve_scope(self, context: Any) -> Mapping[str, Any] | None:
+        scope = self._scope
+        if callable(scope):
+            try:
+                scope = scope(context)
+            except Exception:
+                failed("openai_agents.scope")
+                return None
+        return scope if isinstance(scope, Mapping) else None
+
+    async def _recall(self, ctx: ToolContext[Any], arguments: str) -> str:
+        offload_id = translate.recall_id(arguments)
+        found: str | None = None
+        with contextlib.suppress(Exception):
+            model = getattr(getattr(ctx, "run_config", None), "model", None)
+            if isinstance(model, RoutedModel) and model.runner is self:
+                found = self.outputs.lookup(offload_id, model.run.scope)
+        if found is None:
+            return f"error: no offloaded output {offload_id!r} in this conversation"
+        return found
+
+
+def _streamed_error(task: asyncio.Task[Any], result: RunResultStreaming) -> BaseException | None:
+    """The exception a streamed run ended with (a cancelled run: CancelledError)."""
+    if task.cancelled():
+        return asyncio.CancelledError()
+    try:
+        return result.run_loop_exception
+    except Exception:
+        return None

@@ -1,0 +1,335 @@
+"""Agents SDK objects in, seamscope values out (and back): small pure functions.
+
+No OpenTelemetry and no state here: each function reads SDK objects
+(Responses input items, ``ModelResponse`` output items, ``Usage``) and
+returns a seamscope value or a new SDK object, mutating nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from seamscope.adapters.openai_agents._framework import (
+    Agent,
+    Model,
+    ModelSettings,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    Tool,
+    get_default_model_settings,
+)
+from seamscope.adapters.react import RECALL_TOOL
+from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
+from seamscope.decisions.records import tool_name
+
+__all__ = [
+    "ModelChoice",
+    "Offloaded",
+    "choose_model",
+    "conversation_id",
+    "emitted",
+    "messages",
+    "model_name",
+    "offered",
+    "offloadable_text",
+    "own_settings",
+    "parse_args",
+    "recall_id",
+    "rewrite",
+    "selected_tools",
+    "stub_input",
+    "usage",
+    "with_forced_tool",
+    "with_parameters",
+]
+
+
+# -- the run's identity ------------------------------------------------------------
+
+
+def conversation_id(explicit: str | None, session: Any, sdk_conversation: str | None) -> str | None:
+    """seamscope's conversation id: the one given, else the session's
+    ``session_id``, else the SDK's server-side ``conversation_id``."""
+    if explicit:
+        return str(explicit)
+    found = getattr(session, "session_id", None) if session is not None else None
+    if isinstance(found, str) and found:
+        return found
+    return sdk_conversation or None
+
+
+# -- model input -------------------------------------------------------------------
+
+
+def _field(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, Mapping) else getattr(item, key, None)
+
+
+def _text(content: Any) -> str:
+    """The text of a Responses content value (a str or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts: list[str] = []
+        for part in content:
+            text = _field(part, "text")
+            if isinstance(text, str):
+                parts.append(text)
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return ""
+
+
+def parse_args(raw: Any) -> dict[str, Any]:
+    """A function call's arguments: a JSON object string (or a mapping) as a dict.
+
+    Anything that is not an object becomes ``{}`` (kept under ``"__raw__"``
+    when it was not empty), so the POST seam never raises on it.
+    """
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if not isinstance(raw, str) or not raw.strip():
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {"__raw__": raw}
+    return dict(parsed) if isinstance(parsed, Mapping) else {"__raw__": parsed}
+
+
+def messages(instructions: str | None, items: str | Sequence[Any]) -> list[Message]:
+    """The model input as seamscope Messages (what policies and stages read).
+
+    The system instructions come first; user, assistant, system and
+    developer messages keep their text (developer counts as system);
+    consecutive ``function_call`` items join one assistant message's tool
+    calls; a ``function_call_output`` is a tool message naming its call and
+    tool. Other items (reasoning, hosted tool calls) are left out.
+    """
+    out: list[Message] = []
+    if instructions:
+        out.append(Message("system", instructions))
+    if isinstance(items, str):
+        out.append(Message("user", items))
+        return out
+    names: dict[str, str] = {}
+    for item in items:
+        kind = _field(item, "type")
+        role = _field(item, "role")
+        if kind == "function_call":
+            call = ToolCall(
+                str(_field(item, "call_id") or ""),
+                str(_field(item, "name") or ""),
+                parse_args(_field(item, "arguments")),
+            )
+            names[call.id] = call.name
+            if out and out[-1].role == "assistant":
+                last = out[-1]
+                out[-1] = Message("assistant", last.content, (*last.tool_calls, call))
+            else:
+                out.append(Message("assistant", "", (call,)))
+        elif kind == "function_call_output":
+            call_id = str(_field(item, "call_id") or "")
+            out.append(
+                Message(
+                    "tool",
+                    _text(_field(item, "output")),
+                    name=names.get(call_id),
+                    tool_call_id=call_id,
+                )
+            )
+        elif isinstance(role, str) and (kind in (None, "message")):
+            role = "system" if role == "developer" else role
+            out.append(Message(role, _text(_field(item, "content"))))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Offloaded:
+    """A fired offload the conversation carries: its id and the stub text."""
+
+    offload_id: str
+    stub: str
+
+
+def stub_input(
+    items: Sequence[Any], offloaded: Mapping[str, Offloaded]
+) -> tuple[list[Any], tuple[str, ...]]:
+    """The model input with each offloaded tool output replaced by its stub
+    (matched by call id), and the offload ids whose stub it now carries."""
+    out: list[Any] = []
+    carried: list[str] = []
+    for item in items:
+        if _field(item, "type") == "function_call_output":
+            found = offloaded.get(str(_field(item, "call_id") or ""))
+            if found is not None:
+                if isinstance(item, Mapping):
+                    item = {**item, "output": found.stub}
+                else:
+                    item = item.model_copy(update={"output": found.stub})
+                carried.append(found.offload_id)
+        out.append(item)
+    return out, tuple(carried)
+
+
+# -- tools and models ---------------------------------------------------------------
+
+
+def offered(tools: Sequence[Any], *, recall: bool) -> list[Any]:
+    """The turn's tools; the recall tool only when ``recall`` (something to recall)."""
+    if recall:
+        return list(tools)
+    return [t for t in tools if tool_name(t) != RECALL_TOOL]
+
+
+def selected_tools(selected: Sequence[Any]) -> tuple[list[Tool], list[Any]]:
+    """The selected tools the SDK can send (Tool objects), and the rest (by name)."""
+    sendable: list[Tool] = []
+    other: list[Any] = []
+    for tool in selected:
+        (sendable if isinstance(tool, Tool) else other).append(tool)
+    return sendable, other
+
+
+def with_forced_tool(settings: ModelSettings, forced: str | None) -> ModelSettings:
+    """The model settings with ``tool_choice`` set to a forced tool."""
+    if not forced:
+        return settings
+    return dataclasses.replace(settings, tool_choice=forced)
+
+
+def with_parameters(settings: ModelSettings, parameters: Mapping[str, Any]) -> ModelSettings:
+    """The model settings with a ModelConfig's parameters laid over them:
+    ModelSettings fields by name, anything else in ``extra_args``."""
+    if not parameters:
+        return settings
+    known = {f.name for f in dataclasses.fields(ModelSettings)}
+    fields = {k: v for k, v in parameters.items() if k in known and k != "extra_args"}
+    extra = {k: v for k, v in parameters.items() if k not in fields}
+    if extra:
+        fields["extra_args"] = {**(settings.extra_args or {}), **extra}
+    return dataclasses.replace(settings, **fields)
+
+
+def own_settings(agent: Any, settings: ModelSettings) -> ModelSettings:
+    """The settings the SDK itself would pass for an agent with a model *name*.
+
+    The adapter's model is set as ``RunConfig.model``, so the SDK no longer
+    applies the default settings of an agent's named model (e.g. a GPT-5
+    reasoning default); they are put back here when the agent left its
+    settings implicit.
+    """
+    model = getattr(agent, "model", None)
+    if not isinstance(model, str) or not isinstance(agent, Agent):
+        return settings
+    defaults = get_default_model_settings(model)
+    if agent.model_settings != defaults or defaults == ModelSettings():
+        return settings
+    return defaults.resolve(settings)
+
+
+def model_name(model: Any) -> str | None:
+    """A model's name: a str, or a Model's ``model`` attribute (OpenAI models)."""
+    if isinstance(model, str):
+        return model or None
+    name = getattr(model, "model", None)
+    return name if isinstance(name, str) and name else None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """The Model a turn runs on for a PRE-seam choice.
+
+    ``model`` is a Model, a name for the run's provider, or None (the SDK's
+    default model); ``name`` is what the ``chat`` span carries;
+    ``unavailable`` says the chosen model is not callable here, so the
+    agent's own model runs.
+    """
+
+    model: Model | str | None
+    name: str
+    unavailable: bool
+
+
+def choose_model(
+    chosen: str, default: str, models: Mapping[str, Model], own: Model | str | None
+) -> ModelChoice:
+    """The model for the PRE seam's ``chosen`` name, else the agent's ``own``."""
+    model = models.get(chosen)
+    if model is not None:
+        return ModelChoice(model, chosen, False)
+    own_name = model_name(own)
+    if own_name is None and isinstance(own, Model):
+        own_name = next((name for name, m in models.items() if m is own), None)
+    if chosen in (default, own_name):
+        return ModelChoice(own, own_name or default, False)
+    return ModelChoice(own, own_name or default, True)
+
+
+# -- model output ---------------------------------------------------------------------
+
+
+def emitted(output: Sequence[Any]) -> tuple[Message, tuple[int, ...]]:
+    """The assistant message of a model response (its text and its function
+    calls) and the positions of those calls in ``output``."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    positions: list[int] = []
+    for index, item in enumerate(output):
+        if isinstance(item, ResponseFunctionToolCall):
+            calls.append(ToolCall(item.call_id, item.name, parse_args(item.arguments)))
+            positions.append(index)
+        elif isinstance(item, ResponseOutputMessage):
+            texts.append(_text(item.content))
+    return Message("assistant", "".join(texts), tuple(calls)), tuple(positions)
+
+
+def rewrite(
+    output: Sequence[Any], positions: Sequence[int], post: PostModelResult
+) -> list[Any] | None:
+    """The output items with the tool calls the POST seam decided (call id and
+    item id kept), or None when nothing changed."""
+    items = list(output)
+    changed = False
+    for record in post.records:
+        if record.final == record.emitted or record.index >= len(positions):
+            continue
+        at = positions[record.index]
+        items[at] = items[at].model_copy(
+            update={"name": record.final.name, "arguments": json.dumps(dict(record.final.args))}
+        )
+        changed = True
+    return items if changed else None
+
+
+def usage(raw: Any) -> ModelUsage | None:
+    """A ModelUsage from an SDK ``Usage`` or a Responses ``ResponseUsage``.
+
+    The Responses API counts cached tokens inside ``input_tokens``; cache
+    writes are read when the provider reports them.
+    """
+    if raw is None:
+        return None
+    details = getattr(raw, "input_tokens_details", None)
+    read = int(getattr(details, "cached_tokens", 0) or 0)
+    write = int(getattr(details, "cache_write_tokens", 0) or 0)
+    input_tokens = max(int(getattr(raw, "input_tokens", 0) or 0), read + write)
+    return ModelUsage(input_tokens, int(getattr(raw, "output_tokens", 0) or 0), read, write)
+
+
+# -- tool results -----------------------------------------------------------------------
+
+
+def offloadable_text(result: Any) -> str | None:
+    """The text the offload gate may take from a tool result (text results only)."""
+    return result if isinstance(result, str) else None
+
+
+def recall_id(arguments: Any) -> str:
+    """The offload id a recall tool call asks for."""
+    return str(parse_args(arguments).get("offload_id", ""))
