@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -73,6 +74,8 @@ from seamscope.telemetry._genai import GenAISpans
 from seamscope.telemetry._observer import OTelObserver
 
 __all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
+
+_RECALL_LOCK = threading.Lock()  # parallel tool calls of one iteration may recall at once
 
 
 def estimate_tokens(text: str) -> float:
@@ -268,6 +271,7 @@ class Iteration:
         self.pre: PreModelResult | None = None
         self.post: PostModelResult | None = None
         self.model: str | None = None
+        self._recall_output_charged = False
 
     # contexts ------------------------------------------------------------------
 
@@ -373,8 +377,17 @@ class Iteration:
         return decision
 
     def recall(self, offload_id: str, *, input_tokens: int, output_tokens: int) -> None:
-        """The model recalled an offloaded output: a real cost in the ledger."""
+        """The model recalled an offloaded output: a real cost in the ledger.
+
+        ``output_tokens``: the output of the model call that emitted the recall.
+        Parallel recalls of one model call share that output, so it is charged
+        with the first recall of the iteration only.
+        """
         turn = self.turn
+        with _RECALL_LOCK:
+            if self._recall_output_charged:
+                output_tokens = 0
+            self._recall_output_charged = True
         if turn.conversation_id:
             turn.layer.ledger.record_recall(
                 turn.conversation_id,

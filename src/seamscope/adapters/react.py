@@ -13,6 +13,7 @@ offloaded outputs), and that recall is a real cost in the ledger.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -136,22 +137,28 @@ class ReActAgent:
         self._tools = dict(tools)
         self._max_iterations = max_iterations
         self._offload = offload
-        # offload id -> (conversation id, full output): what the recall tool returns
+        # offload id -> (conversation id, full output): what the recall tool returns;
+        # one agent may serve many conversations in many threads at once
         self._store: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._expanded: set[str] = set()  # recalled: the full output is back in the prompt
         self._max_stored = max_stored_outputs
+        self._lock = threading.Lock()
 
     def _stored_ids(self, conversation_id: str) -> list[str]:
-        return [o for o, (conv, _) in self._store.items() if conv == conversation_id]
+        with self._lock:
+            return [o for o, (conv, _) in self._store.items() if conv == conversation_id]
 
     def _carried(self, conversation_id: str | None) -> tuple[str, ...] | None:
         """This conversation's offloads whose stub, not the output, is in the prompt."""
         if not conversation_id:
             return None
-        return tuple(o for o in self._stored_ids(conversation_id) if o not in self._expanded)
+        stored = self._stored_ids(conversation_id)
+        with self._lock:
+            return tuple(o for o in stored if o not in self._expanded)
 
     def stored_output(self, offload_id: str) -> str | None:
-        stored = self._store.get(offload_id)
+        with self._lock:
+            stored = self._store.get(offload_id)
         return None if stored is None else stored[1]
 
     def _offered(self, conversation_id: str | None) -> list[str]:
@@ -250,7 +257,8 @@ class ReActAgent:
                 if stored is None:
                     _mark_error(span, "UnknownOffload")
                     return f"error: no offloaded output {offload_id!r}", None
-                self._expanded.add(offload_id)
+                with self._lock:
+                    self._expanded.add(offload_id)
                 it.recall(
                     offload_id,
                     input_tokens=int(estimate_tokens(stored)),
@@ -272,10 +280,11 @@ class ReActAgent:
         decision = it.offload(call, output)
         if not decision.fire or decision.offload_id is None:
             return output, decision
-        self._store[decision.offload_id] = (it.turn.conversation_id or "", output)
-        while len(self._store) > self._max_stored:
-            evicted, _ = self._store.popitem(last=False)
-            self._expanded.discard(evicted)
+        with self._lock:
+            self._store[decision.offload_id] = (it.turn.conversation_id or "", output)
+            while len(self._store) > self._max_stored:
+                evicted, _ = self._store.popitem(last=False)
+                self._expanded.discard(evicted)
         return offload_stub(decision, call.name), decision
 
 

@@ -94,7 +94,7 @@ class _Handle:
     """An open span, its context token and its start clock (util-genai's
     invocation object, in small)."""
 
-    __slots__ = ("recording", "repeat", "span", "start", "token")
+    __slots__ = ("done", "recording", "repeat", "span", "start", "token")
 
     def __init__(self, span: trace.Span, token: object) -> None:
         self.span = span
@@ -102,12 +102,20 @@ class _Handle:
         self.recording = span.is_recording()
         self.start = 0.0
         self.repeat = False  # a gate call re-deciding an output already decided
+        self.done = False
+
+
+# The open iteration scope travels in the OpenTelemetry context (a value of the
+# context, like the current span), so the decision spans opened inside it can be
+# ended when an exception the core does not contain (KeyboardInterrupt,
+# SystemExit) leaves their hooks half run.
+_SCOPE_KEY = otel_context.create_key("iteration_scope")
 
 
 class _IterationScope(contextlib.AbstractContextManager[object]):
     """The context manager :meth:`OTelObserver.iteration` returns."""
 
-    __slots__ = ("_agent", "_conversation", "_handle", "_index", "_observer")
+    __slots__ = ("_agent", "_conversation", "_handle", "_index", "_observer", "opened")
 
     def __init__(
         self, observer: OTelObserver, index: int, conversation: str | None, agent: str | None
@@ -117,6 +125,7 @@ class _IterationScope(contextlib.AbstractContextManager[object]):
         self._conversation = conversation
         self._agent = agent
         self._handle: _Handle | None = None
+        self.opened: list[_Handle] = []  # the decision spans opened inside this iteration
 
     def __enter__(self) -> object:
         observer = self._observer
@@ -126,6 +135,7 @@ class _IterationScope(contextlib.AbstractContextManager[object]):
                 {c.ATTR_ITERATION_INDEX: self._index},
                 self._conversation,
                 self._agent,
+                scope=self,
             )
             return self._handle.span
         except Exception as exc:
@@ -141,12 +151,26 @@ class _IterationScope(contextlib.AbstractContextManager[object]):
         handle = self._handle
         if handle is None:
             return
-        if exc is not None and handle.recording:
-            with contextlib.suppress(Exception):
-                name = type(exc).__qualname__
-                handle.span.set_attribute(c.ATTR_ERROR_TYPE, name)
-                handle.span.set_status(Status(StatusCode.ERROR, name))
+        if exc is not None:
+            # decision spans an uncontained exception left open (their end hook
+            # never ran): end them with the error, innermost first
+            for inner in reversed(self.opened):
+                if not inner.done:
+                    inner.done = True
+                    _fail(inner, exc)
+                    with contextlib.suppress(Exception):
+                        inner.span.end()
+            _fail(handle, exc)
+        self.opened.clear()
         self._observer._finish("iteration", handle)
+
+
+def _fail(handle: _Handle, exc: BaseException) -> None:
+    if handle.recording:
+        with contextlib.suppress(Exception):
+            name = type(exc).__qualname__
+            handle.span.set_attribute(c.ATTR_ERROR_TYPE, name)
+            handle.span.set_status(Status(StatusCode.ERROR, name))
 
 
 class OTelObserver:
@@ -222,16 +246,26 @@ class OTelObserver:
         attributes: dict[str, Any],
         conversation: str | None,
         agent: str | None,
+        scope: _IterationScope | None = None,
     ) -> _Handle:
         """Start a span with ``attributes`` plus the conversation and agent, and
-        make it current."""
+        make it current. ``scope``: the iteration scope this span opens (else
+        the span joins the open iteration scope, if any)."""
         text = self._limits.text
         if conversation:
             attributes[c.ATTR_GEN_AI_CONVERSATION_ID] = text(conversation)
         if agent:
             attributes[c.ATTR_GEN_AI_AGENT_NAME] = text(agent)
         span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
-        return _Handle(span, otel_context.attach(trace.set_span_in_context(span)))
+        ctx = trace.set_span_in_context(span)
+        if scope is not None:
+            ctx = otel_context.set_value(_SCOPE_KEY, scope, ctx)
+        handle = _Handle(span, otel_context.attach(ctx))
+        if scope is None:
+            open_scope = otel_context.get_value(_SCOPE_KEY, ctx)
+            if isinstance(open_scope, _IterationScope):
+                open_scope.opened.append(handle)
+        return handle
 
     def _start(
         self, hook: str, name: str, attributes: dict[str, Any], ctx: object
@@ -251,6 +285,9 @@ class OTelObserver:
 
     def _finish(self, hook: str, handle: _Handle) -> None:
         """Detach and end: always, and each step on its own (never raises)."""
+        if handle.done:
+            return
+        handle.done = True
         try:
             otel_context.detach(handle.token)  # type: ignore[arg-type]
         except Exception as exc:
@@ -554,7 +591,7 @@ class OTelObserver:
                 c.ATTR_OFFLOAD_OUTPUT_TOKENS: float(inputs.output_tokens),
             }
             if call is not None:
-                if call.tool_call_id:
+                if call.tool_call_id is not None:  # an empty id too, as the dispatch records it
                     attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = text(call.tool_call_id)
                 if call.tool_name:
                     attrs[c.ATTR_GEN_AI_TOOL_NAME] = text(call.tool_name)
