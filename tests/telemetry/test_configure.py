@@ -92,7 +92,7 @@ def test_sdk_disabled_gives_a_disabled_handle(
     # the observer records nothing, and the loop decides as without telemetry
     result = s.run(observer=handle.observer)
     assert s.decisions(s.run(observer=NoopObserver())) == s.decisions(result)
-    assert True is handle.flush()
+    assert True is bool(handle.flush())
     handle.shutdown()
     handle.shutdown()
 
@@ -150,7 +150,7 @@ def test_trace_file_writes_otlp_json_lines(handles: Any, tmp_path: Path) -> None
     handle = handles(trace_file=path, environ={})
     assert path == handle.trace_file
     s.run(telemetry=handle)
-    assert True is handle.flush()
+    assert True is bool(handle.flush())
     handle.shutdown()
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     assert lines
@@ -182,12 +182,12 @@ def test_extra_span_processors_and_sampler(handles: Any) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "environ"),
     [
-        ({"otlp_endpoint": "http://127.0.0.1:4318", "otlp_protocol": "grpc"}, {}),
+        ({"otlp_endpoint": "http://127.0.0.1:4318", "otlp_protocol": "http/json"}, {}),
         (
             {},
             {
                 "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
-                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
             },
         ),
     ],
@@ -218,7 +218,7 @@ def test_malformed_otlp_headers_raise(handles: Any) -> None:
 def test_shutdown_is_idempotent_and_closes_the_endpoint(handles: Any) -> None:
     handle = handles(prometheus_port=0, prometheus_registry=CollectorRegistry(), environ={})
     host, port = handle.prometheus_address
-    assert True is handle.flush()
+    assert True is bool(handle.flush())
     handle.shutdown()
     handle.shutdown()
     with pytest.raises(OSError):

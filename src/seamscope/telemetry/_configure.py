@@ -22,31 +22,121 @@ a sampled span carries its trace and span ids); ``OTEL_METRICS_EXEMPLAR_FILTER``
 (``always_on``, ``always_off``, ``trace_based``) overrides it. The meter
 provider is the SDK's own with plain readers: seamscope keeps no aggregation
 of its own.
+
+Reliability (README "Reliability"): ``flush()`` and ``shutdown()`` return
+within a timeout (``shutdown_timeout_millis``, else ``SEAMSCOPE_SHUTDOWN_TIMEOUT``
+in milliseconds, else 5000) whatever the collector does, and return a
+:class:`FlushResult` that says what was exported and dropped; the exit hook
+is the same bounded shutdown. Every exporter built here is wrapped (see
+:mod:`seamscope.telemetry._export`): a failed batch is a rate-limited
+``seamscope.telemetry.error`` event instead of the SDK's log lines.
+
+OTLP over ``http/protobuf`` (default) and ``grpc`` (the ``grpc`` extra:
+``pip install 'seamscope[grpc]'``), per signal as the SDK reads
+``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]PROTOCOL``. Headers from
+``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]HEADERS`` are percent-decoded as the
+OTLP exporter specification says; an error about them never shows a value.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
+import math
 import os
+import re
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from opentelemetry import metrics, trace
 
-from seamscope.telemetry._config import TelemetryConfig
+from seamscope.telemetry._config import TelemetryConfig, _env_int
+from seamscope.telemetry._export import (
+    EXPORT_ERROR_INTERVAL_S,
+    SDK_LOGS,
+    CountingSpanProcessor,
+    FlushResult,
+    GuardedMetricExporter,
+    GuardedSpanExporter,
+    Tally,
+    install_sdk_log_filter,
+    merge,
+    metric_preferences,
+)
+from seamscope.telemetry._logging import RateLimit, telemetry_error
 from seamscope.telemetry._observer import OTelObserver
 
-__all__ = ["TelemetryHandle", "configure"]
+__all__ = [
+    "DEFAULT_SHUTDOWN_TIMEOUT_MILLIS",
+    "ENV_SHUTDOWN_TIMEOUT",
+    "FlushResult",
+    "TelemetryHandle",
+    "configure",
+]
 
-_SUPPORTED_PROTOCOLS = ("http/protobuf",)
+_log = logging.getLogger("seamscope.telemetry")
+
+ENV_SHUTDOWN_TIMEOUT = "SEAMSCOPE_SHUTDOWN_TIMEOUT"
+DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 5000
+"""The bound of ``shutdown()``, of the exit hook and (by default) of ``flush()``."""
+
+_SUPPORTED_PROTOCOLS = ("http/protobuf", "grpc")
+_GRPC_EXTRA = "pip install 'seamscope[grpc]'"
+# an HTTP header name (RFC 9110 token)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+Guard = GuardedSpanExporter | GuardedMetricExporter
+
+
+def _join(threads: Sequence[threading.Thread], deadline: float) -> bool:
+    """Wait for ``threads`` until ``deadline`` (time.monotonic); True when all ended."""
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in threads)
+
+
+def _start(
+    tasks: Sequence[tuple[str, Callable[[], Any]]], results: dict[str, Any]
+) -> list[threading.Thread]:
+    """Run each task in a daemon thread; its return value or exception lands in ``results``."""
+
+    def run(name: str, task: Callable[[], Any]) -> None:
+        try:
+            results[name] = task()
+        except Exception as exc:
+            results[name] = exc
+
+    threads = []
+    for name, task in tasks:
+        thread = threading.Thread(
+            target=run, args=(name, task), name=f"seamscope-{name}", daemon=True
+        )
+        try:
+            thread.start()
+        except RuntimeError:  # no new threads (interpreter finalizing): run it here
+            run(name, task)
+            continue
+        threads.append(thread)
+    return threads
 
 
 @dataclass
 class TelemetryHandle:
-    """What :func:`configure` built; flush and shut it down when done."""
+    """What :func:`configure` built; flush and shut it down when done.
+
+    ``flush()`` and ``shutdown()`` are bounded by ``shutdown_timeout_millis``
+    and return a :class:`FlushResult`, truthy when everything was exported:
+    ``if not handle.flush(): ...`` keeps working, and ``result.spans_dropped``,
+    ``result.points_dropped``, ``result.error`` and ``result.describe()`` say
+    what was lost and why. :meth:`report` gives the same counts without
+    flushing.
+    """
 
     tracer_provider: Any
     meter_provider: Any
@@ -55,74 +145,307 @@ class TelemetryHandle:
     prometheus_address: tuple[str, int] | None = None
     trace_file: Path | None = None
     push_metrics: bool = False
+    shutdown_timeout_millis: int = DEFAULT_SHUTDOWN_TIMEOUT_MILLIS
     _server: Any = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _guards: tuple[Guard, ...] = field(default=(), repr=False)
+    _limiter: RateLimit = field(
+        default_factory=lambda: RateLimit(EXPORT_ERROR_INTERVAL_S), repr=False
+    )
+    _shutdown_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _final: FlushResult | None = field(default=None, repr=False)
+    _flushing: list[threading.Thread] = field(default_factory=list, repr=False)
+    _mark: int = field(default=0, repr=False)
 
-    def flush(self, timeout_millis: int = 10_000) -> bool:
-        """Export everything buffered; False when an exporter did not finish.
+    def _timeout_s(self, timeout_millis: float | None) -> float:
+        millis = self.shutdown_timeout_millis if timeout_millis is None else timeout_millis
+        return max(0.0, float(millis)) / 1000
 
+    def _statuses(self, *, final: bool = False) -> list[Any]:
+        return [guard.tally.status(final=final) for guard in self._guards]
+
+    def report(self) -> FlushResult:
+        """The counts so far, without flushing; ``ok`` while nothing was dropped.
+
+        After shutdown, the shutdown's result.
+        """
+        if self._final is not None:
+            return self._final
+        statuses = self._statuses()
+        return merge(
+            statuses,
+            ok=not any(status.dropped for status in statuses),
+            timed_out=False,
+            elapsed_s=0.0,
+            timeout_s=0.0,
+        )
+
+    def flush(self, timeout_millis: float | None = None) -> FlushResult:
+        """Export everything buffered, waiting at most ``timeout_millis``
+        (default: ``shutdown_timeout_millis``).
+
+        The result is falsy when the flush did not finish in time, or when
+        any span or point was dropped since the previous flush (or since
+        configure()). A flush that timed out goes on in the background.
         Metrics are flushed only when a push exporter (OTLP) is configured: a
         flush makes the pull-based Prometheus reader queue an extra snapshot,
         which the next scrape would expose as duplicate series.
         """
+        timeout_s = self._timeout_s(timeout_millis)
         if not self.enabled:
-            return True
-        providers = [self.tracer_provider]
-        if self.push_metrics:
-            providers.append(self.meter_provider)
-        ok = True
-        for provider in providers:
-            try:
-                ok = bool(provider.force_flush(timeout_millis)) and ok
-            except Exception:
-                ok = False
-        return ok
-
-    def shutdown(self) -> None:
-        """Flush and shut down providers and the scrape endpoint; idempotent."""
+            return FlushResult(ok=True, timeout_s=timeout_s)
+        if self._closed:
+            return replace(self.report(), ok=False, elapsed_s=0.0, timeout_s=timeout_s)
+        started = time.monotonic()
+        deadline = started + timeout_s
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+            previous = [thread for thread in self._flushing if thread.is_alive()]
+            before = [(guard.tally, guard.tally.accepted()) for guard in self._guards]
+        finished = _join(previous, deadline)
+        results: dict[str, Any] = {}
+        tasks: list[tuple[str, Callable[[], Any]]] = []
+        if finished:
+            millis = int(max(0.0, deadline - time.monotonic()) * 1000)
+            tasks.append(("flush-traces", lambda: self.tracer_provider.force_flush(millis)))
+            if self.push_metrics:
+                tasks.append(("flush-metrics", lambda: self.meter_provider.force_flush(millis)))
+            threads = _start(tasks, results)
+            with self._lock:
+                self._flushing = threads
+            finished = _join(threads, deadline)
+        complete = finished and all(results.get(name) is True for name, _ in tasks)
+        if complete:
+            for tally, accepted in before:
+                if tally.signal == "traces":
+                    tally.count_lost(accepted)
+        statuses = self._statuses()
+        dropped = sum(status.dropped for status in statuses)
+        with self._lock:
+            new_drops, self._mark = dropped - self._mark, dropped
+        result = merge(
+            statuses,
+            ok=complete and new_drops == 0,
+            timed_out=not finished,
+            elapsed_s=time.monotonic() - started,
+            timeout_s=timeout_s,
+        )
+        if not finished:
+            self._report("flush", result)
+        return result
+
+    def shutdown(self, timeout_millis: float | None = None) -> FlushResult:
+        """Flush and shut down the providers and the scrape endpoint, waiting
+        at most ``timeout_millis`` (default: ``shutdown_timeout_millis``).
+
+        Idempotent: a second call returns the first one's result. The result
+        is falsy when the shutdown did not finish in time or when anything
+        was dropped over the handle's life; what was still queued or in
+        flight at the timeout counts as dropped. Exports still running then
+        are abandoned: they end in daemon threads, which do not hold up exit.
+        """
+        timeout_s = self._timeout_s(timeout_millis)
         if not self.enabled:
+            with self._lock:
+                self._closed = True
+            return FlushResult(ok=True, timeout_s=timeout_s)
+        started = time.monotonic()
+        if not self._shutdown_lock.acquire(timeout=timeout_s):
+            # another thread is shutting down and did not finish in time
+            return replace(self.report(), ok=False, timed_out=True, timeout_s=timeout_s)
+        try:
+            if self._final is not None:
+                return self._final
+            with self._lock:
+                self._closed = True
+            deadline = started + timeout_s
+            for guard in self._guards:
+                guard.tally.set_deadline(deadline)
+            results: dict[str, Any] = {}
+            tasks: list[tuple[str, Callable[[], Any]]] = [
+                ("shutdown-traces", self.tracer_provider.shutdown),
+                (
+                    "shutdown-metrics",
+                    lambda: self.meter_provider.shutdown(timeout_millis=timeout_s * 1000),
+                ),
+            ]
+            if self._server is not None:
+                tasks.insert(0, ("shutdown-server", self._close_server))
+            finished = _join(_start(tasks, results), deadline)
+            if not finished:
+                for guard in self._guards:
+                    guard.abandon()
+            statuses = self._statuses(final=True)
+            raised = any(isinstance(value, Exception) for value in results.values())
+            dropped = any(status.dropped for status in statuses)
+            result = merge(
+                statuses,
+                ok=finished and not raised and not dropped,
+                timed_out=not finished,
+                elapsed_s=time.monotonic() - started,
+                timeout_s=timeout_s,
+            )
+            self._final = result
+            if not result.ok:
+                self._report("shutdown", result)
+            return result
+        finally:
+            self._shutdown_lock.release()
+
+    def _close_server(self) -> None:
+        server, thread = self._server
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    def _report(self, hook: str, result: FlushResult) -> None:
+        suppressed = self._limiter.admit(hook)
+        if suppressed is None:
             return
-        for provider in (self.tracer_provider, self.meter_provider):
-            try:
-                provider.shutdown()
-            except Exception:
-                pass
-        if self._server is not None:
-            try:
-                server, thread = self._server
-                server.shutdown()
-                server.server_close()
-                thread.join(timeout=5)
-            except Exception:
-                pass
+        telemetry_error(
+            hook,
+            None,
+            timed_out=result.timed_out,
+            timeout_s=result.timeout_s,
+            spans_dropped=result.spans_dropped,
+            spans_pending=result.spans_pending,
+            points_dropped=result.points_dropped,
+            reason=result.error,
+            suppressed=suppressed,
+        )
+
+    def _shutdown_at_exit(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:
+            pass
 
 
 def _env_true(environ: Mapping[str, str], name: str) -> bool:
     return environ.get(name, "").strip().lower() == "true"
 
 
-def _parse_headers(raw: str | None) -> dict[str, str]:
+def _parse_headers(raw: str | None, name: str) -> dict[str, str]:
+    """``key=value,...`` from the variable ``name``: keys are HTTP header names,
+    values are percent-decoded (the OTLP exporter specification). A
+    malformed entry raises ValueError naming its position, never its text."""
     headers: dict[str, str] = {}
     if not raw:
         return headers
-    for item in raw.split(","):
-        if "=" not in item:
-            raise ValueError(f"OTEL_EXPORTER_OTLP_HEADERS: malformed entry {item!r}")
-        key, value = item.split("=", 1)
-        headers[key.strip()] = value.strip()
+    entries = raw.split(",")
+    for index, item in enumerate(entries, 1):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        where = f"{name}: entry {index} of {len(entries)}"
+        if not sep or not _TOKEN.fullmatch(key):
+            raise ValueError(
+                f"{where} is not key=value with a header name as key (its text is not shown)"
+            )
+        try:
+            decoded = unquote(value.strip(), errors="strict")
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"{where}: the value of {key!r} is not percent-encoded UTF-8 "
+                "(the value is not shown)"
+            ) from None
+        if _CONTROL.search(decoded):
+            raise ValueError(
+                f"{where}: the value of {key!r} contains a control character "
+                "(the value is not shown)"
+            )
+        headers[key.lower()] = decoded
     return headers
 
 
-def _endpoint(base: str | None, signal: str, explicit: str | None) -> str | None:
+def _signal_headers(
+    given: Mapping[str, str] | None, env: Mapping[str, str], signal: str
+) -> dict[str, str]:
+    """Headers for one signal: the argument, else ``OTEL_EXPORTER_OTLP_{SIGNAL}_HEADERS``,
+    else ``OTEL_EXPORTER_OTLP_HEADERS`` (the signal's variable replaces the general one)."""
+    if given is not None:
+        return {str(key).lower(): str(value) for key, value in given.items()}
+    name = f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS"
+    if env.get(name):
+        return _parse_headers(env[name], name)
+    return _parse_headers(env.get("OTEL_EXPORTER_OTLP_HEADERS"), "OTEL_EXPORTER_OTLP_HEADERS")
+
+
+def _protocol(given: str | None, env: Mapping[str, str], signal: str, used: bool) -> str:
+    """The OTLP protocol of ``signal``; ValueError saying why when it is ``used``
+    and not one the SDK has an exporter for."""
+    raw = (
+        given
+        or env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    protocol = raw.strip().lower()
+    if not used:
+        return protocol
+    if protocol == "http/json":
+        raise ValueError(
+            "configure: otlp_protocol 'http/json' is not supported: the OpenTelemetry "
+            "Python SDK has no OTLP/HTTP JSON exporter; use 'http/protobuf' or 'grpc'"
+        )
+    if protocol not in _SUPPORTED_PROTOCOLS:
+        raise ValueError(
+            f"configure: otlp_protocol {raw!r} is not supported; use 'http/protobuf' or 'grpc'"
+        )
+    return protocol
+
+
+def _positive_millis(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"configure: {name} must be a number, got {type(value).__name__}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"configure: {name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _export_timeout_s(given: float | None, env: Mapping[str, str], signal: str) -> float | None:
+    """Seconds one export (with the SDK's retries) may take: the argument (ms),
+    else ``OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT``/``OTEL_EXPORTER_OTLP_TIMEOUT``
+    in ``env``, read in seconds as the Python SDK reads them; None leaves it
+    to the SDK (the process environment, else 10 s)."""
+    if given is not None:
+        return _positive_millis("export_timeout_millis", given) / 1000
+    for name in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        raw = env.get(name)
+        if not raw:
+            continue
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = 0.0
+        if value > 0:
+            return value
+        _log.warning("ignoring %s=%r: expected a number of seconds > 0", name, raw)
+        return None
+    return None
+
+
+def _grpc_module(signal: str) -> Any:
+    """The SDK's OTLP/gRPC exporter module for ``signal``; ImportError naming the extra."""
+    import importlib
+
+    name = "trace_exporter" if signal == "traces" else "metric_exporter"
+    try:
+        return importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{name}")
+    except ImportError as exc:
+        raise ImportError(
+            f"configure: OTLP/gRPC needs opentelemetry-exporter-otlp-proto-grpc: {_GRPC_EXTRA}"
+        ) from exc
+
+
+def _endpoint(
+    base: str | None, signal: str, explicit: str | None, protocol: str = "http/protobuf"
+) -> str | None:
     if explicit:
         return explicit
     if base:
-        return base.rstrip("/") + f"/v1/{signal}"
+        return base if protocol == "grpc" else base.rstrip("/") + f"/v1/{signal}"
     return None
 
 
@@ -163,28 +486,50 @@ def configure(
     config: TelemetryConfig | None = None,
     set_global: bool = True,
     register_atexit: bool = True,
+    shutdown_timeout_millis: float | None = None,
+    export_timeout_millis: float | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> TelemetryHandle:
     """Build SDK tracer and meter providers and an :class:`OTelObserver`.
 
-    * ``otlp_endpoint``: base URL of an OTLP/HTTP receiver (``/v1/traces`` is
-      appended); else ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as is) or
-      ``OTEL_EXPORTER_OTLP_ENDPOINT``. Only ``http/protobuf`` is supported.
-    * ``otlp_metrics``: also push metrics over OTLP/HTTP.
+    * ``otlp_endpoint``: base URL of an OTLP receiver (for ``http/protobuf``
+      ``/v1/traces`` is appended; ``grpc`` takes it as is); else
+      ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as is) or
+      ``OTEL_EXPORTER_OTLP_ENDPOINT``.
+    * ``otlp_protocol``: ``http/protobuf`` (default) or ``grpc``; else
+      ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``_METRICS_PROTOCOL`` /
+      ``OTEL_EXPORTER_OTLP_PROTOCOL``.
+    * ``otlp_metrics``: also push metrics over OTLP.
     * ``trace_file``: also write spans as OTLP-JSON lines to this file.
     * ``prometheus_port``: serve ``/metrics`` on ``prometheus_host:port``
       (``0`` picks a free port; the address is on the handle).
     * ``set_global``: install the providers as the global ones (an
       application's choice; tests pass False).
+    * ``register_atexit``: run ``handle.shutdown()`` (bounded) at exit. With
+      False nothing is flushed at exit: call ``shutdown()`` yourself.
+    * ``shutdown_timeout_millis``: the bound of ``shutdown()``, of the exit
+      hook and of ``flush()`` by default; else ``SEAMSCOPE_SHUTDOWN_TIMEOUT``
+      (milliseconds), else 5000.
+    * ``export_timeout_millis``: how long one OTLP export, with the SDK's
+      retries, may take; else ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]TIMEOUT``
+      (seconds, as the Python SDK reads it), else the SDK's 10 s.
     """
     env = os.environ if environ is None else environ
+    if shutdown_timeout_millis is None:
+        bound = _env_int(ENV_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_MILLIS, 1, env)
+    else:
+        bound = math.ceil(_positive_millis("shutdown_timeout_millis", shutdown_timeout_millis))
+    if export_timeout_millis is not None:
+        _positive_millis("export_timeout_millis", export_timeout_millis)
     if _env_true(env, "OTEL_SDK_DISABLED"):
         observer = OTelObserver(
             tracer_provider=trace.NoOpTracerProvider(),
             meter_provider=metrics.NoOpMeterProvider(),
             config=config,
         )
-        return TelemetryHandle(None, None, observer, enabled=False)
+        return TelemetryHandle(
+            None, None, observer, enabled=False, shutdown_timeout_millis=bound
+        )
 
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -198,25 +543,18 @@ def configure(
         or not 0 <= prometheus_port <= 65535
     ):
         raise ValueError(f"configure: prometheus_port must be 0..65535, got {prometheus_port!r}")
-    protocol = (
-        otlp_protocol
-        or env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    base = otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    explicit_traces = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    traces_protocol = _protocol(otlp_protocol, env, "traces", bool(base or explicit_traces))
+    traces_endpoint = _endpoint(base, "traces", explicit_traces, traces_protocol)
+    explicit_metrics = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    metrics_protocol = _protocol(
+        otlp_protocol, env, "metrics", otlp_metrics and bool(base or explicit_metrics)
     )
-    traces_endpoint = _endpoint(
-        otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
-        "traces",
-        None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-    )
-    if traces_endpoint and protocol not in _SUPPORTED_PROTOCOLS:
-        raise ValueError(
-            f"configure: otlp_protocol {protocol!r} is not supported; use 'http/protobuf'"
-        )
-    headers = (
-        dict(otlp_headers)
-        if otlp_headers is not None
-        else _parse_headers(env.get("OTEL_EXPORTER_OTLP_HEADERS"))
-    )
+    metrics_endpoint = _endpoint(base, "metrics", explicit_metrics, metrics_protocol)
+    push_metrics = bool(otlp_metrics and metrics_endpoint)
+    traces_headers = _signal_headers(otlp_headers, env, "traces") if traces_endpoint else {}
+    metrics_headers = _signal_headers(otlp_headers, env, "metrics") if push_metrics else {}
 
     # precedence: arguments, then the given environment, then defaults. The
     # SDK's own detector reads os.environ; values taken from ``environ`` are
@@ -235,28 +573,47 @@ def configure(
         attrs.setdefault("service.name", "seamscope")
     resource = Resource.create(attrs)
 
-    tracer_provider = TracerProvider(resource=resource, sampler=sampler, id_generator=id_generator)
+    install_sdk_log_filter()
+    limiter = RateLimit(EXPORT_ERROR_INTERVAL_S)
+    guards: list[Guard] = []
+    # the exit hook is ours (bounded); the SDK's own would wait 30 s per provider
+    tracer_provider = TracerProvider(
+        resource=resource, sampler=sampler, id_generator=id_generator, shutdown_on_exit=False
+    )
     for processor in extra_span_processors:
         tracer_provider.add_span_processor(processor)
-    if traces_endpoint:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    def add_spans(exporter: Any, kind: str, target: str) -> None:
+        guard = GuardedSpanExporter(exporter, Tally("traces", kind, target, limiter))
+        guards.append(guard)
         tracer_provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_endpoint, headers=headers))
+            CountingSpanProcessor(BatchSpanProcessor(guard), guard.tally)
         )
+
+    if traces_endpoint:
+        timeout = _export_timeout_s(export_timeout_millis, env, "traces")
+        # the SDK's header-parsing warnings would show values: held back
+        with SDK_LOGS.capture():
+            if traces_protocol == "grpc":
+                span_exporter: Any = _grpc_module("traces").OTLPSpanExporter(
+                    endpoint=traces_endpoint, headers=traces_headers, timeout=timeout
+                )
+            else:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                    OTLPSpanExporter,
+                )
+
+                span_exporter = OTLPSpanExporter(
+                    endpoint=traces_endpoint, headers=traces_headers, timeout=timeout
+                )
+        add_spans(span_exporter, f"otlp/{traces_protocol.split('/')[0]}", traces_endpoint)
     trace_path: Path | None = None
     if trace_file is not None:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
         trace_path = Path(trace_file)
-        tracer_provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(str(trace_path))))
+        add_spans(FileSpanExporter(str(trace_path)), "file", str(trace_path))
 
-    metrics_endpoint = _endpoint(
-        otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
-        "metrics",
-        None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
-    )
-    push_metrics = bool(otlp_metrics and metrics_endpoint)
     exemplar_filter = _exemplar_filter(env)
     readers: list[Any] = []
     server: tuple[Any, Any] | None = None
@@ -272,15 +629,42 @@ def configure(
         address = (prometheus_host, int(http_server.server_address[1]))
         server = (http_server, thread)
     if push_metrics:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        timeout = _export_timeout_s(export_timeout_millis, env, "metrics")
+        temporality, aggregation = metric_preferences(env)
+        options: dict[str, Any] = {
+            "endpoint": metrics_endpoint,
+            "headers": metrics_headers,
+            "timeout": timeout,
+            "preferred_temporality": temporality,
+            "preferred_aggregation": aggregation,
+        }
+        with SDK_LOGS.capture():
+            if metrics_protocol == "grpc":
+                metric_exporter: Any = _grpc_module("metrics").OTLPMetricExporter(**options)
+            else:
+                from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                    OTLPMetricExporter,
+                )
 
-        readers.append(
-            PeriodicExportingMetricReader(
-                OTLPMetricExporter(endpoint=metrics_endpoint, headers=headers)
-            )
+                metric_exporter = OTLPMetricExporter(**options)
+        metric_guard = GuardedMetricExporter(
+            metric_exporter,
+            Tally(
+                "metrics",
+                f"otlp/{metrics_protocol.split('/')[0]}",
+                str(metrics_endpoint),
+                limiter,
+            ),
+            temporality,
+            aggregation,
         )
+        guards.append(metric_guard)
+        readers.append(PeriodicExportingMetricReader(metric_guard))
     meter_provider = MeterProvider(
-        resource=resource, metric_readers=readers, exemplar_filter=exemplar_filter
+        resource=resource,
+        metric_readers=readers,
+        exemplar_filter=exemplar_filter,
+        shutdown_on_exit=False,
     )
 
     if set_global:
@@ -296,8 +680,11 @@ def configure(
         prometheus_address=address,
         trace_file=trace_path,
         push_metrics=push_metrics,
+        shutdown_timeout_millis=bound,
         _server=server,
+        _guards=tuple(guards),
+        _limiter=limiter,
     )
     if register_atexit:
-        atexit.register(handle.shutdown)
+        atexit.register(handle._shutdown_at_exit)
     return handle

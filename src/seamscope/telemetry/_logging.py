@@ -5,12 +5,18 @@ The library never calls ``structlog.configure()``: it logs through
 itself, so the ids are there whatever the application's configuration.
 :func:`add_trace_context` is a processor applications can add to their own
 chain so their other log lines carry the ids too.
+
+:class:`RateLimit` keeps a repeated failure (an exporter whose collector is
+down fails every batch) to one event per interval, with the number of
+events it held back.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+import threading
+import time
+from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any
 
 import structlog
@@ -18,7 +24,7 @@ from opentelemetry import trace
 
 from seamscope.telemetry.conventions import LOG_TELEMETRY_ERROR
 
-__all__ = ["add_trace_context", "log_event", "telemetry_error", "trace_ids"]
+__all__ = ["RateLimit", "add_trace_context", "log_event", "telemetry_error", "trace_ids"]
 
 _logger = structlog.get_logger("seamscope")
 # structlog's method names -> the stdlib levels its filtering loggers compare with
@@ -73,3 +79,31 @@ def telemetry_error(hook: str, exc: BaseException | None, **fields: Any) -> None
         error_type=None if exc is None else type(exc).__qualname__,
         **fields,
     )
+
+
+class RateLimit:
+    """At most one event per ``interval_s`` for each key; counts the rest.
+
+    :meth:`admit` returns None while a key is held back, else how many of
+    its events were held back since the last one admitted (0 the first time).
+    Thread-safe; ``clock`` is injectable for tests.
+    """
+
+    def __init__(
+        self, interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[Hashable, float] = {}
+        self._held: dict[Hashable, int] = {}
+
+    def admit(self, key: Hashable) -> int | None:
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
