@@ -147,6 +147,24 @@ def test_grafana_mounts_provisioning_and_dashboards(services: dict[str, dict[str
     assert (binds[provider_path] / home[len(provider_path) + 1 :]).exists()
 
 
+def test_grafana_viewers_are_read_only(services: dict[str, dict[str, Any]]) -> None:
+    environment = services["grafana"]["environment"]
+    assert ("Viewer", "false", "false") == (
+        environment["GF_AUTH_ANONYMOUS_ORG_ROLE"],
+        environment["GF_USERS_VIEWERS_CAN_EDIT"],
+        environment["GF_USERS_ALLOW_SIGN_UP"],
+    )
+
+
+def test_grafana_admin_password_is_required_from_the_environment(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """``${VAR:?message}``: compose refuses to start when the variable is unset
+    or empty; no ``:-default``, and no password written in the file."""
+    password = services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"]
+    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", password), password
+
+
 def test_grafana_datasources_point_at_compose_services(
     services: dict[str, dict[str, Any]],
 ) -> None:
