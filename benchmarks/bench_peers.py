@@ -1232,7 +1232,7 @@ def print_langchain(cases: list[Case], sets: Sequence[Providers], out: dict[str,
     print()
     print(
         "| configuration | providers | key | ms/invoke | overhead ms | × (a) | spans | traces "
-        "| attributes | events | OTLP bytes | µs/span of overhead | content | facts (of 9) |"
+        "| span attributes | events | OTLP bytes | µs/span of overhead | content | facts (of 9) |"
     )
     print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|")
     rows = []
@@ -1260,6 +1260,16 @@ def print_langchain(cases: list[Case], sets: Sequence[Providers], out: dict[str,
                 **{k: v for k, v in vars(rec).items() if k != "facts"},
                 "facts": rec.facts,
             }
+        )
+    print()
+    floor = overhead(by_key["lc-a-mw"], base)
+    for providers in sets:
+        p = providers.key
+        seam = overhead(by_key[f"lc-b-{p}"], base)
+        print(
+            f"- `{p}`: of seamscope's {seam * 1e3:.2f} ms, {floor * 1e3:.2f} ms is what LangChain "
+            f"charges for any middleware (a'); its own work and telemetry: "
+            f"{(seam - floor) * 1e3:.2f} ms"
         )
     print()
     print_facts(cases)
@@ -1308,8 +1318,8 @@ def print_symfonic(cases: list[Case], sets: Sequence[Providers], out: dict[str, 
     )
     print()
     print(
-        "| configuration | providers | key | ms/run | overhead ms | × off | spans | attributes "
-        "| events | OTLP bytes | facts (of 9) |"
+        "| configuration | providers | key | ms/run | overhead ms | × off | spans "
+        "| span attributes | events | OTLP bytes | facts (of 9) |"
     )
     print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
     rows = []
@@ -1497,6 +1507,26 @@ def calibrate(cases: Sequence[Case], seconds: float) -> int:
     return max(2, int(seconds / max(slowest, 1e-6)))
 
 
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for name in (
+        "seamscope",
+        "langchain",
+        "langgraph",
+        "openinference-instrumentation-langchain",
+        "opentelemetry-instrumentation-langchain",
+        "symfonic-core",
+        "opentelemetry-sdk",
+    ):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "?"
+    return found
+
+
 def run_only(key: str, iterations: int) -> int:
     """Run one configuration untimed: WARMUP_RUN_ONLY calls, then ``iterations`` calls.
 
@@ -1571,13 +1601,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "invokes_per_block": invokes,
     }
     started = time.perf_counter()
+    load = os.getloadavg()[0]
+    out["versions"] = versions()
+    out["load_average_start"] = load
     print("# seamscope and its peers: per-invoke cost, one run")
+    print()
+    print("versions: " + ", ".join(f"{name} {v}" for name, v in out["versions"].items()))
     print()
     print(
         f"machine: {platform.platform()}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs; {repeats} interleaved blocks of {invokes} invokes per "
         f"configuration (median block; ranges in brackets: lowest–highest per-block ratio); "
-        f"gc off while timing{'; --quick: numbers are not meaningful' if quick else ''}"
+        f"gc off while timing; 1-minute load average at the start {load:.2f}"
+        f"{'; --quick: numbers are not meaningful' if quick else ''}"
     )
     print()
 
@@ -1610,7 +1646,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"- {line}")
     print()
     elapsed = time.perf_counter() - started
-    print(f"total time {elapsed:.0f} s")
+    out["load_average_end"] = os.getloadavg()[0]
+    print(f"total time {elapsed:.0f} s; 1-minute load average at the end {os.getloadavg()[0]:.2f}")
     out["seconds"] = elapsed
     for providers in sets:
         providers.shutdown()
