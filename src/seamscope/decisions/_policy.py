@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._messages import last_user_text
 from seamscope.decisions.records import (
     ModelConfig,
@@ -31,8 +32,6 @@ __all__ = [
 ]
 
 _EMPTY_SCOPE: Mapping[str, Any] = MappingProxyType({})
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +85,8 @@ def build_dispatch_context(
     At the POST seam pass the assistant message the model just emitted as
     ``emitted_message``: it is appended to ``messages`` unless it already is
     the last message, so the context reflects the post-LLM reality.
+    ``resolved_tool_names`` given as one str is that one name (the palette
+    gate would otherwise admit every one-letter tool name).
     """
     msgs = tuple(messages)
     if emitted_message is not None and (not msgs or msgs[-1] is not emitted_message):
@@ -93,7 +94,9 @@ def build_dispatch_context(
     return DispatchContext(
         seam=Seam(seam),
         messages=msgs,
-        resolved_tool_names=frozenset(resolved_tool_names),
+        resolved_tool_names=frozenset(
+            (resolved_tool_names,) if isinstance(resolved_tool_names, str) else resolved_tool_names
+        ),
         forced_tool_choice=forced_tool_choice,
         scope=_EMPTY_SCOPE if scope is None else MappingProxyType(dict(scope)),
         iteration=iteration,
@@ -123,12 +126,25 @@ class ToolCallPolicy:
     * ``guard``: a deterministic precondition that gates the redirect only;
       it never affects which model reasons.
 
-    Construction fails with a ValueError naming the field for an empty or
-    non-str ``name``; a non-callable ``match``, ``guard`` or
-    ``args_transform``; a policy with neither ``model`` nor ``redirect_to``;
-    ``when_tool`` or ``args_transform`` without ``redirect_to``; an empty
-    ``redirect_to``; a ``when_tool`` that is not a str, a non-empty frozenset
-    of str, or None; a ``model`` that is not a ModelConfig.
+    Construction fails with a ValueError naming the class and field
+    (``ToolCallPolicy.name must be a non-empty str, got ''``) for a blank or
+    non-str ``name``; a ``match``, ``guard`` or ``args_transform`` that is
+    not a synchronous callable (an ``async def`` would return a coroutine,
+    which is always truthy); a policy with neither ``model`` nor
+    ``redirect_to``; ``when_tool`` or ``args_transform`` without
+    ``redirect_to``; a blank or non-str ``redirect_to``; a ``when_tool`` that
+    is not a non-blank str, a non-empty frozenset of such str, or None; a
+    ``model`` that is not a ModelConfig.
+
+    What ``match`` and ``guard`` return is read by truthiness, as the seed's
+    framework reads it, so ``lambda ctx: re.search(...)`` works as a
+    predicate. A return value that is not a bool is logged once per policy
+    and predicate (``seamscope.decisions``, WARNING) because it usually means
+    a predicate returns something other than intended. Two results are
+    contained as errors instead (the policy counts as not matched, or its
+    guard as ``error``, with a :class:`ContainedError` on the seam's record):
+    a predicate that raises, including a return value whose truthiness
+    raises, and an awaitable (a coroutine is truthy but never ran).
     """
 
     name: str
@@ -140,39 +156,41 @@ class ToolCallPolicy:
     guard: Predicate | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError("ToolCallPolicy.name must be a non-empty str")
-        label = f"ToolCallPolicy {self.name!r}"
-        if not callable(self.match):
-            raise ValueError(f"{label}: match must be callable")
-        if self.guard is not None and not callable(self.guard):
-            raise ValueError(f"{label}: guard must be callable or None")
-        if self.args_transform is not None and not callable(self.args_transform):
-            raise ValueError(f"{label}: args_transform must be callable or None")
+        owner = "ToolCallPolicy"
+        _c.nonempty_str(owner, "name", self.name)
+        note = f"policy {self.name!r}"
+        _c.maybe_callable(owner, "match", self.match, required=True, note=note)
+        _c.maybe_callable(owner, "guard", self.guard, note=note)
+        _c.maybe_callable(owner, "args_transform", self.args_transform, note=note)
         if self.model is not None and not isinstance(self.model, ModelConfig):
-            raise ValueError(f"{label}: model must be a ModelConfig or None")
-        if self.redirect_to is not None and (
-            not isinstance(self.redirect_to, str) or not self.redirect_to
-        ):
-            raise ValueError(f"{label}: redirect_to must be a non-empty str or None")
-        if self.model is None and self.redirect_to is None:
-            raise ValueError(f"{label}: a no-op policy; set model and/or redirect_to")
+            raise _c.fail(owner, "model", "a ModelConfig or None", self.model, note)
+        redirect = self.redirect_to
+        if redirect is not None and (not isinstance(redirect, str) or not redirect.strip()):
+            raise _c.fail(owner, "redirect_to", "a non-empty str or None", redirect, note)
+        if self.model is None and redirect is None:
+            raise ValueError(
+                f"ToolCallPolicy.model or ToolCallPolicy.redirect_to must be set, got neither "
+                f"(policy {self.name!r} would be a no-op)"
+            )
         when = self.when_tool
         if when is not None:
+            expected = "a non-empty str, a non-empty frozenset of non-empty str, or None"
             if isinstance(when, str):
-                if not when:
-                    raise ValueError(f"{label}: when_tool must not be empty")
+                if not when.strip():
+                    raise _c.fail(owner, "when_tool", expected, when, note)
             elif isinstance(when, frozenset):
-                if not when or not all(isinstance(t, str) and t for t in when):
-                    raise ValueError(
-                        f"{label}: when_tool must be a non-empty frozenset of non-empty str"
-                    )
+                if not when or not all(isinstance(t, str) and t.strip() for t in when):
+                    raise _c.fail(owner, "when_tool", expected, when, note)
             else:
-                raise ValueError(f"{label}: when_tool must be a str, a frozenset of str, or None")
-            if self.redirect_to is None:
-                raise ValueError(f"{label}: when_tool requires redirect_to")
-        if self.args_transform is not None and self.redirect_to is None:
-            raise ValueError(f"{label}: args_transform requires redirect_to")
+                raise _c.fail(owner, "when_tool", expected, when, note)
+            if redirect is None:
+                raise ValueError(
+                    f"ToolCallPolicy.when_tool requires redirect_to, got redirect_to=None ({note})"
+                )
+        if self.args_transform is not None and redirect is None:
+            raise ValueError(
+                f"ToolCallPolicy.args_transform requires redirect_to, got redirect_to=None ({note})"
+            )
 
     def applies_to_tool(self, tool: str) -> bool:
         """Whether ``when_tool`` admits the emitted ``tool``."""

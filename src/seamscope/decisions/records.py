@@ -6,6 +6,13 @@ protocol all depend on it and never on each other. Records are frozen
 dataclasses with slots; closed value sets are :class:`enum.StrEnum`
 (a test pins every member: they are span and metric attribute values).
 
+The records a caller or adopter builds (:class:`ModelConfig`,
+:class:`ModelUsage`, :class:`StageOutcome`, :class:`OffloadGateInputs`,
+:class:`CarriedStub`) check their fields at construction and raise
+ValueError naming the class and field (wrong types included). The few
+check primitives they use are at the top of this module; ``_checks``
+builds the rest of the core's construction checks on them.
+
 Money: the offload gate and the ledger compute in exact :class:`~decimal.Decimal`
 USD; a record's ``*_usd`` float is that exact value rounded to the nearest
 double, for telemetry. Verdicts are always taken on the exact values.
@@ -14,6 +21,7 @@ double, for telemetry. Verdicts are always taken on the exact values.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -59,6 +67,52 @@ __all__ = [
 ]
 
 _ZERO = Decimal(0)
+
+
+# -- construction check primitives (the core's others are in _checks) -------------
+
+_SCALARS = (str, int, float, Decimal, type(None))
+
+
+def _show(value: object) -> str:
+    """A short description of ``value`` for an error message: the repr of a
+    short scalar, else the type name (never a large or sensitive value)."""
+    if isinstance(value, _SCALARS):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return type(value).__name__
+
+
+def _fail(owner: str, field: str, expected: str, value: object, note: str = "") -> ValueError:
+    """``{owner}.{field} must be {expected}, got {value}`` (plus a note)."""
+    suffix = f" ({note})" if note else ""
+    return ValueError(f"{owner}.{field} must be {expected}, got {_show(value)}{suffix}")
+
+
+def _nonempty_str(owner: str, field: str, value: object, note: str = "") -> str:
+    """A str with a non-blank character."""
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(owner, field, "a non-empty str", value, note)
+    return value
+
+
+def _flag(owner: str, field: str, value: object) -> bool:
+    """A bool (not merely truthy: ``"no"`` would read as True)."""
+    if not isinstance(value, bool):
+        raise _fail(owner, field, "a bool", value)
+    return value
+
+
+def _tokens(owner: str, field: str, value: object, minimum: int = 0) -> int:
+    """An int (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(owner, field, f"an int >= {minimum}", value)
+    return value
+
+
+def _real(value: object) -> bool:
+    """An int or float that is not a bool."""
+    return not isinstance(value, bool) and isinstance(value, int | float)
 
 
 # -- closed value sets ---------------------------------------------------------
@@ -193,8 +247,11 @@ class ToolCall:
 class ModelConfig:
     """A model to reason a turn: its name plus optional call parameters.
 
-    ``parameters`` is stored as a sorted tuple of pairs so the value hashes
-    and compares by content; pass a mapping or pairs.
+    ``parameters`` is stored as a tuple of pairs sorted by name so the value
+    compares by content; pass a mapping or (name, value) pairs with unique,
+    non-empty str names. The value hashes when its parameter values do
+    (``{"stop": ["\\n"]}`` is a valid config that is not a dict key).
+    ``model_name`` and ``provider`` (when given) are non-empty str.
     """
 
     model_name: str
@@ -207,25 +264,51 @@ class ModelConfig:
         parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
         provider: str | None = None,
     ) -> None:
-        if not isinstance(model_name, str) or not model_name:
-            raise ValueError("ModelConfig.model_name must be a non-empty str")
-        if provider is not None and not isinstance(provider, str):
-            raise ValueError("ModelConfig.provider must be a str or None")
-        items = parameters.items() if isinstance(parameters, Mapping) else parameters
-        try:
-            pairs = tuple(sorted((str(k), v) for k, v in items))
-        except TypeError as exc:
-            raise ValueError(
-                "ModelConfig.parameters must be a mapping or (name, value) pairs"
-            ) from exc
+        _nonempty_str("ModelConfig", "model_name", model_name)
+        if provider is not None and (not isinstance(provider, str) or not provider.strip()):
+            raise _fail("ModelConfig", "provider", "a non-empty str or None", provider)
         object.__setattr__(self, "model_name", model_name)
-        object.__setattr__(self, "parameters", pairs)
+        object.__setattr__(self, "parameters", _parameters(parameters))
         object.__setattr__(self, "provider", provider)
 
     @property
     def params(self) -> dict[str, Any]:
         """The parameters as a fresh dict."""
         return dict(self.parameters)
+
+
+def _parameters(parameters: object) -> tuple[tuple[str, Any], ...]:
+    expected = "a mapping or (name, value) pairs"
+    if isinstance(parameters, Mapping):
+        items: list[Any] = list(parameters.items())
+    elif isinstance(parameters, str | bytes) or not isinstance(parameters, Iterable):
+        raise _fail("ModelConfig", "parameters", expected, parameters)
+    else:
+        items = list(parameters)
+    seen: set[str] = set()
+    pairs: list[tuple[str, Any]] = []
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise _fail(
+                "ModelConfig", "parameters", expected, parameters, f"an item is {_show(item)}"
+            )
+        name, value = item
+        if not isinstance(name, str) or not name:
+            raise _fail(
+                "ModelConfig",
+                "parameters",
+                "keyed by non-empty str names",
+                parameters,
+                f"a name is {_show(name)}",
+            )
+        if name in seen:
+            raise _fail(
+                "ModelConfig", "parameters", "with unique names", parameters, f"{name!r} twice"
+            )
+        seen.add(name)
+        pairs.append((name, value))
+    pairs.sort(key=lambda pair: pair[0])
+    return tuple(pairs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,12 +327,12 @@ class ModelUsage:
 
     def __post_init__(self) -> None:
         for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"ModelUsage.{name} must be an int >= 0, got {value!r}")
+            _tokens("ModelUsage", name, getattr(self, name))
         if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
             raise ValueError(
-                "ModelUsage: cache_read_tokens + cache_write_tokens exceed input_tokens"
+                "ModelUsage.cache_read_tokens + cache_write_tokens must not exceed "
+                f"input_tokens, got {self.cache_read_tokens} + {self.cache_write_tokens} "
+                f"> {self.input_tokens}"
             )
 
     @property
@@ -398,6 +481,15 @@ class StageOutcome:
 
     ``forced_tool`` is set by the forced-choice stage when it resolves a
     force; other stages leave it None.
+
+    Checked at construction: ``kind`` a :class:`StageOutcomeKind` (or its
+    value); for a select, ``tools`` an iterable of tools, stored as a tuple
+    (a str is refused: it would read as one tool per character); for an
+    abstain, ``tools`` None; ``degraded`` a bool; ``forced_tool`` a
+    non-empty str or None. A ``reason`` that is not a str is stored as its
+    ``str()`` (a reason is free text for the trace). A stage that builds a
+    malformed outcome inside ``apply`` raises there, and the pipeline
+    contains it as a degraded abstain with the error recorded.
     """
 
     kind: StageOutcomeKind
@@ -406,11 +498,39 @@ class StageOutcome:
     degraded: bool = False
     forced_tool: str | None = None
 
+    def __post_init__(self) -> None:
+        kind = self.kind
+        if not isinstance(kind, StageOutcomeKind):
+            try:
+                kind = StageOutcomeKind(kind)
+            except (ValueError, TypeError):
+                raise _fail("StageOutcome", "kind", "a StageOutcomeKind", kind) from None
+            object.__setattr__(self, "kind", kind)
+        tools = self.tools
+        if kind is StageOutcomeKind.SELECT:
+            if not isinstance(tools, tuple):
+                if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+                    raise _fail(
+                        "StageOutcome",
+                        "tools",
+                        "an iterable of tools (not a str) for a select",
+                        tools,
+                    )
+                object.__setattr__(self, "tools", tuple(tools))
+        elif tools is not None:
+            raise _fail("StageOutcome", "tools", "None for an abstain", tools)
+        if not isinstance(self.reason, str):
+            object.__setattr__(self, "reason", str(self.reason))
+        _flag("StageOutcome", "degraded", self.degraded)
+        forced = self.forced_tool
+        if forced is not None and (not isinstance(forced, str) or not forced):
+            raise _fail("StageOutcome", "forced_tool", "a non-empty str or None", forced)
+
     @classmethod
     def select(
         cls, tools: Iterable[Any], reason: str, *, forced_tool: str | None = None
     ) -> StageOutcome:
-        return cls(StageOutcomeKind.SELECT, tuple(tools), reason, False, forced_tool)
+        return cls(StageOutcomeKind.SELECT, tools, reason, False, forced_tool)  # type: ignore[arg-type]
 
     @classmethod
     def abstain(cls, reason: str, *, degraded: bool = False) -> StageOutcome:
@@ -498,6 +618,15 @@ class OffloadGateInputs:
     ``horizon`` the expected remaining turns it would be carried (a fixed
     prior, not the live iteration index); ``recall_probability`` the recall
     prior; ``model_name`` selects the price.
+
+    Checked at construction (ValueError naming the field): the four token
+    counts after ``model_name`` are ints >= 0 (a negative stub size would
+    make every offload look profitable); ``output_tokens`` and
+    ``recall_probability`` are numbers, ``horizon`` an int, ``model_name``
+    a str. Accepted as documented by :func:`evaluate_offload_gate`: a
+    negative horizon (clamped to 0), a probability outside [0, 1] (clamped;
+    NaN is certain recall), an output size that is negative or not finite
+    (never fires), an empty model name (unpriced).
     """
 
     output_tokens: float
@@ -508,6 +637,24 @@ class OffloadGateInputs:
     stub_tokens: int = DEFAULT_STUB_TOKENS
     recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
     recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
+
+    def __post_init__(self) -> None:
+        owner = "OffloadGateInputs"
+        if not _real(self.output_tokens):
+            raise _fail(owner, "output_tokens", "a number (tokens)", self.output_tokens)
+        if isinstance(self.horizon, bool) or not isinstance(self.horizon, int):
+            raise _fail(owner, "horizon", "an int (turns)", self.horizon)
+        if not _real(self.recall_probability):
+            raise _fail(owner, "recall_probability", "a number", self.recall_probability)
+        if not isinstance(self.model_name, str):
+            raise _fail(owner, "model_name", "a str", self.model_name)
+        for name in (
+            "large_offload_threshold_tokens",
+            "stub_tokens",
+            "recall_input_tokens",
+            "recall_output_tokens",
+        ):
+            _tokens(owner, name, getattr(self, name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,13 +707,21 @@ class CarriedStub:
     """The stub of an offload a model call's prompt carried, with its sizes.
 
     For a process that did not record the offload itself: ``output_tokens``
-    is the size of the offloaded output (what the stub saves per call),
-    ``stub_tokens`` the stub's own size.
+    is the size of the offloaded output (what the stub saves per call), a
+    finite number >= 0; ``stub_tokens`` the stub's own size, an int >= 0;
+    ``offload_id`` a non-empty str.
     """
 
     offload_id: str
     output_tokens: float
     stub_tokens: int = DEFAULT_STUB_TOKENS
+
+    def __post_init__(self) -> None:
+        _nonempty_str("CarriedStub", "offload_id", self.offload_id)
+        size = self.output_tokens
+        if not _real(size) or not math.isfinite(size) or size < 0:
+            raise _fail("CarriedStub", "output_tokens", "a finite number >= 0", size)
+        _tokens("CarriedStub", "stub_tokens", self.stub_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,104 @@
+"""Construction checks shared by the decision core's constructors.
+
+Every check raises :class:`ValueError` (wrong types included: that is the
+core's one convention) with a message that names the class and the field,
+``ToolCallPolicy.name must be a non-empty str, got ''``. A value is shown
+by its repr when it is a short scalar, else by its type name, so a message
+never carries a large or sensitive value.
+
+The primitives (``fail``, ``show``, ``nonempty_str``, ``flag``, ``tokens``,
+``real``) live in :mod:`seamscope.decisions.records`, which must import
+nothing of seamscope and checks its own records with them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+
+from seamscope.decisions._observer import _HOOKS
+from seamscope.decisions.records import _fail as fail
+from seamscope.decisions.records import _flag as flag
+from seamscope.decisions.records import _nonempty_str as nonempty_str
+from seamscope.decisions.records import _real as real
+from seamscope.decisions.records import _show as show
+from seamscope.decisions.records import _tokens as tokens
+
+__all__ = [
+    "fail",
+    "flag",
+    "mapping",
+    "maybe_callable",
+    "money",
+    "names",
+    "nonempty_str",
+    "observer",
+    "real",
+    "show",
+    "tokens",
+]
+
+
+def maybe_callable(
+    owner: str, field: str, value: object, *, required: bool = False, note: str = ""
+) -> None:
+    """A synchronous callable (or None unless ``required``).
+
+    An ``async def`` is refused: its call returns a coroutine, which is
+    truthy, so a predicate would always pass and a resolver would never run.
+    """
+    if value is None and not required:
+        return
+    expected = "a synchronous callable" + ("" if required else " or None")
+    if not callable(value):
+        raise fail(owner, field, expected, value, note)
+    if inspect.iscoroutinefunction(value):
+        raise fail(owner, field, expected, value, "; ".join(filter(None, ["an async def", note])))
+
+
+def money(owner: str, field: str, value: object) -> None:
+    """A USD amount: an int, float or Decimal that is finite and >= 0.
+
+    NaN compares false with everything (a budget rule would turn itself
+    off) and Decimal NaN raises on comparison, so both are refused, as are
+    infinities; the check itself never raises anything but ValueError.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise fail(owner, field, "a finite number >= 0 (USD)", value)
+    finite = value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)
+    if not finite or value < 0:
+        raise fail(owner, field, "a finite number >= 0 (USD)", value)
+
+
+def names(owner: str, field: str, value: object) -> tuple[str, ...]:
+    """An iterable of str, as a tuple. A str is refused: it would read as
+    one name per character."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise fail(owner, field, "an iterable of str (not a str)", value)
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise fail(owner, field, "an iterable of str", value, f"an item is {show(item)}")
+    return items
+
+
+def observer(owner: str, value: object) -> None:
+    """None, or an object with at least one observer hook (a partial
+    observer is fine: a hook it lacks is a no-op)."""
+    if value is None or getattr(value, "never_raises", False) is True:
+        return
+    hooks = (*_HOOKS, "iteration")
+    if not any(callable(getattr(value, hook, None)) for hook in hooks):
+        raise fail(
+            owner, "observer", "a DecisionObserver (an object with its hooks) or None", value
+        )
+
+
+def mapping(owner: str, field: str, value: object, *, optional: bool = True) -> None:
+    """A Mapping (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, Mapping):
+        raise fail(owner, field, "a mapping" + (" or None" if optional else ""), value)
