@@ -5,6 +5,12 @@ many records cannot drift and a verdict cannot be flipped by float
 rounding. Lookup order: the user's override table first, then the
 genai-prices package's bundled snapshot (used offline: seamscope never
 fetches prices at run time). A model neither table knows is unpriced.
+
+A rate is a finite number >= 0: an int, a float (read by its shortest
+repr), a numeric str or a Decimal. NaN, infinities, negatives, bools and
+anything else fail at construction with a ValueError naming the field (and,
+in a :class:`PricingTable`, the model), so a bad override can never reach
+the gate's arithmetic.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions.records import PricingSource
 
 __all__ = ["MILLION", "ModelPrice", "PriceQuote", "PricingTable", "to_decimal"]
@@ -23,7 +30,10 @@ MILLION = Decimal(1_000_000)
 
 
 def to_decimal(value: Any, field: str = "value") -> Decimal:
-    """An exact Decimal for an int, float, str or Decimal (floats via repr)."""
+    """An exact Decimal for an int, float, str or Decimal (floats via repr).
+
+    The result may be NaN or infinite; :class:`ModelPrice` refuses those.
+    """
     if isinstance(value, Decimal):
         return value
     if isinstance(value, bool):
@@ -42,7 +52,11 @@ def to_decimal(value: Any, field: str = "value") -> Decimal:
 
 @dataclass(frozen=True, slots=True)
 class ModelPrice:
-    """Per-1M-token USD rates of one model (cache rates optional)."""
+    """Per-1M-token USD rates of one model (cache rates optional).
+
+    Each rate is stored as a Decimal; see the module docstring for what a
+    rate may be.
+    """
 
     input_per_mtok: Decimal
     output_per_mtok: Decimal
@@ -59,9 +73,13 @@ class ModelPrice:
             raw = getattr(self, name)
             if raw is None and name.startswith("cache"):
                 continue
-            value = to_decimal(raw, f"ModelPrice.{name}")
-            if value < 0:
-                raise ValueError(f"ModelPrice.{name} must be >= 0")
+            expected = "a finite number >= 0 (USD per 1M tokens)"
+            try:
+                value = to_decimal(raw, f"ModelPrice.{name}")
+            except ValueError:
+                raise _c.fail("ModelPrice", name, expected, raw) from None
+            if not value.is_finite() or value < 0:
+                raise _c.fail("ModelPrice", name, expected, raw)
             object.__setattr__(self, name, value)
 
     @property
@@ -120,12 +138,18 @@ def _genai_prices_lookup(model: str) -> ModelPrice | None:
     output_rate = _as_decimal_rate(getattr(mp, "output_mtok", None))
     if input_rate is None or output_rate is None:
         return None
-    return ModelPrice(
-        input_rate,
-        output_rate,
-        _as_decimal_rate(getattr(mp, "cache_read_mtok", None)),
-        _as_decimal_rate(getattr(mp, "cache_write_mtok", None)),
-    )
+    try:
+        return ModelPrice(
+            input_rate,
+            output_rate,
+            _as_decimal_rate(getattr(mp, "cache_read_mtok", None)),
+            _as_decimal_rate(getattr(mp, "cache_write_mtok", None)),
+        )
+    except ValueError:  # a row seamscope cannot use is unpriced
+        return None
+
+
+_RATE_KEYS = frozenset({"input", "output", "cache_read", "cache_write"})
 
 
 class PricingTable:
@@ -134,6 +158,8 @@ class PricingTable:
     ``overrides`` maps a model name to a ModelPrice (or a mapping with keys
     ``input``, ``output``, optional ``cache_read``, ``cache_write``, USD per
     1M tokens). ``use_genai_prices=False`` limits pricing to the overrides.
+    A bad override fails with a ValueError naming ``PricingTable.overrides``,
+    the model and the field.
     """
 
     __slots__ = ("_overrides", "_use_genai_prices")
@@ -144,28 +170,38 @@ class PricingTable:
         *,
         use_genai_prices: bool = True,
     ) -> None:
+        _c.mapping("PricingTable", "overrides", overrides)
         table: dict[str, ModelPrice] = {}
         for model, price in (overrides or {}).items():
-            if not isinstance(model, str) or not model:
-                raise ValueError("PricingTable.overrides keys must be non-empty model names")
+            if not isinstance(model, str) or not model.strip():
+                raise _c.fail("PricingTable", "overrides", "keyed by non-empty model names", model)
+            field = f"overrides[{model!r}]"
             if isinstance(price, Mapping):
-                unknown = set(price) - {"input", "output", "cache_read", "cache_write"}
-                if unknown or "input" not in price or "output" not in price:
+                unknown = sorted(str(k) for k in set(price) - _RATE_KEYS)
+                if unknown:
                     raise ValueError(
-                        f"PricingTable.overrides[{model!r}] needs 'input' and 'output' "
-                        f"(USD per 1M tokens); unknown keys: {sorted(unknown)}"
+                        f"PricingTable.{field} must have only the keys input, output, "
+                        f"cache_read, cache_write, got unknown {unknown}"
                     )
-                price = ModelPrice(
-                    price["input"],
-                    price["output"],
-                    price.get("cache_read"),
-                    price.get("cache_write"),
-                )
+                if "input" not in price or "output" not in price:
+                    raise ValueError(
+                        f"PricingTable.{field} needs 'input' and 'output' (USD per 1M tokens), "
+                        f"got keys {sorted(str(k) for k in price)}"
+                    )
+                try:
+                    price = ModelPrice(
+                        price["input"],
+                        price["output"],
+                        price.get("cache_read"),
+                        price.get("cache_write"),
+                    )
+                except ValueError as exc:
+                    raise ValueError(f"PricingTable.{field}: {exc}") from None
             if not isinstance(price, ModelPrice):
-                raise ValueError(f"PricingTable.overrides[{model!r}] must be a ModelPrice")
+                raise _c.fail("PricingTable", field, "a ModelPrice or a mapping of rates", price)
             table[model] = price
         self._overrides = table
-        self._use_genai_prices = bool(use_genai_prices)
+        self._use_genai_prices = _c.flag("PricingTable", "use_genai_prices", use_genai_prices)
 
     def lookup(self, model: str) -> PriceQuote | None:
         """The model's price, overrides first, then genai-prices."""
