@@ -47,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._observer import DecisionObserver, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice, PricingTable, to_decimal
 from seamscope.decisions.records import (
@@ -94,9 +95,7 @@ class _Conversation:
 
 
 def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"OffloadLedger.{name} must be an int >= 1, got {value!r}")
-    return value
+    return _c.tokens("OffloadLedger", name, value, minimum=1)
 
 
 def _settlement(conversation_id: str, off: _Offload, trigger: SettleTrigger) -> Settlement:
@@ -139,7 +138,9 @@ class OffloadLedger:
 
     Thread-safe. Every realized amount and every settlement goes to
     ``observer`` as a record (the no-op default records nothing); the
-    observer is called outside the ledger's lock.
+    observer is called outside the ledger's lock. Construction fails with a
+    ValueError naming the field: ``pricing`` a PricingTable or None, the
+    three bounds ints >= 1, ``observer`` a DecisionObserver or None.
     """
 
     def __init__(
@@ -152,7 +153,8 @@ class OffloadLedger:
         max_offloads_per_conversation: int = 256,
     ) -> None:
         if pricing is not None and not isinstance(pricing, PricingTable):
-            raise ValueError("OffloadLedger.pricing must be a PricingTable or None")
+            raise _c.fail("OffloadLedger", "pricing", "a PricingTable or None", pricing)
+        _c.observer("OffloadLedger", observer)
         self._pricing = DEFAULT_PRICING if pricing is None else pricing
         self._idle = _positive("idle_turns", idle_turns)
         self._max_conversations = _positive("max_conversations", max_conversations)
@@ -216,8 +218,10 @@ class OffloadLedger:
 
         ``carried``: the offloads whose stub this call's prompt carried, by id;
         None means every live offload of the conversation that has not been
-        recalled. A :class:`CarriedStub` describes an offload this process did
-        not see decided (another worker served that turn): its saving and stub
+        recalled. One id (a str) or one CarriedStub given alone is read as
+        that one offload, never as one id per character. A
+        :class:`CarriedStub` describes an offload this process did not see
+        decided (another worker served that turn): its saving and stub
         cost are realized here, but only the process that recorded the
         offload settles it.
         """
@@ -228,6 +232,8 @@ class OffloadLedger:
             conv = self._touch(conversation_id, due)
             live = [o for o in conv.offloads.values() if not o.recalled]
             saving = stub = cache = _ZERO
+            if isinstance(carried, str | CarriedStub):
+                carried = (carried,)
             if carried is not None:
                 wanted: set[str] = set()
                 for item in carried:

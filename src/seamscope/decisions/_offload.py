@@ -29,6 +29,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._observer import DecisionObserver, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable, to_decimal
 from seamscope.decisions.records import (
@@ -150,12 +151,19 @@ def evaluate_offload_gate(
     )
 
 
-
-
 def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"OffloadGate.{name} must be an int >= 0, got {value!r}")
-    return value
+    return _c.tokens("OffloadGate", name, value)
+
+
+def _tokens_at_run_time(value: object) -> float:
+    """An output size from the loop as a float; one that is not a number is
+    NaN, which the gate never prices (its decision says so)."""
+    if isinstance(value, bool | str | bytes):
+        return math.nan
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
 
 
 class OffloadGate:
@@ -163,8 +171,14 @@ class OffloadGate:
 
     Construction validates the priors (a negative horizon or a probability
     outside [0, 1] is a configuration error here, whereas the pure function
-    clamps its inputs). A fired decision gets an ``offload_id`` that the
-    ledger follows through the conversation.
+    clamps its inputs) and fails with a ValueError naming the field. A
+    fired decision gets an ``offload_id`` that the ledger follows through
+    the conversation.
+
+    At run time :meth:`evaluate` never raises on the loop's values: an
+    output size that is not a number becomes NaN (no fire, "output size is
+    not a finite number" in the decision's reason) and a model name that is
+    not a str becomes its str ('' for None: unpriced).
     """
 
     __slots__ = (
@@ -195,9 +209,8 @@ class OffloadGate:
             or not isinstance(recall_probability, int | float)
             or not 0.0 <= recall_probability <= 1.0
         ):
-            raise ValueError(
-                f"OffloadGate.recall_probability must be a number in [0, 1], "
-                f"got {recall_probability!r}"
+            raise _c.fail(
+                "OffloadGate", "recall_probability", "a number in [0, 1]", recall_probability
             )
         self.recall_probability = float(recall_probability)
         self._template = OffloadGateInputs(
@@ -213,9 +226,9 @@ class OffloadGate:
             recall_output_tokens=_positive_int("recall_output_tokens", recall_output_tokens),
         )
         if pricing is not None and not isinstance(pricing, PricingTable):
-            raise ValueError("OffloadGate.pricing must be a PricingTable or None")
-        if id_factory is not None and not callable(id_factory):
-            raise ValueError("OffloadGate.id_factory must be callable or None")
+            raise _c.fail("OffloadGate", "pricing", "a PricingTable or None", pricing)
+        _c.maybe_callable("OffloadGate", "id_factory", id_factory)
+        _c.observer("OffloadGate", observer)
         self._pricing = DEFAULT_PRICING if pricing is None else pricing
         self._observer = guard_observer(observer)
         self._id_factory = id_factory or (lambda: uuid.uuid4().hex[:16])
@@ -234,8 +247,10 @@ class OffloadGate:
 
     def inputs(self, output_tokens: float, model_name: str) -> OffloadGateInputs:
         t = self._template
+        if not isinstance(model_name, str):
+            model_name = "" if model_name is None else str(model_name)
         return OffloadGateInputs(
-            float(output_tokens),
+            _tokens_at_run_time(output_tokens),
             t.horizon,
             t.recall_probability,
             model_name,
