@@ -19,7 +19,9 @@ First match wins independently at each seam. Adopter code never breaks the
 loop: a raising match or guard counts as no match for that policy; a raising
 args_transform keeps the redirect with the original args; a raising resolver
 or callback falls through to the next source. Each is recorded as a
-:class:`ContainedError` on the seam's record.
+:class:`ContainedError` on the seam's record. A match or guard that returns
+an awaitable is contained the same way; any other non-bool is read by its
+truthiness and logged once per policy (see :class:`ToolCallPolicy`).
 
 ``policies=()`` is byte-identical to having no policy feature: both seams
 skip the policy block after a length check; no predicate is called and the
@@ -28,11 +30,13 @@ results equal those of the resolver/callback path alone.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._messages import ToolCall
 from seamscope.decisions._observer import DecisionObserver, guard_observer
 from seamscope.decisions._policy import DispatchContext, ModelConfig, ToolCallPolicy
@@ -68,19 +72,6 @@ RoleModelResolver = Callable[[DispatchContext], "ModelConfig | str | None"]
 ToolCallDispatchCallback = Callable[[ToolCall, DispatchContext], "ToolCall | None"]
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
 class _Trail:
     """The policy evaluations and contained errors of one seam decision.
 
@@ -89,10 +80,11 @@ class _Trail:
     policies, so ``policies=()`` allocates nothing here.
     """
 
-    __slots__ = ("_seam", "errors", "evaluations")
+    __slots__ = ("_seam", "_warned", "errors", "evaluations")
 
-    def __init__(self, seam: Seam) -> None:
+    def __init__(self, seam: Seam, warned: set[tuple[str, str]]) -> None:
         self._seam = seam
+        self._warned = warned
         self.evaluations: list[PolicyEvaluation] = []
         self.errors: list[ContainedError] = []
 
@@ -109,24 +101,60 @@ class _Trail:
         """The policy's ``match``; None when it raised (recorded as ``error``:
         no match for this policy, evaluation goes on)."""
         try:
-            return bool(policy.match(ctx))
+            return self.predicate(policy, "match", policy.match, ctx)
         except Exception as exc:
             err = contained_error("match", exc, policy.name)
             self.errors.append(err)
             self.note(policy, PolicyResult.ERROR, error=err)
             return None
 
+    def predicate(
+        self,
+        policy: ToolCallPolicy,
+        source: str,
+        fn: Callable[[DispatchContext], object],
+        ctx: DispatchContext,
+    ) -> bool:
+        """A match or guard verdict: a bool as is, an awaitable raises (the
+        caller contains it), anything else by truthiness, logged once per
+        policy and predicate."""
+        out = fn(ctx)
+        if out is True or out is False:
+            return out
+        if inspect.isawaitable(out):
+            close = getattr(out, "close", None)
+            if callable(close):
+                close()  # never awaited: close it so it does not warn later
+            raise TypeError(
+                f"{source} returned {type(out).__name__}, an awaitable; "
+                "predicates must be synchronous and return bool"
+            )
+        verdict = bool(out)
+        key = (policy.name, source)
+        if key not in self._warned:
+            self._warned.add(key)
+            _log.warning(
+                "policy %r: %s returned %s, not bool; read by truthiness (%s)",
+                policy.name,
+                source,
+                type(out).__qualname__,
+                verdict,
+            )
+        return verdict
+
 
 class SeamRouter:
     """Applies tool-call policies, the resolver, the adopter callback and the
     palette gate at the two seams.
 
-    Construction fails fast: ``policies`` must be ToolCallPolicy instances
-    with unique names; ``default_model`` a ModelConfig (or a model name);
-    the resolver and callback callables or None.
+    Construction fails fast with a ValueError naming the field:
+    ``policies`` must be an iterable of ToolCallPolicy with unique names;
+    ``default_model`` a ModelConfig (or a non-empty model name); the
+    resolver and callback synchronous callables or None; ``observer`` a
+    DecisionObserver or None.
     """
 
-    __slots__ = ("_callback", "_default", "_observer", "_policies", "_resolver")
+    __slots__ = ("_callback", "_default", "_observer", "_policies", "_resolver", "_warned")
 
     def __init__(
         self,
@@ -137,22 +165,33 @@ class SeamRouter:
         on_tool_call_dispatch: ToolCallDispatchCallback | None = None,
         observer: DecisionObserver | None = None,
     ) -> None:
+        owner = "SeamRouter"
+        if isinstance(policies, str | bytes | Mapping) or not isinstance(policies, Iterable):
+            raise _c.fail(owner, "policies", "an iterable of ToolCallPolicy", policies)
         policies = tuple(policies)
         seen: set[str] = set()
         for i, policy in enumerate(policies):
             if not isinstance(policy, ToolCallPolicy):
-                raise ValueError(f"policies[{i}] must be a ToolCallPolicy, got {type(policy)!r}")
+                raise _c.fail(owner, f"policies[{i}]", "a ToolCallPolicy", policy)
             if policy.name in seen:
-                raise ValueError(f"policies: duplicate policy name {policy.name!r}")
+                raise _c.fail(
+                    owner, "policies", "uniquely named", policy.name, "a duplicate policy name"
+                )
             seen.add(policy.name)
         if isinstance(default_model, str):
+            if not default_model.strip():
+                raise _c.fail(
+                    owner, "default_model", "a ModelConfig or a non-empty model name", default_model
+                )
             default_model = ModelConfig(default_model)
         if not isinstance(default_model, ModelConfig):
-            raise ValueError("default_model must be a ModelConfig or a model name")
-        if role_model_resolver is not None and not callable(role_model_resolver):
-            raise ValueError("role_model_resolver must be callable or None")
-        if on_tool_call_dispatch is not None and not callable(on_tool_call_dispatch):
-            raise ValueError("on_tool_call_dispatch must be callable or None")
+            raise _c.fail(
+                owner, "default_model", "a ModelConfig or a non-empty model name", default_model
+            )
+        _c.maybe_callable(owner, "role_model_resolver", role_model_resolver)
+        _c.maybe_callable(owner, "on_tool_call_dispatch", on_tool_call_dispatch)
+        _c.observer(owner, observer)
+        self._warned: set[tuple[str, str]] = set()
         self._policies = policies
         self._default = default_model
         self._resolver = role_model_resolver
@@ -177,7 +216,7 @@ class SeamRouter:
         evaluations: list[PolicyEvaluation] | tuple[()] = ()
         errors: list[ContainedError] | tuple[()] = ()
         if self._policies:
-            trail = _Trail(Seam.PRE_MODEL)
+            trail = _Trail(Seam.PRE_MODEL, self._warned)
             evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.model is None:
@@ -261,7 +300,7 @@ class SeamRouter:
         errors: list[ContainedError] | tuple[()] = ()
         rewrite = call
         if self._policies:
-            trail = _Trail(Seam.POST_MODEL)
+            trail = _Trail(Seam.POST_MODEL, self._warned)
             evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.redirect_to is None or not policy.applies_to_tool(call.name):
@@ -277,7 +316,8 @@ class SeamRouter:
                 guard_err: ContainedError | None = None
                 if policy.guard is not None:
                     try:
-                        verdict = GuardResult.PASSED if policy.guard(ctx) else GuardResult.FAILED
+                        passed = trail.predicate(policy, "guard", policy.guard, ctx)
+                        verdict = GuardResult.PASSED if passed else GuardResult.FAILED
                     except Exception as exc:
                         verdict = GuardResult.ERROR
                         guard_err = contained_error("guard", exc, policy.name)
