@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._messages import tool_name
 from seamscope.decisions._observer import DecisionObserver, guard_observer
 from seamscope.decisions.records import (
@@ -24,9 +27,33 @@ from seamscope.decisions.selection._types import (
 
 __all__ = ["SelectionPipeline", "SelectionResult", "StageRecord"]
 
+_log = logging.getLogger("seamscope.decisions")
 
 
-
+def _offered_tools(tools: object) -> tuple[Any, ...]:
+    """The offered tools as a tuple. A single tool where the sequence belongs
+    (a str, a mapping that names one tool, anything not iterable) is read as
+    that one tool and None as no tools, with a WARNING: reading a str one
+    tool per character would offer tools that do not exist. An iterable that
+    raises while it is read offers no tools (WARNING too)."""
+    if isinstance(tools, tuple):
+        return tools
+    if isinstance(tools, list):
+        return tuple(tools)
+    if tools is None:
+        _log.warning("selection: tools=None read as no tools")
+        return ()
+    single = isinstance(tools, str | bytes) or not isinstance(tools, Iterable)
+    if not single and isinstance(tools, Mapping):
+        single = tool_name(tools) is not None
+    if single:
+        _log.warning("selection: tools given as one %s, read as one tool", type(tools).__qualname__)
+        return (tools,)
+    try:
+        return tuple(tools)  # type: ignore[arg-type]
+    except Exception as exc:
+        _log.warning("selection: reading the tools raised %s; no tools", type(exc).__qualname__)
+        return ()
 
 
 class SelectionPipeline:
@@ -36,11 +63,19 @@ class SelectionPipeline:
 
     * never authors a tool: the result holds only offered tools, or
       catalogue tools a stage (the allowlist) re-added;
-    * a stage that raises is contained as a degraded abstain, its error
-      recorded;
+    * a stage that raises, or returns anything but a StageOutcome (an
+      awaitable included: it is closed, never awaited), is contained as a
+      degraded abstain, its error recorded (``source`` ``stage``);
     * a forced tool dropped by a ``protects_forced`` stage is reinstated and
       that is recorded;
     * the trace has exactly one record per stage, in order.
+
+    Construction fails fast with a ValueError naming the field: ``stages``
+    an iterable of stages, each with a non-empty, unique str ``name``, a
+    bool ``protects_forced`` and a synchronous callable ``apply``;
+    ``catalog`` a ToolCatalog or None; ``observer`` a DecisionObserver or
+    None. :meth:`run` reads a single tool given where the sequence belongs
+    as that one tool (a WARNING is logged), never one tool per character.
     """
 
     __slots__ = ("_catalog", "_observer", "_stages")
@@ -52,17 +87,28 @@ class SelectionPipeline:
         catalog: ToolCatalog | None = None,
         observer: DecisionObserver | None = None,
     ) -> None:
+        owner = "SelectionPipeline"
+        if isinstance(stages, str | bytes | Mapping) or not isinstance(stages, Iterable):
+            raise _c.fail(owner, "stages", "an iterable of SelectionStage", stages)
         stages = tuple(stages)
         names: set[str] = set()
         for i, stage in enumerate(stages):
             for attr in ("name", "protects_forced", "apply"):
                 if not hasattr(stage, attr):
-                    raise ValueError(f"stages[{i}] is not a SelectionStage: missing {attr!r}")
-            if not isinstance(stage.name, str) or not stage.name:
-                raise ValueError(f"stages[{i}].name must be a non-empty str")
+                    raise _c.fail(
+                        owner, f"stages[{i}]", "a SelectionStage", stage, f"missing {attr!r}"
+                    )
+            _c.nonempty_str(owner, f"stages[{i}].name", stage.name)
+            _c.flag(owner, f"stages[{i}].protects_forced", stage.protects_forced)
+            _c.maybe_callable(owner, f"stages[{i}].apply", stage.apply, required=True)
             if stage.name in names:
-                raise ValueError(f"stages: duplicate stage name {stage.name!r}")
+                raise _c.fail(
+                    owner, "stages", "uniquely named", stage.name, "a duplicate stage name"
+                )
             names.add(stage.name)
+        if catalog is not None and not isinstance(catalog, ToolCatalog):
+            raise _c.fail(owner, "catalog", "a ToolCatalog or None", catalog)
+        _c.observer(owner, observer)
         self._stages = stages
         self._catalog = catalog
         self._observer = guard_observer(observer)
@@ -82,7 +128,7 @@ class SelectionPipeline:
 
     def run(self, tools: Sequence[Any], ctx: SelectionContext | None = None) -> SelectionResult:
         """Select this iteration's tools from ``tools`` (the offered set)."""
-        offered_tools = tuple(tools)
+        offered_tools = _offered_tools(tools)
         # each tool's name is read once per run: ``raw`` lists tool_name()
         # (None for an unnamed tool), ``names`` the readable names (``?``)
         offered_raw = [tool_name(t) for t in offered_tools]
@@ -115,6 +161,8 @@ class SelectionPipeline:
             try:
                 outcome = stage.apply(before, stage_ctx)
                 if not isinstance(outcome, StageOutcome):
+                    if inspect.iscoroutine(outcome):
+                        outcome.close()  # never awaited: close it so it does not warn later
                     raise TypeError(
                         f"stage returned {type(outcome).__name__}, expected StageOutcome"
                     )

@@ -4,14 +4,23 @@ They share one signature (``apply(tools, ctx) -> StageOutcome``). Inputs
 that vary per turn (an intent verdict, lazily routed names, a forced-tool
 resolver) may be given as values or as callables of the
 :class:`SelectionContext`, so a pipeline can be built once and reused.
+
+Construction fails with a ValueError naming the class and field
+(``IntentRoutingStage.always_include must be an iterable of str (not a
+str), got 'abc'``). A sequence of names is never a str (it would read as
+one name per character) and a callable is always synchronous. At run time
+a name list that adopter code returns as one str is read as that one name
+(as the role palette always did); a return value a stage cannot use makes
+it abstain degraded, with the reason.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._messages import (
     is_tool_message,
     message_role,
@@ -58,22 +67,43 @@ def _resolve(value: Any, ctx: SelectionContext) -> Any:
     return value(ctx) if callable(value) else value
 
 
+def _catalog(owner: str, value: object, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, ToolCatalog):
+        raise _c.fail(owner, "catalog", "a ToolCatalog" + (" or None" if optional else ""), value)
+
+
+def _names_at_run_time(value: Any) -> set[str] | None:
+    """Names adopter code returned: a str is one name; None when the value
+    is not an iterable of names at all."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, bytes | Mapping) or not isinstance(value, Iterable):
+        return None
+    try:
+        return {n for n in value if isinstance(n, str)}
+    except Exception:
+        return None
+
+
 class AllowlistStage:
     """Re-add mandated tools that an earlier stage dropped.
 
     A mandated name is re-added from the tools offered this turn, or else
     from the catalogue (its bindable object). A name in neither is ignored,
     never fabricated: the pipeline constrains the choice set, it never
-    authors tools. Abstains when it has nothing to re-add.
+    authors tools. Abstains when it has nothing to re-add. Empty names in
+    ``always_include`` are skipped, as the seed's stage skips them.
     """
 
     name = "allowlist"
     protects_forced = True
 
     def __init__(self, *, always_include: Sequence[str] = (), catalog: ToolCatalog | None = None):
-        if isinstance(always_include, str):
-            raise ValueError("AllowlistStage.always_include must be a sequence of names, not a str")
-        self._always_include = tuple(name for name in always_include if name)
+        names = _c.names("AllowlistStage", "always_include", always_include)
+        _catalog("AllowlistStage", catalog, optional=True)
+        self._always_include = tuple(name for name in names if name)
         self._catalog = catalog
 
     def apply(self, tools: tuple[Any, ...], ctx: SelectionContext) -> StageOutcome:
@@ -129,10 +159,9 @@ class ForcedChoiceStage:
         state_key: str = "forced_tool_choice",
         is_tool_message: Callable[[Any], bool] = is_tool_message,
     ) -> None:
-        if resolver is not None and not callable(resolver):
-            raise ValueError("ForcedChoiceStage.resolver must be callable or None")
-        if not callable(is_tool_message):
-            raise ValueError("ForcedChoiceStage.is_tool_message must be callable")
+        _c.maybe_callable("ForcedChoiceStage", "resolver", resolver)
+        _c.nonempty_str("ForcedChoiceStage", "state_key", state_key)
+        _c.maybe_callable("ForcedChoiceStage", "is_tool_message", is_tool_message, required=True)
         self._resolver = resolver
         self._state_key = state_key
         self._is_tool_message = is_tool_message
@@ -174,14 +203,18 @@ class IntentVerdict:
     """A minimal IntentVerdict shape: ``label`` and ``matched_tool_keywords``.
 
     ``label`` is ``knowledge``, ``action`` or ``ambiguous``; any object with
-    these attributes works.
+    these attributes works. ``label`` must be a non-empty str and
+    ``matched_tool_keywords`` an iterable of str (not a str).
     """
 
     __slots__ = ("label", "matched_tool_keywords")
 
     def __init__(self, label: str, matched_tool_keywords: Sequence[str] = ()) -> None:
+        _c.nonempty_str("IntentVerdict", "label", label)
         self.label = label
-        self.matched_tool_keywords = tuple(matched_tool_keywords)
+        self.matched_tool_keywords = _c.names(
+            "IntentVerdict", "matched_tool_keywords", matched_tool_keywords
+        )
 
     def __repr__(self) -> str:
         return f"IntentVerdict({self.label!r}, {self.matched_tool_keywords!r})"
@@ -198,7 +231,12 @@ class IntentRoutingStage:
       tool with no trigger keywords declared (an absent entry means "always
       include"), and the always-include names.
 
-    ``verdict`` may be a value or a callable of the SelectionContext.
+    ``verdict`` may be a value with a ``label`` (an :class:`IntentVerdict`
+    or any object of that shape), a callable of the SelectionContext, or
+    None. ``trigger_keywords`` maps tool names to iterables of keywords;
+    empty names in ``always_include`` are skipped, as the seed's stage skips
+    them. At run time a verdict without a ``label`` abstains degraded, and
+    ``matched_tool_keywords`` given as one str is read as one name.
     """
 
     name = "intent_routing"
@@ -211,12 +249,34 @@ class IntentRoutingStage:
         trigger_keywords: Mapping[str, Sequence[str]] | None = None,
         always_include: Sequence[str] = DEFAULT_ALWAYS_INCLUDE,
     ) -> None:
+        owner = "IntentRoutingStage"
+        if callable(verdict):
+            _c.maybe_callable(owner, "verdict", verdict)
+        elif verdict is not None and not hasattr(verdict, "label"):
+            raise _c.fail(
+                owner,
+                "verdict",
+                "an object with a label (an IntentVerdict), a callable or None",
+                verdict,
+            )
+        _c.mapping(owner, "trigger_keywords", trigger_keywords)
+        table: dict[str, tuple[str, ...]] = {}
+        for name, keywords in (trigger_keywords or {}).items():
+            if not isinstance(name, str) or not name:
+                raise _c.fail(owner, "trigger_keywords", "keyed by non-empty tool names", name)
+            table[name] = _c.names(owner, f"trigger_keywords[{name!r}]", keywords)
+        names = _c.names(owner, "always_include", always_include)
         self._verdict = verdict
-        self._trigger_keywords = dict(trigger_keywords or {})
-        self._always_include = tuple(name for name in always_include if name)
+        self._trigger_keywords = table
+        self._always_include = tuple(name for name in names if name)
 
     def apply(self, tools: tuple[Any, ...], ctx: SelectionContext) -> StageOutcome:
-        return self.decide(tools, _resolve(self._verdict, ctx))
+        verdict = _resolve(self._verdict, ctx)
+        if verdict is not None and not hasattr(verdict, "label"):
+            return StageOutcome.abstain(
+                f"verdict {type(verdict).__name__} has no label; abstained", degraded=True
+            )
+        return self.decide(tools, verdict)
 
     def decide(self, tools: Sequence[Any], verdict: Any = None) -> StageOutcome:
         """The decision matrix, synchronously, for a given verdict."""
@@ -233,7 +293,7 @@ class IntentRoutingStage:
                 kept, f"knowledge turn: always-include only{_delta(tools, kept)}"
             )
         keep = set(always)
-        keep.update(getattr(verdict, "matched_tool_keywords", None) or ())
+        keep.update(_names_at_run_time(getattr(verdict, "matched_tool_keywords", None)) or ())
         for tool in tools:
             name = tool_name(tool)
             if name is not None and not self._trigger_keywords.get(name):
@@ -251,7 +311,9 @@ class LazyRoutingStage:
     """Narrow to the tool names procedural (lazy) routing resolved.
 
     ``allowed_names`` None (or a callable returning None) means no
-    procedural routing this turn: abstain.
+    procedural routing this turn: abstain. A callable that returns one str
+    routes to that one name; one that returns something that is not names
+    makes the stage abstain degraded.
     """
 
     name = "lazy_routing"
@@ -264,19 +326,26 @@ class LazyRoutingStage:
             Sequence[str] | Callable[[SelectionContext], Sequence[str] | None] | None
         ) = None,
     ) -> None:
-        if isinstance(allowed_names, str):
-            raise ValueError("LazyRoutingStage.allowed_names must be a sequence of names")
-        self._allowed = (
-            allowed_names
-            if callable(allowed_names) or allowed_names is None
-            else (tuple(allowed_names))
-        )
+        self._allowed: Any
+        if allowed_names is None:
+            self._allowed = None
+        elif callable(allowed_names):
+            _c.maybe_callable("LazyRoutingStage", "allowed_names", allowed_names)
+            self._allowed = allowed_names
+        else:
+            self._allowed = _c.names("LazyRoutingStage", "allowed_names", allowed_names)
 
     def apply(self, tools: tuple[Any, ...], ctx: SelectionContext) -> StageOutcome:
         allowed = _resolve(self._allowed, ctx)
         if allowed is None:
             return StageOutcome.abstain("no procedural routing")
-        kept = filter_by_names(tools, set(allowed))
+        names = _names_at_run_time(allowed)
+        if names is None:
+            return StageOutcome.abstain(
+                f"allowed_names returned {type(allowed).__name__}, not names; abstained",
+                degraded=True,
+            )
+        kept = filter_by_names(tools, names)
         return StageOutcome.select(kept, f"procedural routing{_delta(tools, kept)}")
 
 
@@ -292,6 +361,10 @@ class PolicyStage:
     catalogue is kept: "the registry has never heard of this tool" must stay
     distinguishable from "policy forbids this tool". With no rule configured
     the stage abstains.
+
+    ``budget_usd`` is a finite int, float or Decimal >= 0 (NaN would turn
+    the rule off silently); the flags are bools; ``available_capabilities``
+    and ``categories`` iterables, never a str.
     """
 
     name = "policy"
@@ -308,27 +381,39 @@ class PolicyStage:
         agent_visible_only: bool = False,
         categories: Sequence[str] | None = None,
     ) -> None:
-        if not isinstance(catalog, Mapping):
-            raise ValueError("PolicyStage.catalog must be a ToolCatalog")
+        owner = "PolicyStage"
+        _catalog(owner, catalog, optional=False)
         try:
             self._max_safety = None if max_safety_level is None else SafetyLevel(max_safety_level)
-        except ValueError:
-            raise ValueError(
-                f"PolicyStage.max_safety_level must be one of "
-                f"{[s.value for s in SafetyLevel]}, got {max_safety_level!r}"
+        except (ValueError, TypeError):
+            raise _c.fail(
+                owner,
+                "max_safety_level",
+                f"one of {[s.value for s in SafetyLevel]} or None",
+                max_safety_level,
             ) from None
-        if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd < 0):
-            raise ValueError("PolicyStage.budget_usd must be a number >= 0 or None")
-        if isinstance(categories, str):
-            raise ValueError("PolicyStage.categories must be a sequence of names")
+        if budget_usd is not None:
+            _c.money(owner, "budget_usd", budget_usd)
+        caps = available_capabilities
+        if caps is not None:
+            if isinstance(caps, str | bytes) or not isinstance(caps, Iterable):
+                raise _c.fail(
+                    owner, "available_capabilities", "an iterable (not a str) or None", caps
+                )
+            try:
+                caps = frozenset(caps)
+            except TypeError:
+                raise _c.fail(
+                    owner, "available_capabilities", "an iterable of hashable values", caps
+                ) from None
         self._catalog = catalog
         self._budget = budget_usd
-        self._include_unknown_cost = include_unknown_cost
-        self._capabilities = (
-            None if available_capabilities is None else frozenset(available_capabilities)
+        self._include_unknown_cost = _c.flag(owner, "include_unknown_cost", include_unknown_cost)
+        self._capabilities = caps
+        self._visible_only = _c.flag(owner, "agent_visible_only", agent_visible_only)
+        self._categories = (
+            None if categories is None else frozenset(_c.names(owner, "categories", categories))
         )
-        self._visible_only = agent_visible_only
-        self._categories = None if categories is None else frozenset(categories)
 
     def _configured(self) -> bool:
         return (
@@ -386,7 +471,8 @@ class RolePaletteStage:
     empty palette would silently drop every tool and any forced choice.
 
     ``resolver(role)`` receives ``role`` or, when empty, the context's role.
-    A raising resolver abstains degraded.
+    A raising resolver abstains degraded, as does one that returns
+    something that is not names; a str is one name.
     """
 
     name = "role_palette"
@@ -395,8 +481,9 @@ class RolePaletteStage:
     def __init__(
         self, *, resolver: Callable[[str], Sequence[str] | None] | None = None, role: str = ""
     ) -> None:
-        if resolver is not None and not callable(resolver):
-            raise ValueError("RolePaletteStage.resolver must be callable or None")
+        _c.maybe_callable("RolePaletteStage", "resolver", resolver)
+        if not isinstance(role, str):
+            raise _c.fail("RolePaletteStage", "role", "a str ('' for the context's role)", role)
         self._resolver = resolver
         self._role = role
 
@@ -410,11 +497,15 @@ class RolePaletteStage:
             return StageOutcome.abstain(f"role resolver raised {type(exc).__name__}", degraded=True)
         if palette is None:
             return StageOutcome.abstain(f"no palette for role {role!r}")
-        names = [palette] if isinstance(palette, str) else list(palette)
+        names = _names_at_run_time(palette)
+        if names is None:
+            return StageOutcome.abstain(
+                f"role resolver returned {type(palette).__name__}, not names", degraded=True
+            )
         if not names:
             _log.warning("role palette resolver returned [] for role %r: kept all tools", role)
             return StageOutcome.abstain(
                 f"empty palette for role {role!r}: kept all tools", degraded=True
             )
-        kept = filter_by_names(tools, set(names))
+        kept = filter_by_names(tools, names)
         return StageOutcome.select(kept, f"{role} palette{_delta(tools, kept)}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._messages import last_user_text, tool_name
 from seamscope.decisions.records import (
     StageOutcome,
@@ -64,6 +65,14 @@ class ToolSpec:
       an action turn.
     * ``tool``: the bindable tool object, when the allowlist may re-add a
       tool that was not offered this turn.
+
+    Construction fails with a ValueError naming the field: ``name`` a
+    non-empty str; ``safety_level`` a SafetyLevel or its value; ``cost_usd``
+    a finite int, float or Decimal >= 0, or None (NaN would pass every
+    budget); ``categories``, ``roles`` and ``trigger_keywords`` iterables of
+    str, never a str itself (it would read as one name per character);
+    ``required_capabilities`` an iterable of hashable values (not a str);
+    ``agent_visible`` a bool; ``description`` a str.
     """
 
     name: str
@@ -78,31 +87,63 @@ class ToolSpec:
     tool: Any = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError("ToolSpec.name must be a non-empty str")
-        object.__setattr__(self, "safety_level", SafetyLevel(self.safety_level))
-        object.__setattr__(self, "required_capabilities", frozenset(self.required_capabilities))
-        object.__setattr__(self, "categories", frozenset(self.categories))
-        object.__setattr__(self, "roles", frozenset(self.roles))
-        object.__setattr__(self, "trigger_keywords", tuple(self.trigger_keywords))
-        if self.cost_usd is not None and (
-            not isinstance(self.cost_usd, int | float) or self.cost_usd < 0
-        ):
-            raise ValueError(f"ToolSpec {self.name!r}: cost_usd must be a number >= 0 or None")
+        owner = "ToolSpec"
+        _c.nonempty_str(owner, "name", self.name)
+        note = f"tool {self.name!r}"
+        try:
+            level = SafetyLevel(self.safety_level)
+        except (ValueError, TypeError):
+            raise _c.fail(
+                owner,
+                "safety_level",
+                f"one of {[s.value for s in SafetyLevel]}",
+                self.safety_level,
+                note,
+            ) from None
+        object.__setattr__(self, "safety_level", level)
+        if self.cost_usd is not None:
+            _c.money(owner, "cost_usd", self.cost_usd)
+        caps = self.required_capabilities
+        if isinstance(caps, str | bytes) or not isinstance(caps, Iterable):
+            raise _c.fail(owner, "required_capabilities", "an iterable (not a str)", caps, note)
+        try:
+            object.__setattr__(self, "required_capabilities", frozenset(caps))
+        except TypeError:
+            raise _c.fail(
+                owner, "required_capabilities", "an iterable of hashable values", caps, note
+            ) from None
+        object.__setattr__(
+            self, "categories", frozenset(_c.names(owner, "categories", self.categories))
+        )
+        object.__setattr__(self, "roles", frozenset(_c.names(owner, "roles", self.roles)))
+        object.__setattr__(
+            self, "trigger_keywords", _c.names(owner, "trigger_keywords", self.trigger_keywords)
+        )
+        _c.flag(owner, "agent_visible", self.agent_visible)
+        if not isinstance(self.description, str):
+            raise _c.fail(owner, "description", "a str", self.description, note)
 
 
 class ToolCatalogue(Mapping[str, ToolSpec]):
-    """An immutable name → :class:`ToolSpec` mapping."""
+    """An immutable name → :class:`ToolSpec` mapping.
+
+    ``specs`` is an iterable of ToolSpec with unique names; anything else
+    fails with a ValueError naming ``ToolCatalog.specs``.
+    """
 
     __slots__ = ("_specs",)
 
     def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+        if isinstance(specs, str | bytes | Mapping) or not isinstance(specs, Iterable):
+            raise _c.fail("ToolCatalog", "specs", "an iterable of ToolSpec", specs)
         table: dict[str, ToolSpec] = {}
-        for spec in specs:
+        for i, spec in enumerate(specs):
             if not isinstance(spec, ToolSpec):
-                raise ValueError(f"ToolCatalog entries must be ToolSpec, got {type(spec)!r}")
+                raise _c.fail("ToolCatalog", f"specs[{i}]", "a ToolSpec", spec)
             if spec.name in table:
-                raise ValueError(f"ToolCatalog: duplicate tool {spec.name!r}")
+                raise _c.fail(
+                    "ToolCatalog", "specs", "uniquely named", spec.name, "a duplicate tool"
+                )
             table[spec.name] = spec
         self._specs = table
 
