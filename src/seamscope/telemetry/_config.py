@@ -3,7 +3,9 @@
 Precedence for every field: a value passed in code, then the environment,
 then the default. A bad environment value logs a warning and falls back to
 the default; a value of the wrong type passed in code raises TypeError, and
-an out-of-range one ValueError, both naming the field.
+an out-of-range one ValueError, both naming the field. That holds for
+:meth:`TelemetryConfig.create` and for ``TelemetryConfig(...)`` built
+directly (which reads no environment).
 
 =============================  ==================================================  =======
 field                          environment variable                                default
@@ -49,7 +51,7 @@ def _env_bool(name: str, default: bool, environ: Mapping[str, str]) -> bool:
     raw = environ.get(name)
     if raw is None:
         return default
-    value = raw.strip().lower()
+    value = str(raw).strip().lower()
     if value in _TRUE:
         return True
     if value in _FALSE:
@@ -63,7 +65,7 @@ def _env_int(name: str, default: int, minimum: int, environ: Mapping[str, str]) 
     if raw is None:
         return default
     try:
-        value = int(raw.strip())
+        value = int(str(raw).strip())
     except ValueError:
         value = minimum - 1
     if value < minimum:
@@ -82,6 +84,24 @@ def _code_int(name: str, value: Any, minimum: int) -> int:
     return value
 
 
+_MINIMUMS = {"max_attribute_length": 16, "max_array_length": 1, "metric_label_cap": 1}
+
+
+def _code_labels(value: Any) -> frozenset[str]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise TypeError(
+            "TelemetryConfig.known_labels must be an iterable of str (not a str), got "
+            f"{type(value).__name__}"
+        )
+    try:
+        labels = frozenset(value)
+    except TypeError:
+        raise TypeError("TelemetryConfig.known_labels must contain only str") from None
+    if not all(isinstance(v, str) for v in labels):
+        raise TypeError("TelemetryConfig.known_labels must contain only str")
+    return labels
+
+
 @dataclass(frozen=True, slots=True)
 class TelemetryConfig:
     """Resolved telemetry settings (see the module docstring for precedence).
@@ -95,7 +115,12 @@ class TelemetryConfig:
       stage, model, tool names); later values fold into ``other``.
     * ``known_labels``: values kept first under the label cap, for every
       metric attribute; they count against it (at most ``metric_label_cap``
-      values per attribute, whatever the configuration).
+      values per attribute, whatever the configuration). Any iterable of str
+      is stored as a frozenset.
+
+    Built directly, every field is checked as :meth:`create` checks a value
+    passed in code (TypeError for a wrong type, ValueError below the
+    minimum: 16 for ``max_attribute_length``, 1 for the other two limits).
     """
 
     capture_content: bool = False
@@ -104,6 +129,23 @@ class TelemetryConfig:
     metric_label_cap: int = 64
     mask: Callable[[str], str] = field(default=default_mask, compare=False)
     known_labels: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.capture_content, bool):
+            raise TypeError(
+                "TelemetryConfig.capture_content must be a bool, got "
+                f"{type(self.capture_content).__name__}"
+            )
+        for name, minimum in _MINIMUMS.items():
+            _code_int(name, getattr(self, name), minimum)
+        if not callable(self.mask):
+            raise TypeError(
+                f"TelemetryConfig.mask must be callable, got {type(self.mask).__name__}"
+            )
+        if not isinstance(self.known_labels, frozenset) or not all(
+            isinstance(v, str) for v in self.known_labels
+        ):
+            object.__setattr__(self, "known_labels", _code_labels(self.known_labels))
 
     @classmethod
     def create(
@@ -118,6 +160,10 @@ class TelemetryConfig:
         environ: Mapping[str, str] | None = None,
     ) -> TelemetryConfig:
         """Resolve code arguments, then the environment, then defaults."""
+        if environ is not None and not isinstance(environ, Mapping):
+            raise TypeError(
+                f"TelemetryConfig.environ must be a mapping or None, got {type(environ).__name__}"
+            )
         env = os.environ if environ is None else environ
         if capture_content is None:
             capture = _env_bool(ENV_CAPTURE_CONTENT, False, env)
@@ -144,10 +190,6 @@ class TelemetryConfig:
             else _code_int("metric_label_cap", metric_label_cap, 1)
         )
         if mask is not None and not callable(mask):
-            raise TypeError("TelemetryConfig.mask must be callable")
-        if isinstance(known_labels, str):
-            raise TypeError("TelemetryConfig.known_labels must be an iterable of str, not a str")
-        labels = frozenset(known_labels)
-        if not all(isinstance(v, str) for v in labels):
-            raise TypeError("TelemetryConfig.known_labels must contain only str")
+            raise TypeError(f"TelemetryConfig.mask must be callable, got {type(mask).__name__}")
+        labels = _code_labels(known_labels)
         return cls(capture, length, array, cap, mask or default_mask, labels)
