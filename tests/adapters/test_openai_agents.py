@@ -888,32 +888,42 @@ def _readme_snippet() -> str:
     return match.group(1)
 
 
-def test_readme_snippet_runs(
-    monkeypatch: pytest.MonkeyPatch,
-    span_exporter: InMemorySpanExporter,
-    tracer_provider: TracerProvider,
-    tmp_path: Path,
-) -> None:
-    """The README's snippet as written, with only the model object replaced."""
+def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The README's snippet as written, with only the two model objects replaced
+    by scripted ones (and a dummy key, so that ``AsyncOpenAI()`` constructs; the
+    SDK's tracing is off and no model uses the client)."""
     snippet = _readme_snippet()
+    mini, full = "gpt-4.1-mini", "gpt-4.1"
     models, calls = scripted_models(
-        [OPUS, HAIKU],
-        [
-            step(call("big_report", {"topic": "q3"}, "c1")),
-            step(text("Q3 sales grew 12%.")),
-        ],
+        [full, mini],
+        [step(call("big_report", {"topic": "q3"}, "c1")), step(text("Q3 sales grew 12%."))],
     )
-    assert snippet.count('OpenAIResponsesModel(model="claude-opus-4-6"') == 1
-    source = re.sub(
-        r'OpenAIResponsesModel\(model="claude-opus-4-6"[^)]*\)', "SCRIPTED_OPUS", snippet
-    )
-    source = re.sub(
-        r'OpenAIResponsesModel\(model="claude-haiku-4-5"[^)]*\)', "SCRIPTED_HAIKU", source
-    )
+    source = snippet
+    for name in (mini, full):
+        pattern = rf'OpenAIResponsesModel\(model="{re.escape(name)}", openai_client=client\)'
+        assert 1 == len(re.findall(pattern, source))
+        source = re.sub(pattern, f"SCRIPTED[{name!r}]", source)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OTEL_SDK_DISABLED", "false")
-    namespace: dict[str, Any] = {"SCRIPTED_OPUS": models[OPUS], "SCRIPTED_HAIKU": models[HAIKU]}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-offline-test")
+    for name in ("OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER"):
+        monkeypatch.delenv(name, raising=False)
+    namespace: dict[str, Any] = {"SCRIPTED": models, "__name__": "readme"}
     exec(compile(source, "README.md", "exec"), namespace)
-    assert [HAIKU, HAIKU] == [m.model for m in calls]
+
+    assert [mini, mini] == [m.model for m in calls]  # the sales policy's model
+    assert ("big_report", "recall_tool_result") == (calls[0].tools[0], calls[1].tools[-1])
     assert calls[1].outputs()["c1"].startswith("[offloaded ")
-    assert namespace["settled"], "the conversation's offload was settled"
+    [settlement] = namespace["settled"]
+    assert ("conv-7", mini, 1) == (
+        settlement.conversation_id,
+        settlement.model,
+        settlement.turns_carried,
+    )
+    written = (tmp_path / "analyst-trace.jsonl").read_text(encoding="utf-8")
+    for name in (
+        f"invoke_agent {AGENT}",
+        c.SPAN_OFFLOAD_GATE,
+        f"chat {mini}",
+        "execute_tool big_report",
+    ):
+        assert f'"{name}"' in written
