@@ -47,8 +47,10 @@ Where it hooks (each undone exactly by
 :meth:`SymfonicInstrumentation.uninstrument`): a handler first in the
 agent's ``CallbackManager``; the configured ``tool_call_policies``, rebuilt
 with wrapped predicates (symfonic's POST seam has no hook); the agent's
-model resolver (the PRE seam); ``evaluate_offload_gate``, wrapped once per
-process; and one logging handler on ``symfonic.core.nodes.react``. These
+model resolver (the PRE seam); ``agent.run`` (an exception crossing it ends
+the run's spans with its type); ``evaluate_offload_gate``, wrapped once per
+process; and logging handlers on ``symfonic.core.nodes.react`` and
+``symfonic.core.callbacks.manager``. These
 rely on symfonic-core 9.12 internals; :mod:`._install` says why each is
 needed.
 

@@ -49,7 +49,9 @@ least to the most intrusive:
   wrapped there, once per process however many agents are instrumented;
   the wrapper returns symfonic's own decision object, and the original is
   put back when the last instrumentation goes (or an instrumented agent
-  never uninstrumented is garbage-collected). The gate is given only the
+  never uninstrumented is garbage-collected). A wrapper someone stacked on
+  it later is never removed; seamscope's stays beneath it, passing calls
+  through, and is reused by the next instrumentation (:class:`_GatePatch`). The gate is given only the
   economics: the tool call id and tool name are read, read-only and best
   effort, from the ``msg`` local of symfonic's
   ``_maybe_compact_tool_results`` frame.
@@ -57,11 +59,20 @@ least to the most intrusive:
   ``on_tool_call_dispatch: rewrite targets unregistered tool ...`` is the
   only trace of an adopter rewrite its dispatch palette gate drops; one
   ``logging.Handler`` reads its arguments and is removed on uninstall.
+* The ``symfonic.core.callbacks.manager`` logger: symfonic's
+  ``CallbackManager`` contains an adopter ``on_tool_call_dispatch`` that
+  raises or returns junk and only logs it (with the exception); a second
+  handler turns that into the dispatch's contained error.
+* ``SymfonicAgent.run``, shadowed by an instance attribute: symfonic ends
+  a run whose exception is crossing ``run`` with the same ``on_agent_end``
+  as a success; only a wrapper around ``run`` sees the exception, and ends
+  that run's spans with its type. It re-raises it unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import logging
@@ -75,7 +86,6 @@ from opentelemetry import trace
 
 from seamscope.adapters.symfonic._recorder import (
     _ACTIVE,
-    _CONVERSATION,
     OffloadLedger,
     TelemetryConfig,
     _default_ledger,
@@ -94,6 +104,11 @@ _log = logging.getLogger("seamscope.adapters.symfonic")
 _REACT_LOGGER = "symfonic.core.nodes.react"
 _ADOPTER_DROP_PREFIX = "on_tool_call_dispatch: rewrite targets unregistered tool"
 _TAP_ATTR = "_seamscope_tap"
+_MANAGER_LOGGER = "symfonic.core.callbacks.manager"
+_DISPATCH_HOOK = "on_tool_call_dispatch"
+_DISPATCH_RAISED = "Callback handler %r raised in on_tool_call_dispatch"
+_DISPATCH_NOT_A_DICT = "Callback handler %r returned non-dict from on_tool_call_dispatch"
+_DISPATCH_MALFORMED = "Callback handler %r returned malformed on_tool_call_dispatch rewrite"
 
 
 # --------------------------------------------------------------------------
@@ -138,8 +153,19 @@ def _tapped_class(base: type) -> type:
 
 
 class _GatePatch:
+    """seamscope's wrapper of symfonic's offload gate, shared by every instrumentation.
+
+    Installed when the first instrumentation comes, put back when the last
+    goes. When someone wrapped the gate again after seamscope did, the
+    newer wrapper is never removed: seamscope's own stays beneath it (it
+    passes every call straight through while nothing is instrumented) and
+    is reused by the next instrumentation, found through the ``__wrapped__``
+    chain, so no second layer is stacked. A wrapper that hides the chain
+    gets a new seamscope layer on top; every gate call is still recorded
+    once, by the outermost seamscope layer (:data:`_IN_GATE`).
+    """
+
     lock = threading.Lock()
-    original: Any = None
     wrapper: Any = None
     users = 0
 
@@ -147,10 +173,12 @@ class _GatePatch:
     def acquire(cls) -> None:
         with cls.lock:
             if cls.users == 0:
-                original = _sym_gate.evaluate_offload_gate
-                cls.original = original
-                cls.wrapper = _gate_wrapper(original)
-                _sym_gate.evaluate_offload_gate = cls.wrapper
+                current = _sym_gate.evaluate_offload_gate
+                found = _seamscope_layer(current)
+                if found is None:
+                    found = _gate_wrapper(current)
+                    _sym_gate.evaluate_offload_gate = found
+                cls.wrapper = found
             cls.users += 1
 
     @classmethod
@@ -161,26 +189,72 @@ class _GatePatch:
             cls.users -= 1
             if cls.users:
                 return
-            if _sym_gate.evaluate_offload_gate is cls.wrapper:
-                _sym_gate.evaluate_offload_gate = cls.original
+            cls.wrapper = None
+            current: Any = _sym_gate.evaluate_offload_gate
+            if _is_ours(current):
+                _sym_gate.evaluate_offload_gate = current.__wrapped__
+            elif _seamscope_layer(current) is not None:
+                _log.warning(
+                    "symfonic.core.tool_offload_gate.evaluate_offload_gate was wrapped again "
+                    "after seamscope wrapped it (%r); leaving that wrapper in place, with "
+                    "seamscope's beneath it passing every call straight through until an "
+                    "agent is instrumented again",
+                    current,
+                )
             else:
                 _log.warning(
-                    "symfonic.core.tool_offload_gate.evaluate_offload_gate was replaced "
-                    "after seamscope wrapped it; leaving the newer object in place "
-                    "(seamscope's wrapper is now a pass-through)"
+                    "symfonic.core.tool_offload_gate.evaluate_offload_gate was replaced after "
+                    "seamscope wrapped it (%r); leaving the newer object in place (if it still "
+                    "calls seamscope's wrapper, that passes every call straight through)",
+                    current,
                 )
-            cls.original = None
-            cls.wrapper = None
+
+
+_GATE_WRAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Every gate wrapper seamscope made (by identity: ``functools.wraps`` copies attributes)."""
+
+_IN_GATE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "seamscope_symfonic_in_gate", default=False
+)
+"""True while a seamscope gate layer records a call: any layer beneath passes it through."""
+
+
+def _is_ours(func: Any) -> bool:
+    try:
+        return func in _GATE_WRAPPERS
+    except TypeError:  # unhashable: not a function seamscope made
+        return False
+
+
+def _seamscope_layer(func: Any) -> Any:
+    """seamscope's gate wrapper in ``func``'s ``__wrapped__`` chain, if visible."""
+    try:
+        for _ in range(32):
+            if func is None:
+                return None
+            if _is_ours(func):
+                return func
+            func = getattr(func, "__wrapped__", None)
+    except Exception:
+        pass
+    return None
 
 
 def _gate_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def evaluate_offload_gate(inputs: Any) -> Any:
+        if _IN_GATE.get():
+            return original(inputs)
         active = _ACTIVE.get()
         if active is None or not active[0]._installed:
             return original(inputs)
-        return active[0]._gate(original, inputs, active[1], _gate_site())
+        token = _IN_GATE.set(True)
+        try:
+            return active[0]._gate(original, inputs, active[1], _gate_site())
+        finally:
+            _IN_GATE.reset(token)
 
+    _GATE_WRAPPERS.add(evaluate_offload_gate)
     return evaluate_offload_gate
 
 
@@ -193,7 +267,7 @@ def _gate_site() -> tuple[str | None, str | None]:
     """
     try:
         frame: Any = sys._getframe(1)
-        for _ in range(10):
+        for _ in range(16):
             if frame is None:
                 break
             if frame.f_code.co_name == "_maybe_compact_tool_results":
@@ -280,6 +354,41 @@ class _AdopterDropLog(logging.Handler):
             pass
 
 
+class _AdopterDispatchErrorLog(logging.Handler):
+    """Sees symfonic's log when an adopter's ``on_tool_call_dispatch`` raised or returned junk.
+
+    symfonic's ``CallbackManager`` skips such a handler (the chain goes on
+    with the call as it was) and only logs it, with the exception.
+    """
+
+    def __init__(self, instrumentation: SymfonicInstrumentation) -> None:
+        super().__init__(level=logging.WARNING)
+        self._inst = instrumentation
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = str(record.msg)
+            if _DISPATCH_HOOK not in msg:
+                return
+            args = record.args if isinstance(record.args, tuple) else ()
+            if args and args[0] is self._inst._handler:
+                return  # never the case: seamscope's handler is contained
+            error: BaseException
+            if msg.startswith(_DISPATCH_RAISED):
+                raised = record.exc_info[1] if record.exc_info else None
+                error = raised if raised is not None else RuntimeError(msg)
+            elif msg.startswith(_DISPATCH_NOT_A_DICT):
+                got = args[1] if len(args) > 1 else "?"
+                error = TypeError(f"on_tool_call_dispatch returned {got}, expected a dict or None")
+            elif msg.startswith(_DISPATCH_MALFORMED):
+                error = TypeError("on_tool_call_dispatch returned a malformed rewrite")
+            else:
+                return
+            self._inst._adopter_dispatch_error(error)
+        except Exception:
+            pass
+
+
 # --------------------------------------------------------------------------
 # The instrumentation: the recorder, installed.
 # --------------------------------------------------------------------------
@@ -311,6 +420,7 @@ class SymfonicInstrumentation(_SeamRecorder):
         )
         self._handler = _Handler(self)
         self._log_handler = _AdopterDropLog(self)
+        self._dispatch_error_log = _AdopterDispatchErrorLog(self)
         self._restore: list[Callable[[], None]] = []
 
     # -- public --------------------------------------------------------------
@@ -330,12 +440,12 @@ class SymfonicInstrumentation(_SeamRecorder):
         later block with the same id starts a new conversation. Without a
         conversation id the ledger is not fed.
         """
-        token = _CONVERSATION.set(conversation_id)
+        token = self._conversation.set(conversation_id)
         opened = bool(conversation_id) and self._open_conversation(str(conversation_id))
         try:
             yield
         finally:
-            _CONVERSATION.reset(token)
+            self._conversation.reset(token)
             if opened:
                 self._close_conversation(str(conversation_id))
 
@@ -385,6 +495,7 @@ class SymfonicInstrumentation(_SeamRecorder):
             self._install_resolve(resolver)
             self._install_callbacks(deps, manager)
             self._install_log_handler()
+            self._install_run(agent)
             _GatePatch.acquire()
             # Released by uninstrument(), or when an instrumented agent that
             # was never uninstrumented is garbage-collected with its hooks.
@@ -530,6 +641,32 @@ class SymfonicInstrumentation(_SeamRecorder):
         logger = logging.getLogger(_REACT_LOGGER)
         logger.addHandler(self._log_handler)
         self._restore.append(lambda: logger.removeHandler(self._log_handler))
+        manager_logger = logging.getLogger(_MANAGER_LOGGER)
+        manager_logger.addHandler(self._dispatch_error_log)
+        self._restore.append(lambda: manager_logger.removeHandler(self._dispatch_error_log))
+
+    def _install_run(self, agent: Any) -> None:
+        inst = self
+        had_own = "run" in vars(agent)
+        previous = vars(agent).get("run")
+        original_run = agent.run
+
+        @functools.wraps(original_run)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            return await inst._guarded_run(original_run, args, kwargs)
+
+        agent.run = run
+
+        def undo_run() -> None:
+            if vars(agent).get("run") is not run:
+                _log.warning("SymfonicAgent.run was replaced; not restoring it")
+                return
+            if had_own:
+                agent.run = previous
+            else:
+                del agent.run
+
+        self._restore.append(undo_run)
 
 
 def instrument_symfonic(

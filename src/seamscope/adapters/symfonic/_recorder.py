@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import re
 import threading
 import uuid
 from collections import OrderedDict
@@ -53,6 +54,7 @@ from seamscope.decisions import (
 )
 from seamscope.decisions._observer import guard_observer
 from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions._seams import contained_error
 from seamscope.decisions.records import CarriedStub, GateCall, Seam
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
@@ -65,10 +67,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "_ACTIVE",
-    "_CONVERSATION",
     "OffloadLedger",
     "TelemetryConfig",
     "_MAX_OFFLOAD_IDS",
+    "_Call",
     "_Iteration",
     "_Run",
     "_RunRecorder",
@@ -93,10 +95,8 @@ its ``on_llm_end``: the offload gate, the POST seam and symfonic's WARNINGs
 run in between, synchronously, in the same context.
 """
 
-_CONVERSATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "seamscope_symfonic_conversation", default=None
-)
-"""The conversation id of the ``inst.conversation(...)`` block running in this context."""
+_TOOL_ERROR = re.compile(r"Error: ([A-Za-z_][A-Za-z0-9_.]*)\(")
+"""LangGraph's ToolNode text for a tool that raised: ``Error: {exc!r}`` (the class name)."""
 
 
 # --------------------------------------------------------------------------
@@ -120,6 +120,7 @@ class _Iteration:
     post_role: str | None = None
     flushed: bool = False
     adopter_drops: dict[str, str] = dataclasses.field(default_factory=dict)
+    dispatching: str | None = None  # the call id symfonic's dispatch chain is on
     tools: dict[str, trace.Span] = dataclasses.field(default_factory=dict)
     # the offload ledger: offloads whose stub this iteration's prompt carried,
     # the model call's output tokens, and the recalls it emitted (call id ->
@@ -141,6 +142,13 @@ class _Run:
     iterations: int = 0
     current: _Iteration | None = None
     error_type: str | None = None
+
+
+@dataclasses.dataclass(eq=False)
+class _Call:
+    """One call of the instrumented ``agent.run``: the runs symfonic started under it."""
+
+    runs: list[str] = dataclasses.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------
@@ -198,6 +206,14 @@ class _RunRecorder:
         self._expanded: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._open_conversations: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Per instrumentation, so one agent's conversation block or run call
+        # is never read by another instrumented agent running inside it.
+        self._conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+            "seamscope_symfonic_conversation", default=None
+        )
+        self._call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+            "seamscope_symfonic_run_call", default=None
+        )
         self._installed = False
         # set by the install: the policies as configured (before wrapping) and
         # the model symfonic falls back to when the resolver raises
@@ -264,9 +280,10 @@ class _RunRecorder:
         return run
 
     def _run(self, run_id: Any, *, create: bool = False) -> _Run | None:
-        run = self._runs.get(str(run_id))
+        with self._lock:
+            run = self._runs.get(str(run_id))
         if run is None and create:
-            run = self._new_run(str(run_id), None, _CONVERSATION.get())
+            run = self._new_run(str(run_id), None, self._conversation.get())
         return run
 
     def _new_iteration(self, run: _Run) -> _Iteration:
@@ -302,9 +319,7 @@ class _RunRecorder:
             self._failed("close_run", exc)
         if run.span is not None:
             if run.error_type:
-                with contextlib.suppress(Exception):
-                    run.span.set_attribute(c.ATTR_ERROR_TYPE, run.error_type)
-                    run.span.set_status(Status(StatusCode.ERROR, run.error_type))
+                _fail(run.span, run.error_type)
             _end(run.span)
 
     def _close_runs(self) -> None:
@@ -341,7 +356,7 @@ class _RunRecorder:
 
     @_contained
     def _agent_start(self, event: Any) -> None:
-        conversation = _CONVERSATION.get()
+        conversation = self._conversation.get()
         attrs: dict[str, Any] = {c.ATTR_GEN_AI_OPERATION_NAME: "invoke_agent"}
         if self.agent_name:
             attrs[c.ATTR_GEN_AI_AGENT_NAME] = self.agent_name
@@ -350,12 +365,72 @@ class _RunRecorder:
         name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
         span = self._span(name, SpanKind.INTERNAL, attrs, otel_context.get_current())
         self._new_run(str(event.run_id), span, conversation)
+        call = self._call.get()
+        if call is not None:
+            call.runs.append(str(event.run_id))
 
     @_contained
     def _agent_end(self, event: Any) -> None:
+        run_id = str(event.run_id)
+        call = self._call.get()
+        if (
+            call is not None
+            and run_id in call.runs
+            and getattr(event, "final_response", None) is None
+            and getattr(event, "node_count", 0) is None
+        ):
+            # symfonic's error path (an exception is crossing agent.run): the
+            # run call that started this run ends its spans with the
+            # exception's type (:meth:`_abort_runs`).
+            return
         with self._lock:
-            run = self._runs.pop(str(event.run_id), None)
+            run = self._runs.pop(run_id, None)
         if run is not None:
+            self._close_run(run)
+
+    # -- the run call ----------------------------------------------------------------
+
+    async def _guarded_run(
+        self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """``agent.run``: an exception crossing it ends the runs it started, with its type.
+
+        The exception (``KeyboardInterrupt``, ``SystemExit``, a cancellation,
+        anything symfonic re-raises) propagates unchanged.
+        """
+        call = _Call()
+        token = self._call.set(call)
+        try:
+            return await original(*args, **kwargs)
+        except BaseException as exc:
+            self._abort_runs(call, exc)
+            raise
+        finally:
+            self._call.reset(token)
+            self._finish_call(call)
+
+    @_contained
+    def _abort_runs(self, call: _Call, exc: BaseException) -> None:
+        kind = contained_error("run", exc).error_type
+        with self._lock:
+            runs = [r for r in (self._runs.pop(i, None) for i in call.runs) if r is not None]
+        for run in runs:
+            run.error_type = kind
+            it = run.current
+            if it is not None:
+                open_spans = [it.span, *it.tools.values()]
+                if it.chat is not None:
+                    open_spans.append(it.chat)
+                for span in open_spans:
+                    _fail(span, kind)
+            self._close_run(run)
+
+    @_contained
+    def _finish_call(self, call: _Call) -> None:
+        # Runs of this call symfonic never ended (nothing is left open).
+        with self._lock:
+            runs = [r for r in (self._runs.pop(i, None) for i in call.runs) if r is not None]
+        for run in runs:
             self._close_run(run)
 
     @_contained
@@ -475,7 +550,8 @@ class _RunRecorder:
             if tool == _RECALL_TOOL and call_id:
                 args = getattr(event, "args", None)
                 mem_id = str(args.get("mem_id") or "") if isinstance(args, Mapping) else ""
-                offload_id = self._mem_ids.get((run.conversation_id, mem_id))
+                with self._lock:
+                    offload_id = self._mem_ids.get((run.conversation_id, mem_id))
                 if offload_id is not None:
                     it.recalls[call_id] = offload_id
         previous = it.tools.pop(call_id, None)
@@ -494,7 +570,7 @@ class _RunRecorder:
         span = it.tools.pop(call_id, None)
         if span is not None:
             if is_error:
-                span.set_status(Status(StatusCode.ERROR))
+                _fail(span, _tool_error_type(getattr(event, "result", None)))
             _end(span)
         offload_id = it.recalls.pop(call_id, None)
         if offload_id is None or is_error or not run.conversation_id:
@@ -594,6 +670,19 @@ def _span_context(handle: Any) -> trace.SpanContext | None:
         return None
     ctx = get()
     return ctx if isinstance(ctx, trace.SpanContext) and ctx.is_valid else None
+
+
+def _fail(span: trace.Span, error_type: str) -> None:
+    """Mark a span failed with ``error.type``; never raises."""
+    with contextlib.suppress(Exception):
+        span.set_attribute(c.ATTR_ERROR_TYPE, error_type)
+        span.set_status(Status(StatusCode.ERROR, error_type))
+
+
+def _tool_error_type(result: Any) -> str:
+    """The exception class a failed tool call reports (``_OTHER`` when its text does not say)."""
+    found = _TOOL_ERROR.match(result) if isinstance(result, str) else None
+    return found.group(1) if found is not None else "_OTHER"
 
 
 def _end(span: trace.Span) -> None:

@@ -46,6 +46,7 @@ from seamscope.adapters.symfonic._translate import (
     _truth,
 )
 from seamscope.decisions import ModelConfig, OffloadGateInputs, PreModelResult, ToolCall
+from seamscope.decisions._seams import contained_error
 from seamscope.decisions.records import GateCall, Seam
 from seamscope.telemetry import conventions as c
 
@@ -78,7 +79,8 @@ class _SeamRecorder(_RunRecorder):
         active = _ACTIVE.get()
         if active is None or active[0] is not self:
             return None
-        run = self._runs.get(active[1])
+        with self._lock:
+            run = self._runs.get(active[1])
         return None if run is None else run.current
 
     @_contained
@@ -86,6 +88,17 @@ class _SeamRecorder(_RunRecorder):
         it = self._active_iteration()
         if it is not None:
             it.adopter_drops[call_id] = target
+
+    @_contained
+    def _adopter_dispatch_error(self, error: BaseException) -> None:
+        """An adopter's ``on_tool_call_dispatch`` failed on the call being dispatched."""
+        it = self._active_iteration()
+        if it is None or it.dispatching is None:
+            return
+        for d in reversed(it.dispatches):
+            if d.after_policy.id == it.dispatching:
+                d.adopter_errors.append(contained_error("callback", error))
+                return
 
     # -- PRE seam ---------------------------------------------------------------------
 
@@ -269,6 +282,7 @@ class _SeamRecorder(_RunRecorder):
         it = run.current if run is not None else None
         if it is None:
             return
+        it.dispatching = str(event.call_id)
         index = len(it.dispatches)
         group = it.groups[index] if index < len(it.groups) else None
         available = tuple(str(t) for t in (getattr(event, "available_tools", ()) or ()))
@@ -334,7 +348,8 @@ class _SeamRecorder(_RunRecorder):
     def _gate_begin(
         self, inputs: Any, run_id: str, site: tuple[str | None, str | None]
     ) -> _SeamCall | None:
-        run = self._runs.get(run_id)
+        with self._lock:
+            run = self._runs.get(run_id)
         it = run.current if run is not None else None
         parent = it.ctx if it is not None else (run.ctx if run is not None else None)
         call_id, tool = site

@@ -132,6 +132,8 @@ class _Dispatch:
     errors: tuple[ContainedError, ...]
     available: tuple[str, ...]
     duration_s: float
+    # what the adopter's on_tool_call_dispatch raised (symfonic skipped it)
+    adopter_errors: list[ContainedError] = dataclasses.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------
@@ -350,7 +352,7 @@ def symfonic_pricing(*, use_genai_prices: bool = True) -> PricingTable:
                 overrides[model] = ModelPrice(
                     row["input"], row["output"], row.get("cache_read"), row.get("cache_write")
                 )
-            except (KeyError, ValueError):
+            except (LookupError, TypeError, ValueError, ArithmeticError):
                 continue
     return PricingTable(overrides, use_genai_prices=use_genai_prices)
 
@@ -548,6 +550,6 @@ def _dispatch_record(
         palette=palette,
         source=source,
         evaluations=d.evaluations,
-        errors=d.errors,
+        errors=(*d.errors, *d.adopter_errors),
         duration_s=d.duration_s,
     )
