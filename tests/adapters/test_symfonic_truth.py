@@ -30,8 +30,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from symfonic.agent import SymfonicAgent
 from symfonic.core.callbacks import BaseCallbackHandler
@@ -649,9 +651,6 @@ def dump_history(call_id: str) -> list[BaseMessage]:
 def test_two_agents_instrumented_at_once_keep_their_spans_and_ledgers_apart(
     gate_spy: GateSpy, captured_logs: list[dict[str, Any]]
 ) -> None:
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
     telemetry = {}
     for name in ("a", "b"):
         exporter, tracked, reader = InMemorySpanExporter(), Tracker(), InMemoryMetricReader()
@@ -1237,7 +1236,9 @@ class _Guarded(dict):  # type: ignore[type-arg]
         return len(self.inner)
 
 
-def test_the_recorders_shared_maps_are_only_touched_under_its_lock(tracer_provider: Any) -> None:
+def test_the_recorders_shared_maps_are_only_touched_under_its_lock(
+    tracer_provider: Any, captured_logs: list[dict[str, Any]]
+) -> None:
     truth = Truth()
     agent, _ = build(recall_brain(), truth, **offload_settings())
     inst = instrument_symfonic(agent, tracer_provider=tracer_provider)
@@ -1254,18 +1255,11 @@ def test_the_recorders_shared_maps_are_only_touched_under_its_lock(tracer_provid
                     T3, history=[*turn_1, HumanMessage(content=T2), AIMessage(content="up")]
                 )
 
-    with structlog_capture() as logs:
-        asyncio.run(scenario())
+    asyncio.run(scenario())
     inst.uninstrument()
-    assert [] == [e for e in logs if e["event"] == c.LOG_TELEMETRY_ERROR]
+    assert [] == telemetry_errors(captured_logs)
     assert 1 == len(inst.ledger.settlements)  # the scenario did reach the recall bookkeeping
     assert 1 == inst.ledger.settlements[0].recalls
-
-
-def structlog_capture() -> Any:
-    import structlog
-
-    return structlog.testing.capture_logs()
 
 
 def test_symfonic_pricing_skips_a_row_whose_rates_are_not_numbers(
