@@ -280,7 +280,7 @@ def test_explain_names_corrupt_lines_and_still_shows_the_good_traces(
     captured = capsys.readouterr()
     lines = len(good.splitlines())
     assert f"{corrupt}:{lines + 1}: not an OTLP trace export (no resourceSpans)" in captured.err
-    assert f"{corrupt}:{lines + 2}: not valid JSON" in captured.err
+    assert f"{corrupt}:{lines + 2}: line looks truncated" in captured.err
     assert 4 == captured.out.count("conversation demo-7")
 
 
@@ -294,6 +294,7 @@ def test_explain_exit_codes_for_missing_and_unreadable_files(
     err = capsys.readouterr().err
     assert "missing.jsonl: no such file" in err
     assert f"{garbage}:1: not valid JSON" in err
+    assert f"{garbage}: no readable span, nothing to explain" in err
 
 
 def test_usage_errors_and_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,19 +7,26 @@ Commands:
 
 Exit codes:
 
-* 0: success;
-* 1: the input was partly unreadable (``explain``: malformed lines were
-  skipped and named on stderr; the good traces were still printed) or a
-  runtime failure (``demo``: cannot write the output, the metrics port is
-  taken);
-* 2: usage error (bad arguments, file not found, no readable line at all).
+* 0: success. ``explain`` also exits 0 when the filters match nothing ("no
+  matching turns") and when it merged repeated spans.
+* 1: the input was partly unreadable (``explain``: malformed lines or spans
+  were skipped and named on stderr, the rest was printed) or a runtime
+  failure (``demo``: cannot write the output or the SVG, the metrics port is
+  taken, its own output did not read back; ``explain``: cannot write the
+  SVG).
+* 2: usage error: bad arguments (a ``--trace-id`` that is not hex, ``--svg``
+  naming a folder); ``explain`` only: FILE not found or unreadable, empty, or
+  without one readable span; a ``--trace-id`` that matches no trace or more
+  than one; a ``--tool`` no span names.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 
@@ -48,13 +55,38 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "The decision layer of a tool-using agent loop, observable with OpenTelemetry."
         ),
-        epilog="exit codes: 0 success; 1 partly unreadable input or runtime failure; 2 usage error",
+        epilog=(
+            "exit codes: 0 success; 1 partly unreadable input or runtime failure; 2 usage error"
+        ),
     )
     parser.add_argument("--version", action="version", version=f"seamscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_demo_parser(sub)
     add_explain_parser(sub)
     return parser
+
+
+def _save_svg(console: Console, path: str, command: str, err: Console) -> bool:
+    """Save what ``console`` recorded as an SVG; a one-line error when it cannot."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        console.save_svg(str(target), title=f"seamscope {command}")
+    except OSError as exc:
+        err.print(f"error: cannot write the SVG {path}: {exc.strerror or exc}", markup=False)
+        return False
+    return True
+
+
+def _silence(stream: object) -> None:
+    """Point a closed pipe's file descriptor at /dev/null, so that the
+    interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())  # type: ignore[attr-defined]
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,23 +96,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
-    svg = getattr(args, "svg", None)
-    console = _console(sys.stdout, record=bool(svg))
     err = _console(sys.stderr)
-    if args.command == "demo":
-        from seamscope.cli._demo import run_demo
-
-        code = run_demo(args, console, err)
-    elif args.command == "explain":
-        from seamscope.cli._explain import run_explain
-
-        code = run_explain(args, console, err)
-    else:
+    svg = getattr(args, "svg", None)
+    if svg and Path(svg).is_dir():
+        err.print(f"error: --svg {svg} is a folder; name the file to write", markup=False)
+        return 2
+    human = sys.stdout
+    console = _console(human, record=bool(svg))
+    if args.command not in ("demo", "explain"):
         parser.print_help(sys.stderr)
         return 2
-    if svg and code != 2:
-        # --svg: what the command printed, as a picture
-        console.save_svg(svg, title=f"seamscope {args.command}")
+    try:
+        if args.command == "demo":
+            from seamscope.cli._demo import run_demo
+
+            code = run_demo(args, console, err)
+        else:
+            from seamscope.cli._explain import run_explain
+
+            code = run_explain(args, console, err)
+    except BrokenPipeError:
+        # `seamscope explain big.jsonl | head`: stop quietly, as head asked
+        _silence(human)
+        return 0
+    if svg and code != 2 and not _save_svg(console, svg, args.command, err):
+        return 1
     return code
 
 

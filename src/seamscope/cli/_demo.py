@@ -17,10 +17,9 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from rich.console import Console
 
 from seamscope.adapters import DecisionLayer, ReActAgent
-from seamscope.cli._otlp import read_otlp_json
-from seamscope.cli._render import render_settlements, render_turn
+from seamscope.cli._explain import Options, explain
 from seamscope.cli._scenario import AGENT_NAME, DEFAULT_MODEL, build_scenario
-from seamscope.cli._views import build_report
+from seamscope.cli._views import number
 from seamscope.telemetry import TelemetryConfig, add_trace_context, configure
 
 __all__ = ["add_demo_parser", "run_demo"]
@@ -211,9 +210,9 @@ def _run(
     conversation = ""
     try:
         for index in range(args.turns):
-            number, position = divmod(index, per_conversation)
+            count, position = divmod(index, per_conversation)
             if position == 0:
-                conversation = f"demo-{args.seed}" + (f"-{number + 1}" if number else "")
+                conversation = f"demo-{args.seed}" + (f"-{count + 1}" if count else "")
                 history = []
             script = scenario.turns[position]
             agent.run_turn(
@@ -234,24 +233,22 @@ def _run(
             progress.stop()
     handle.flush()
 
-    spans, errors = read_otlp_json(output)
-    report = build_report(spans)
-    if not args.quiet:
-        for turn in report["turns"]:
-            console.print(render_turn(turn))
-            console.print()
-    if report["settlements"]:
-        console.print(render_settlements(report["settlements"]))
-    predicted = sum(s["predicted_net_saving_usd"] or 0 for s in report["settlements"])
-    realized = sum(s["realized_net_saving_usd"] or 0 for s in report["settlements"])
+    # the trees are what `seamscope explain` prints for the file just written
+    def reopen() -> Any:
+        return output.open(encoding="utf-8", errors="replace")
+
+    with reopen() as spans:
+        outcome = explain(str(output), spans, Options(turns=not args.quiet), console, err, reopen)
+    predicted = sum(number(s["predicted_net_saving_usd"]) or 0 for s in outcome.settlements)
+    realized = sum(number(s["realized_net_saving_usd"]) or 0 for s in outcome.settlements)
     console.print(
-        f"{args.turns} turns · {len(report['turns'])} traces · offloads predicted "
+        f"{args.turns} turns · {outcome.turns_total} traces · offloads predicted "
         f"{'+' if predicted >= 0 else '−'}${abs(predicted):.4f}, realized "
         f"{'+' if realized >= 0 else '−'}${abs(realized):.4f}"
     )
     console.print(f"spans: {output}   logs: {log_path}   explain: seamscope explain {output}")
-    if errors:
-        err.print(f"[red]error:[/red] {len(errors)} unreadable lines in {output}")
+    if outcome.code != 0:
+        err.print(f"[red]error:[/red] {output} did not read back whole")
         return 1
     if handle.prometheus_address and args.linger > 0:
         _linger(args.linger, err)

@@ -1,18 +1,68 @@
-"""``seamscope explain FILE``: decision trees from OTLP-JSON."""
+"""``seamscope explain FILE``: decision trees from OTLP-JSON.
+
+One pass over the file (see ``_traces``): each trace is assembled as soon as
+it is complete, turned into what will be printed for it (plain text, or the
+JSON of its view), and kept only as that, in a spill file; its spans are
+dropped. Traces that received spans after they were finished are read again
+in a second pass. Then the turns are numbered per conversation and written
+in start order. Memory follows the largest trace, not the file.
+
+``--format json`` writes one document, one turn per line, as the turns are
+written: ``{"turns": [...], "settlements": [...], ...}``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
+import gc
+import io
 import json
-from typing import Any
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any, TextIO
 
 from rich.console import Console
 
-from seamscope.cli._otlp import read_otlp_json
-from seamscope.cli._render import render_settlements, render_turn
-from seamscope.cli._views import build_report, tool_story
+from seamscope.cli._otlp import Problem, SpanRecord
+from seamscope.cli._render import (
+    Node,
+    plain_lines,
+    span_tree,
+    tool_tree,
+    turn_label_tail,
+    turn_tree,
+    write_settlements,
+    write_tree,
+)
+from seamscope.cli._traces import Collector, TraceInfo, reread
+from seamscope.cli._views import (
+    assemble,
+    settlements,
+    span_rows,
+    tool_story,
+    turn_view,
+)
 
-__all__ = ["add_explain_parser", "run_explain"]
+__all__ = ["Options", "Outcome", "add_explain_parser", "explain", "run_explain"]
+
+MAX_NAMED_PROBLEMS = 100
+"""Skipped lines and spans named one by one on stderr; the rest are counted."""
+_MAX_LISTED = 5  # traces without decisions listed by id in the text notes
+_HEX = re.compile(r"[0-9a-f]{1,32}")
+
+
+def _trace_id(value: str) -> str:
+    text = value.strip().lower()
+    if not _HEX.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a trace id: use its hex digits (up to 32) or a unique prefix"
+        )
+    return text
 
 
 def add_explain_parser(sub: Any) -> None:
@@ -21,12 +71,23 @@ def add_explain_parser(sub: Any) -> None:
         help="print decision trees from an OTLP-JSON file",
         description=(
             "Read OTLP-JSON (one export request per line, as the OpenTelemetry file exporters "
-            "write) and print the decision trace of every turn as a tree. Malformed lines are "
-            "named on stderr and skipped; the good traces are still shown (exit code 1)."
+            "write) and print the decision trace of every turn as a tree. Spans repeated in the "
+            "file (a re-sent batch) are merged. A malformed line or span is named on stderr and "
+            "skipped; the rest is still shown (exit code 1)."
+        ),
+        epilog=(
+            "exit codes: 0 success; 1 some lines or spans were skipped; 2 usage error (bad "
+            "arguments, FILE missing, empty or without a readable span, unknown or ambiguous "
+            "--trace-id, unknown --tool)"
         ),
     )
-    p.add_argument("file", help="OTLP-JSON lines file")
-    p.add_argument("--trace-id", help="only this trace (hex, or a unique prefix)")
+    p.add_argument("file", help="OTLP-JSON lines file, or - for standard input")
+    p.add_argument(
+        "--trace-id",
+        type=_trace_id,
+        help="only this trace (hex, or a unique prefix); a trace without decisions "
+        "is shown as its span tree",
+    )
     p.add_argument("--conversation", help="only turns of this gen_ai.conversation.id")
     p.add_argument(
         "--only-redirects",
@@ -41,76 +102,448 @@ def add_explain_parser(sub: Any) -> None:
     p.add_argument(
         "--tool",
         metavar="NAME",
-        help="why NAME was or was not offered, selected and run, iteration by iteration",
+        help="why NAME was or was not offered, selected and run: one line per iteration",
+    )
+    p.add_argument(
+        "--tree", action="store_true", help="with --tool, also print each turn's whole tree"
     )
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument("--svg", metavar="FILE", help="also save the printed trees as an SVG picture")
 
 
-def _keep_iteration(it: dict[str, Any], args: argparse.Namespace) -> bool:
-    if args.only_redirects and not any(
-        d.get("policy") or d.get("adopter_override") for d in it.get("dispatches", [])
-    ):
-        return False
-    priced = [g for g in it.get("offload_gates", []) if g.get("reason_code") != "below_threshold"]
-    return not (args.only_offloads and not priced)
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What to show; the defaults show everything, as the demo does."""
+
+    trace_id: str | None = None
+    conversation: str | None = None
+    only_redirects: bool = False
+    only_offloads: bool = False
+    tool: str | None = None
+    tree: bool = False
+    format: str = "text"
+    turns: bool = True
+    settlements: bool = True
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(
+            trace_id=args.trace_id,
+            conversation=args.conversation,
+            only_redirects=args.only_redirects,
+            only_offloads=args.only_offloads,
+            tool=args.tool,
+            tree=args.tree,
+            format=args.format,
+        )
+
+    def keep_iteration(self, it: dict[str, Any]) -> bool:
+        if self.only_redirects and not any(
+            d.get("policy") or d.get("adopter_override") for d in it.get("dispatches", [])
+        ):
+            return False
+        priced = [
+            g for g in it.get("offload_gates", []) if g.get("reason_code") != "below_threshold"
+        ]
+        return not (self.only_offloads and not priced)
+
+
+@dataclass
+class Outcome:
+    """What one explain run read and showed."""
+
+    code: int = 0
+    lines: int = 0
+    traces: int = 0
+    turns_total: int = 0
+    turns_shown: int = 0
+    problems: int = 0
+    duplicates: int = 0
+    late: int = 0
+    without_decisions: list[TraceInfo] = field(default_factory=list)
+    settlements: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Kept:
+    """What is kept of a finished trace until it is written."""
+
+    payload: tuple[int, int] | None = None  # where its output is in the spill
+    kind: str = ""  # "turn" or "spans"
+    tail: str = ""  # text mode: the turn label after "turn N"
+    settlements: list[dict[str, Any]] = field(default_factory=list)
+    stories: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    duplicates: int = 0
+
+
+class _Problems:
+    """Names the first skipped lines and spans on stderr, counts the rest."""
+
+    def __init__(self, source: str, err: Console) -> None:
+        self.source = source
+        self.err = err
+        self.count = 0
+        self.kept: list[Problem] = []
+
+    def __call__(self, problem: Problem) -> None:
+        self.count += 1
+        if self.count <= MAX_NAMED_PROBLEMS:
+            self.kept.append(problem)
+            self.err.print(f"error: {problem.describe(self.source)}", markup=False, highlight=False)
+
+    def close(self) -> None:
+        if self.count > MAX_NAMED_PROBLEMS:
+            self.err.print(
+                f"error: {self.source}: {self.count - MAX_NAMED_PROBLEMS} more lines or spans "
+                "skipped (not named)",
+                markup=False,
+                highlight=False,
+            )
+
+
+class _Spill:
+    """Finished traces' output, in memory up to 32 MiB and on disk past it."""
+
+    def __init__(self) -> None:
+        self._file: Any = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)  # noqa: SIM115
+        self._size = 0
+
+    def put(self, text: str) -> tuple[int, int]:
+        data = text.encode("utf-8", "surrogatepass")
+        self._file.seek(self._size)
+        self._file.write(data)
+        self._size += len(data)
+        return (self._size - len(data), len(data))
+
+    def get(self, where: tuple[int, int]) -> str:
+        self._file.seek(where[0])
+        return str(self._file.read(where[1]).decode("utf-8", "surrogatepass"))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Finisher:
+    """Turns one finished trace into what will be printed for it."""
+
+    def __init__(self, options: Options, plain: bool, spill: _Spill) -> None:
+        self.options = options
+        self.plain = plain and options.format == "text"
+        self.spill = spill
+
+    def __call__(self, info: TraceInfo, records: list[SpanRecord]) -> None:
+        options = self.options
+        tree = assemble(records)
+        kept = _Kept(problems=tree.problems, duplicates=tree.duplicates)
+        info.output = kept
+        kept.settlements = settlements(tree)
+        if options.conversation:
+            kept.settlements = [
+                s for s in kept.settlements if s.get("conversation_id") == options.conversation
+            ]
+        turn = turn_view(tree, trace_id=info.trace_id, turn=0, conversation_id=info.conversation_id)
+        if turn is not None:
+            if options.conversation and info.conversation_id != options.conversation:
+                return
+            its = [it for it in turn["iterations"] if options.keep_iteration(it)]
+            if not its:
+                return
+            turn["iterations"] = its
+            del turn["turn"]
+            kept.kind = "turn"
+            if options.tool and options.format == "json":
+                kept.stories = [
+                    {"iteration": it["index"], "story": tool_story(it, options.tool)} for it in its
+                ]
+            kept.payload = self.spill.put(self._turn_payload(turn, kept))
+        elif options.trace_id and not kept.settlements and not info.has_settlement:
+            rows = span_rows(tree)
+            kept.kind = "spans"
+            text = (
+                "\n".join(plain_lines(span_tree(info.trace_id, rows)))
+                if self.plain
+                else json.dumps({"trace_id": info.trace_id, "spans": rows})
+            )
+            kept.payload = self.spill.put(text)
+
+    def _turn_payload(self, turn: dict[str, Any], kept: _Kept) -> str:
+        if not self.plain:
+            return json.dumps(turn)
+        turn["turn"] = 0
+        options = self.options
+        node = (
+            tool_tree(turn, options.tool)
+            if options.tool and not options.tree
+            else turn_tree(turn, tool=options.tool)
+        )
+        kept.tail = turn_label_tail(turn)
+        lines = plain_lines(node)
+        next(lines)  # the label, written with its number once the turns are counted
+        return "\n".join(lines)
+
+
+def _open(path: str) -> TextIO:
+    if path == "-":
+        buffer = getattr(sys.stdin, "buffer", None)
+        if buffer is None:  # a replaced stdin (tests) is already text
+            return sys.stdin
+        return io.TextIOWrapper(buffer, encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def _usage(err: Console, message: str) -> int:
+    err.print(f"error: {message}", markup=False, highlight=False)
+    return 2
+
+
+def _check(collector: Collector, options: Options, source: str, err: Console) -> int:
+    """The exit code of a usage error the first pass revealed, or 0."""
+    if options.trace_id:
+        matching = [t for t in collector.traces.values() if t.trace_id.startswith(options.trace_id)]
+        if not matching:
+            return _usage(err, f"no trace {options.trace_id} in {source}")
+        if len(matching) > 1:
+            matching.sort(key=lambda t: (t.start_ns, t.trace_id))
+            shown = ", ".join(f"{t.trace_id[:12]}…" for t in matching[:4])
+            more = ", …" if len(matching) > 4 else ""
+            return _usage(
+                err,
+                f"trace id prefix {options.trace_id} is ambiguous: {len(matching)} traces "
+                f"match ({shown}{more}); give more digits",
+            )
+    if options.tool and options.tool not in collector.tools:
+        close = difflib.get_close_matches(options.tool, sorted(collector.tools), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        where = f"trace {options.trace_id}" if options.trace_id else "this file"
+        return _usage(err, f"no tool {options.tool} in {where}{hint}")
+    return 0
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Reading builds many short-lived objects and no cycles: the cyclic
+    collector only costs time here (about a quarter of it, measured with
+    ``benchmarks/bench_explain.py``)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def explain(
+    source: str,
+    handle: TextIO,
+    options: Options,
+    console: Console,
+    err: Console,
+    reopen: Callable[[], TextIO] | None = None,
+) -> Outcome:
+    """Read ``handle`` (named ``source``) and print what ``options`` ask.
+
+    ``reopen`` gives the input again for the second pass; without it, the
+    first pass keeps a copy of the input (standard input).
+    """
+    problems = _Problems(source, err)
+    wanted = options.trace_id
+    keep: Callable[[str], bool] | None = (lambda t: t.startswith(wanted)) if wanted else None
+    spill = _Spill()
+    finisher = _Finisher(options, _plain(console), spill)
+    collector = Collector(
+        finisher,
+        keep=keep,
+        collect_tools=options.tool is not None,
+        report=problems,
+    )
+    outcome = Outcome()
+    copy: Any = None
+    try:
+        with _no_gc(), contextlib.ExitStack() as stack:
+            if reopen is None:
+                copy = stack.enter_context(tempfile.SpooledTemporaryFile(32 * 1024 * 1024, "w+"))
+            collector.read(handle, copy)
+            late = collector.late
+            if late:
+                if copy is not None:
+                    copy.seek(0)
+                again = copy if copy is not None else stack.enter_context(reopen())  # type: ignore[misc]
+                reread(again, late, finisher)
+            outcome.lines = collector.reader.lines
+            outcome.traces = len(collector.traces)
+            outcome.late = len(late)
+            if not collector.traces:
+                problems.close()
+                what = "empty file" if outcome.lines == 0 else "no readable span"
+                outcome.code = _usage(err, f"{source}: {what}, nothing to explain")
+                return outcome
+            code = _check(collector, options, source, err)
+            if code:
+                problems.close()
+                outcome.code = code
+                return outcome
+            _write(collector, options, console, spill, problems, outcome)
+    finally:
+        spill.close()
+    problems.close()
+    outcome.problems = problems.count
+    outcome.code = 1 if problems.count else 0
+    return outcome
+
+
+def _write(
+    collector: Collector,
+    options: Options,
+    console: Console,
+    spill: _Spill,
+    problems: _Problems,
+    outcome: Outcome,
+) -> None:
+    ordered = sorted(collector.traces.values(), key=lambda t: (t.start_ns, t.trace_id))
+    counters: dict[str | None, int] = {}
+    numbers: dict[str, int] = {}
+    for info in ordered:
+        if info.has_decisions:
+            counters[info.conversation_id] = counters.get(info.conversation_id, 0) + 1
+            numbers[info.trace_id] = counters[info.conversation_id]
+        elif not info.has_settlement:
+            outcome.without_decisions.append(info)
+    outcome.turns_total = len(numbers)
+    shown = [t for t in ordered if t.output is not None]
+    for info in shown:
+        kept: _Kept = info.output
+        outcome.duplicates += kept.duplicates
+        outcome.settlements.extend(kept.settlements)
+        for problem in kept.problems:
+            problems(problem)
+    if options.format == "json":
+        _write_json(shown, numbers, options, console.file, spill, problems, outcome)
+        return
+    written = False
+    for info in shown:
+        kept = info.output
+        if kept.payload is None or (kept.kind == "turn" and not options.turns):
+            written = written or kept.payload is not None
+            continue
+        written = True
+        if kept.kind == "turn":
+            outcome.turns_shown += 1
+        text = spill.get(kept.payload)
+        number = numbers.get(info.trace_id, 0)
+        if _plain(console):
+            head = f"turn {number}{kept.tail}\n" if kept.kind == "turn" else ""
+            console.file.write(f"{head}{text}\n\n")
+        else:
+            write_tree(console, _node(json.loads(text), kept.kind, number, options))
+    if not written and not (options.trace_id and outcome.settlements):
+        console.print("no matching turns")
+    show_table = options.settlements and not (options.only_redirects or options.tool)
+    if outcome.settlements and show_table:
+        write_settlements(console, outcome.settlements)
+    for note in _notes(outcome, options):
+        console.print(note, markup=False, highlight=False)
+
+
+def _plain(console: Console) -> bool:
+    """Whether trees go out as plain lines (a file or a pipe) rather than through rich."""
+    return not (console.is_terminal or console.record)
+
+
+def _node(view: dict[str, Any], kind: str, number: int, options: Options) -> Node:
+    if kind == "spans":
+        return span_tree(view["trace_id"], view["spans"])
+    view["turn"] = number
+    if options.tool and not options.tree:
+        return tool_tree(view, options.tool)
+    return turn_tree(view, tool=options.tool)
+
+
+def _notes(outcome: Outcome, options: Options) -> list[str]:
+    notes = []
+    without = outcome.without_decisions
+    if without and not options.trace_id:
+        listed = ", ".join(f"{t.trace_id[:8]}… {t.root_name or '?'}" for t in without[:_MAX_LISTED])
+        more = ", …" if len(without) > _MAX_LISTED else ""
+        n = len(without)
+        notes.append(
+            f"{n} trace{'s' if n != 1 else ''} without seamscope decisions, not shown "
+            f"({listed}{more}); --trace-id ID prints one as its span tree"
+        )
+    if outcome.duplicates:
+        notes.append(
+            f"{outcome.duplicates} duplicate span{'s' if outcome.duplicates != 1 else ''} "
+            "dropped (same trace id and span id read more than once)"
+        )
+    return notes
+
+
+def _write_json(
+    shown: list[TraceInfo],
+    numbers: dict[str, int],
+    options: Options,
+    out: IO[str],
+    spill: _Spill,
+    problems: _Problems,
+    outcome: Outcome,
+) -> None:
+    out.write('{"turns": [')
+    stories: list[dict[str, Any]] = []
+    span_trees: list[str] = []
+    for info in shown:
+        kept: _Kept = info.output
+        if kept.payload is None:
+            continue
+        if kept.kind == "spans":
+            span_trees.append(spill.get(kept.payload))
+            continue
+        number = numbers.get(info.trace_id, 0)
+        text = spill.get(kept.payload)
+        separator = ",\n" if outcome.turns_shown else "\n"
+        out.write(f'{separator}{{"turn": {number}, {text[1:]}')
+        outcome.turns_shown += 1
+        stories.extend(
+            {"trace_id": info.trace_id, "turn": number, **story} for story in kept.stories
+        )
+    out.write("\n]")
+    tail: dict[str, Any] = {"settlements": outcome.settlements}
+    if options.tool:
+        tail["tool"] = {"name": options.tool, "story": stories}
+    tail["traces_without_decisions"] = {
+        "count": len(outcome.without_decisions),
+        "trace_ids": [t.trace_id for t in outcome.without_decisions[:100]],
+    }
+    tail["duplicates_dropped"] = outcome.duplicates
+    if problems.count:
+        tail["errors"] = [
+            {"line": p.line, "span_id": p.span_id, "message": p.message} for p in problems.kept
+        ]
+        tail["errors_total"] = problems.count
+    for key, value in tail.items():
+        out.write(f",\n{json.dumps(key)}: {json.dumps(value)}")
+    if span_trees:
+        out.write(',\n"span_trees": [' + ",\n".join(span_trees) + "]")
+    out.write("}\n")
 
 
 def run_explain(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.tree and not args.tool:
+        return _usage(err, "--tree only goes with --tool NAME")
+    source = "<stdin>" if args.file == "-" else args.file
     try:
-        spans, errors = read_otlp_json(args.file)
+        handle = _open(args.file)
     except FileNotFoundError:
-        err.print(f"[red]error:[/red] {args.file}: no such file")
-        return 2
-    except (IsADirectoryError, PermissionError, UnicodeError) as exc:
-        err.print(f"[red]error:[/red] {args.file}: {exc}")
-        return 2
-    for e in errors:
-        err.print(f"[red]error:[/red] {args.file}:{e.line}: {e.message}")
-    if errors and not spans:
-        err.print(f"[red]error:[/red] {args.file}: no readable span")
-        return 2
-    report = build_report(spans)
-    turns = report["turns"]
-    if args.trace_id:
-        wanted = args.trace_id.lower()
-        turns = [t for t in turns if t["trace_id"].startswith(wanted)]
-    if args.conversation:
-        turns = [t for t in turns if t.get("conversation_id") == args.conversation]
-    selected = []
-    for turn in turns:
-        its = [it for it in turn["iterations"] if _keep_iteration(it, args)]
-        if its:
-            selected.append({**turn, "iterations": its})
-    settlements = report["settlements"]
-    if args.conversation:
-        settlements = [s for s in settlements if s.get("conversation_id") == args.conversation]
-
-    if args.format == "json":
-        out: dict[str, Any] = {"turns": selected, "settlements": settlements}
-        if args.tool:
-            out["tool"] = {
-                "name": args.tool,
-                "story": [
-                    {
-                        "trace_id": t["trace_id"],
-                        "turn": t["turn"],
-                        "iteration": it["index"],
-                        "story": tool_story(it, args.tool),
-                    }
-                    for t in selected
-                    for it in t["iterations"]
-                ],
-            }
-        if errors:
-            out["errors"] = [{"line": e.line, "message": e.message} for e in errors]
-        console.print_json(json.dumps(out, default=str))
-    else:
-        if not selected:
-            console.print("no matching turns")
-        for turn in selected:
-            console.print(render_turn(turn, tool=args.tool))
-            console.print()
-        if settlements and not (args.only_redirects or args.tool or args.trace_id):
-            console.print(render_settlements(settlements))
-    return 1 if errors else 0
+        return _usage(err, f"{args.file}: no such file")
+    except OSError as exc:
+        return _usage(err, f"{args.file}: {exc.strerror or exc}")
+    reopen = None if args.file == "-" else (lambda: _open(args.file))
+    try:
+        return explain(source, handle, Options.from_args(args), console, err, reopen).code
+    except BrokenPipeError:
+        raise  # the reader of our output went away: main() handles it
+    except OSError as exc:  # a read error mid-file
+        return _usage(err, f"{source}: {exc.strerror or exc}")
+    finally:
+        if handle is not sys.stdin:
+            handle.close()

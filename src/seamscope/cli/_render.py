@@ -1,185 +1,420 @@
-"""Decision views → rich trees, one per turn, and the offload summary table."""
+"""Decision views → trees of styled text, and the offload summary table.
+
+A tree is built once as :class:`Node` values (labels are ``(text, style)``
+fragments, never markup, so a name holding ``[red]`` prints as itself) and
+written one of two ways by :func:`write_tree`: as plain lines with the tree
+guides, for a file or a pipe, which costs about what joining the strings
+does; or as a rich ``Tree`` for a terminal or a recording console
+(``--svg``), where rich wraps long lines under their guides. Both show the
+same characters. Text taken from a file has its control characters escaped.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-__all__ = ["render_settlements", "render_turn", "usd"]
+from seamscope.cli._views import number, tool_story
+
+__all__ = [
+    "Node",
+    "plain_lines",
+    "plain_settlements",
+    "render_settlements",
+    "span_tree",
+    "tool_tree",
+    "turn_label_tail",
+    "turn_tree",
+    "usd",
+    "write_settlements",
+    "write_tree",
+]
+
+Frag = tuple[str, str]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MAX_NAMES = 12  # dropped tools listed on one stage line
+_MAX_ATTRIBUTES = 6  # attributes shown per span of a plain span tree
+_MAX_DEPTH = 48  # levels of a plain span tree
+
+
+def _t(value: Any) -> str:
+    """Text from a file, safe to print: a string, control characters escaped."""
+    text = value if type(value) is str else ("?" if value is None else str(value))
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return text
+
+
+@dataclass(slots=True)
+class Node:
+    """One tree node: a label of ``(text, style)`` fragments and its children."""
+
+    label: list[Frag]
+    children: list[Node] = field(default_factory=list)
+
+    def add(self, *label: Frag) -> Node:
+        node = Node(list(label))
+        self.children.append(node)
+        return node
 
 
 def usd(value: Any, signed: bool = False) -> str:
-    if value is None:
+    v = number(value)
+    if v is None:
         return "?"
-    v = float(value)
     if signed:
         return f"{'+' if v >= 0 else '−'}${abs(v):.4f}"
     return f"${v:.4f}"
 
 
 def _tokens(value: Any) -> str:
-    return "?" if value is None else f"{int(float(value)):,}".replace(",", " ")
+    v = number(value)
+    return "?" if v is None else f"{int(v):,}".replace(",", " ")
 
 
-def _errors(evaluations: list[dict[str, Any]]) -> str:
+def _errors(evaluations: list[dict[str, Any]]) -> list[Frag]:
     bad = [
-        f"'{e['policy']}' raised {e['error_type']}"
+        f"'{_t(e['policy'])}' raised {_t(e['error_type'])}"
         if e.get("policy")
-        else f"{e.get('adopter_error')} raised {e['error_type']}"
+        else f"{_t(e.get('adopter_error'))} raised {_t(e['error_type'])}"
         for e in evaluations
         if e.get("error_type")
     ]
-    return f"  [red](contained: {', '.join(bad)})[/red]" if bad else ""
+    return [(f"  (contained: {', '.join(bad)})", "red")] if bad else []
 
 
-def _pre(pre: dict[str, Any]) -> str:
+def _pre(pre: dict[str, Any]) -> list[Frag]:
     source = pre.get("winner_source")
-    model = pre.get("model")
-    if source == "policy":
-        head = f"policy '{pre.get('policy')}' → [bold]{model}[/bold]"
-    else:
-        head = f"{source} → [bold]{model}[/bold]"
-    return f"[cyan]pre_model[/cyan]   {head}{_errors(pre.get('evaluations', []))}"
+    head = f"policy '{_t(pre.get('policy'))}' → " if source == "policy" else f"{_t(source)} → "
+    return [
+        ("pre_model", "cyan"),
+        (f"   {head}", ""),
+        (_t(pre.get("model")), "bold"),
+        *_errors(pre.get("evaluations", [])),
+    ]
 
 
-def _dispatch(d: dict[str, Any]) -> str:
-    emitted, final = d.get("emitted_tool"), d.get("final_tool")
+def _dispatch(d: dict[str, Any]) -> list[Frag]:
+    emitted, final = _t(d.get("emitted_tool")), _t(d.get("final_tool"))
     policy = d.get("policy")
     errors = _errors(d.get("evaluations", []))
+    head: Frag = ("post_model", "cyan")
     if d.get("palette_gate") == "dropped":
-        target = d.get("redirect_to") or "?"
-        who = f"policy '{policy}'" if policy else "adopter"
-        return (
-            f"[cyan]post_model[/cyan]  {emitted} ↛ {target} [yellow]dropped by palette gate[/yellow]"
-            f" ({who}: target not routed); {final} dispatched{errors}"
-        )
+        who = f"policy '{_t(policy)}'" if policy else "adopter"
+        return [
+            head,
+            (f"  {emitted} ↛ {_t(d.get('redirect_to'))} ", ""),
+            ("dropped by palette gate", "yellow"),
+            (f" ({who}: target not routed); {final} dispatched", ""),
+            *errors,
+        ]
     if emitted != final:
         bits = []
         if policy:
-            bits.append(f"policy '{policy}'")
+            bits.append(f"policy '{_t(policy)}'")
             guard = d.get("guard")
-            bits.append("guard ok" if guard == "passed" else f"guard {guard}")
+            bits.append("guard ok" if guard == "passed" else f"guard {_t(guard)}")
         if d.get("adopter_override"):
             bits.append("adopter override")
         bits.append("palette kept")
-        return (
-            f"[cyan]post_model[/cyan]  {emitted} → [bold]{final}[/bold] ({', '.join(bits)}){errors}"
-        )
+        return [
+            head,
+            (f"  {emitted} → ", ""),
+            (final, "bold"),
+            (f" ({', '.join(bits)})", ""),
+            *errors,
+        ]
     if d.get("adopter_override"):
-        return f"[cyan]post_model[/cyan]  {emitted} (adopter changed its arguments){errors}"
-    return f"[cyan]post_model[/cyan]  {emitted} as emitted{errors}"
+        return [head, (f"  {emitted} (adopter changed its arguments)", ""), *errors]
+    return [head, (f"  {emitted} as emitted", ""), *errors]
 
 
-def _gate(g: dict[str, Any]) -> str:
+def _gate(g: dict[str, Any]) -> list[Frag]:
     code = g.get("reason_code")
-    size = _tokens(g.get("output_tokens"))
     if code in ("net_positive", "net_not_positive"):
-        verdict = "[green]fire[/green]   " if g.get("fire") else "[yellow]no fire[/yellow]"
+        verdict = ("fire   ", "green") if g.get("fire") else ("no fire", "yellow")
         terms = (
-            f"net {usd(g.get('net_saving_usd'), True)} = {usd(g.get('reprefill_saving_usd'))}"
+            f" net {usd(g.get('net_saving_usd'), True)} = {usd(g.get('reprefill_saving_usd'))}"
             f" − {usd(g.get('stub_carry_cost_usd'))} − {usd(g.get('expected_recall_hop_cost_usd'))}"
         )
-        p = g.get("recall_probability")
+        p = number(g.get("recall_probability"))
+        horizon = number(g.get("horizon"))
         tail = (
-            f"({size} tok, H={g.get('horizon')}, p={float(p or 0):.2f}, {g.get('model')}, "
-            f"{g.get('pricing_source')})"
+            f"\n({_tokens(g.get('output_tokens'))} tok, H={'?' if horizon is None else horizon}, "
+            f"p={'?' if p is None else f'{p:.2f}'}, {_t(g.get('model'))}, "
+            f"{_t(g.get('pricing_source'))})"
         )
-        offload = f" → offload {g['offload_id']}" if g.get("offload_id") else ""
-        return f"[cyan]offload_gate[/cyan] {verdict} {terms}\n{tail}{offload}"
-    reason = str(g.get("reason") or "")
+        offload = f" → offload {_t(g['offload_id'])}" if g.get("offload_id") else ""
+        return [("offload_gate", "cyan"), (" ", ""), verdict, (f"{terms}{tail}{offload}", "")]
+    reason = _t(g.get("reason") or "")
     detail = reason[reason.find("(") :] if "(" in reason else reason
-    return f"[cyan]offload_gate[/cyan] [dim]no fire  {code} {detail}[/dim]"
+    return [("offload_gate", "cyan"), (f" no fire  {_t(code)} {detail}", "dim")]
 
 
-def _stage_line(stage: dict[str, Any]) -> Text:
-    outcome = stage["outcome"]
-    style = "green" if outcome == "select" else "dim"
-    line = Text()
-    line.append(f"{stage['name']:<15}", style="bold")
-    line.append(f"{outcome:<8}", style=style)
-    line.append(stage["reason"])
-    if stage["degraded"]:
-        line.append("  [degraded]", style="red")
-    if stage["forced_reinstated"]:
-        line.append("  [forced tool reinstated]", style="magenta")
-    return line
+_WORD = re.compile(r"[\w.-]+")
 
 
-def render_iteration(tree: Tree, it: dict[str, Any], *, tool: str | None = None) -> None:
-    node = tree.add(f"[bold]iteration {it['index']}[/bold]")
+def _unnamed(reason: str, tools: list[str]) -> list[str]:
+    """The tools a reason does not name (as a whole word)."""
+    if not tools:
+        return []
+    words = set(_WORD.findall(reason))
+    return [t for t in tools if (t not in words if _WORD.fullmatch(t) else t not in reason)]
+
+
+def _stage(stage: dict[str, Any]) -> list[Frag]:
+    outcome = _t(stage.get("outcome"))
+    reason = _t(stage.get("reason"))
+    frags: list[Frag] = [
+        (f"{_t(stage.get('name')):<15}", "bold"),
+        (f"{outcome:<8}", "green" if outcome == "select" else "dim"),
+        (reason, ""),
+    ]
+    dropped = stage.get("dropped") or []
+    missing = [_t(tool) for tool in _unnamed(reason, dropped)]
+    if missing:
+        names = ", ".join(missing[:_MAX_NAMES])
+        if len(missing) > _MAX_NAMES:
+            names += f", … ({len(missing) - _MAX_NAMES} more)"
+        also = "also " if len(missing) < len(dropped) else ""
+        frags.append((f"  ({also}−{len(missing)}: {names})", ""))
+    if stage.get("degraded"):
+        frags.append(("  [degraded]", "red"))
+    if stage.get("forced_reinstated"):
+        frags.append(("  [forced tool reinstated]", "magenta"))
+    return frags
+
+
+def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
+    node = parent.add((f"iteration {_t(it.get('index'))}", "bold"))
     sel = it.get("selection")
     if sel:
-        head = (
-            f"[cyan]select_tools[/cyan]  {len(sel['offered'])} offered → "
-            f"{len(sel['selected'])} selected"
-        )
+        head = f"  {len(sel['offered'])} offered → {len(sel['selected'])} selected"
         if sel.get("forced_tool"):
-            head += f", forced {sel['forced_tool']}"
-        branch = node.add(head)
+            head += f", forced {_t(sel['forced_tool'])}"
+        branch = node.add(("select_tools", "cyan"), (head, ""))
         for stage in sel["stages"]:
-            branch.add(_stage_line(stage))
+            branch.add(*_stage(stage))
     if it.get("pre_model"):
-        node.add(_pre(it["pre_model"]))
+        node.add(*_pre(it["pre_model"]))
     chat = it.get("chat")
     if chat:
         usage = ""
         if chat.get("input_tokens") is not None:
             usage = f"  in {_tokens(chat['input_tokens'])} tok · out {_tokens(chat['output_tokens'])} tok"
-        node.add(f"[cyan]chat[/cyan]        {chat.get('model')}{usage}")
+        node.add(("chat", "cyan"), (f"        {_t(chat.get('model'))}{usage}", ""))
     for d in it.get("dispatches", []):
-        node.add(_dispatch(d))
+        node.add(*_dispatch(d))
     for e in it.get("executed", []):
-        error = f" [red]error {e['error_type']}[/red]" if e.get("error_type") else ""
-        node.add(f"[cyan]execute_tool[/cyan] {e.get('tool')}{error}")
+        error = [(f" error {_t(e['error_type'])}", "red")] if e.get("error_type") else []
+        node.add(("execute_tool", "cyan"), (f" {_t(e.get('tool'))}", ""), *error)
     for g in it.get("offload_gates", []):
-        node.add(_gate(g))
+        node.add(*_gate(g))
     if tool is not None:
-        from seamscope.cli._views import tool_story
-
-        node.add(f"[magenta]{tool}[/magenta]: {tool_story(it, tool)}")
+        node.add((_t(tool), "magenta"), (f": {_t(tool_story(it, tool))}", ""))
 
 
-def render_turn(turn: dict[str, Any], *, tool: str | None = None) -> Tree:
-    trace = turn["trace_id"]
-    label = f"[bold]turn {turn['turn']}[/bold] · conversation {turn.get('conversation_id') or '?'}"
+def turn_label_tail(turn: dict[str, Any]) -> str:
+    """A turn's label after ``turn N``: conversation, agent, trace id."""
+    text = f" · conversation {_t(turn.get('conversation_id') or '?')}"
     if turn.get("agent"):
-        label += f" · agent {turn['agent']}"
-    label += f" · trace {trace[:8]}…"
-    tree = Tree(label)
+        text += f" · agent {_t(turn['agent'])}"
+    return f"{text} · trace {turn['trace_id'][:8]}…"
+
+
+def _turn_label(turn: dict[str, Any]) -> list[Frag]:
+    return [(f"turn {turn['turn']}", "bold"), (turn_label_tail(turn), "")]
+
+
+def turn_tree(turn: dict[str, Any], *, tool: str | None = None) -> Node:
+    """A turn's decision tree; with ``tool``, each iteration ends with its story."""
+    root = Node(_turn_label(turn))
     for it in turn["iterations"]:
-        render_iteration(tree, it, tool=tool)
+        _iteration(root, it, tool=tool)
+    return root
+
+
+def tool_tree(turn: dict[str, Any], tool: str) -> Node:
+    """The answer first: one line per iteration with ``tool``'s story."""
+    root = Node(_turn_label(turn))
+    for it in turn["iterations"]:
+        root.add(
+            (f"iteration {_t(it.get('index'))}", "bold"),
+            ("  ", ""),
+            (_t(tool), "magenta"),
+            (f": {_t(tool_story(it, tool))}", ""),
+        )
+    return root
+
+
+def _duration(start: int, end: int) -> str:
+    if end < start or not start or not end:
+        return "?"
+    ms = (end - start) / 1e6
+    return f"{ms:.3g} ms" if ms < 1000 else f"{ms / 1000:.3g} s"
+
+
+def _attribute_text(key: str, value: Any) -> str:
+    if isinstance(value, tuple | list):
+        shown = "[" + ", ".join(_t(v) for v in value[:4]) + (", …]" if len(value) > 4 else "]")
+    else:
+        shown = _t(value)
+    if len(shown) > 60:
+        shown = shown[:59] + "…"
+    return f"{_t(key)}={shown}"
+
+
+def span_tree(trace_id: str, rows: list[dict[str, Any]]) -> Node:
+    """A trace without decisions as its plain span tree (name, duration, status)."""
+    services = sorted({r["service"] for r in rows if r["service"]})
+    head = f"trace {trace_id} · {len(rows)} span{'s' if len(rows) != 1 else ''}"
+    if services:
+        head += f" · service {', '.join(_t(s) for s in services[:3])}"
+    root = Node([(head, "bold"), (" · no seamscope decisions", "dim")])
+    path: list[Node] = [root]
+    hidden = 0
+    for row in rows:
+        depth = row["depth"]
+        if depth >= _MAX_DEPTH:
+            hidden += 1
+            continue
+        del path[depth + 1 :]
+        label: list[Frag] = [
+            (_t(row["name"]), "cyan"),
+            (f"  {_duration(row['start_ns'], row['end_ns'])}", ""),
+        ]
+        if row["status"] == "ERROR":
+            label.append(("  ERROR", "red"))
+        attrs = list(row["attributes"].items())
+        if attrs:
+            shown = "  ".join(_attribute_text(k, v) for k, v in attrs[:_MAX_ATTRIBUTES])
+            more = f"  (+{len(attrs) - _MAX_ATTRIBUTES})" if len(attrs) > _MAX_ATTRIBUTES else ""
+            label.append((f"  {shown}{more}", "dim"))
+        path.append(path[depth].add(*label))
+    if hidden:
+        root.add((f"… {hidden} spans nested deeper than {_MAX_DEPTH} levels not shown", "dim"))
+    return root
+
+
+def plain_lines(node: Node) -> Iterator[str]:
+    """The tree as text lines with its guides, without styles."""
+    first, *rest = "".join(text for text, _ in node.label).split("\n")
+    yield first
+    yield from rest
+    stack: list[tuple[Node, str, bool]] = [
+        (child, "", i == len(node.children) - 1) for i, child in enumerate(node.children)
+    ][::-1]
+    while stack:
+        current, prefix, last = stack.pop()
+        head, *more = "".join(text for text, _ in current.label).split("\n")
+        yield f"{prefix}{'└── ' if last else '├── '}{head}"
+        inner = prefix + ("    " if last else "│   ")
+        for extra in more:
+            yield inner + extra
+        kids = current.children
+        stack.extend((kid, inner, i == len(kids) - 1) for i, kid in reversed(list(enumerate(kids))))
+
+
+def _rich(node: Node) -> Tree:
+    tree = Tree(Text.assemble(*node.label))
+    stack = [(tree, node)]
+    while stack:
+        target, source = stack.pop()
+        for child in source.children:
+            stack.append((target.add(Text.assemble(*child.label)), child))
     return tree
 
 
-def render_settlements(settlements: list[dict[str, Any]]) -> Table:
-    table = Table(title="offload economics: predicted vs realized", title_justify="left")
-    for col in (
-        "offload",
-        "model",
-        "predicted net",
-        "realized net",
-        "carried",
-        "recalls",
-        "cache Δ",
-        "outcome",
-    ):
-        table.add_column(
-            col, justify="right" if col not in ("offload", "model", "outcome") else "left"
-        )
-    for s in settlements:
-        outcome = s.get("outcome") or "?"
-        style = "green" if outcome == "gain" else "red"
-        table.add_row(
-            str(s.get("offload_id")),
-            str(s.get("model")),
+def write_tree(console: Console, node: Node) -> None:
+    """Print a tree and a blank line: plain lines to a file or pipe, rich otherwise."""
+    if console.is_terminal or console.record:
+        console.print(_rich(node))
+        console.print()
+    else:
+        console.file.write("\n".join(plain_lines(node)) + "\n\n")
+
+
+_COLUMNS = (
+    ("offload", False),
+    ("model", False),
+    ("predicted net", True),
+    ("realized net", True),
+    ("carried", True),
+    ("recalls", True),
+    ("cache Δ", True),
+    ("outcome", False),
+)
+_TITLE = "offload economics: predicted vs realized"
+
+
+def _settlement_rows(settlements: list[dict[str, Any]]) -> list[list[str]]:
+    return [
+        [
+            _t(s.get("offload_id")),
+            _t(s.get("model")),
             usd(s.get("predicted_net_saving_usd"), True),
             usd(s.get("realized_net_saving_usd"), True),
-            str(s.get("turns_carried")),
-            str(s.get("recalls")),
+            _t(s.get("turns_carried")),
+            _t(s.get("recalls")),
             usd(s.get("cache_delta_usd")),
-            f"[{style}]{outcome}[/{style}]",
-        )
+            _t(s.get("outcome") or "?"),
+        ]
+        for s in settlements
+    ]
+
+
+def render_settlements(settlements: list[dict[str, Any]]) -> Table:
+    """The offload summary as a rich table (for a terminal or ``--svg``)."""
+    table = Table(title=_TITLE, title_justify="left")
+    for name, right in _COLUMNS:
+        table.add_column(name, justify="right" if right else "left")
+    for row in _settlement_rows(settlements):
+        outcome = row[-1]
+        table.add_row(*row[:-1], Text(outcome, style="green" if outcome == "gain" else "red"))
     return table
+
+
+def plain_settlements(settlements: list[dict[str, Any]]) -> list[str]:
+    """The same table as text lines, drawn as rich draws it, at any length."""
+    rows = _settlement_rows(settlements)
+    widths = [
+        max([cell_len(name), *(cell_len(row[i]) for row in rows)])
+        for i, (name, _) in enumerate(_COLUMNS)
+    ]
+
+    def line(cells: list[str], edge: str) -> str:
+        parts = []
+        for text, width, (_, right) in zip(cells, widths, _COLUMNS, strict=True):
+            pad = " " * (width - cell_len(text))
+            parts.append(f" {pad}{text} " if right else f" {text}{pad} ")
+        return edge + edge.join(parts) + edge
+
+    def rule(left: str, fill: str, middle: str, right: str) -> str:
+        return left + middle.join(fill * (w + 2) for w in widths) + right
+
+    top = rule("┏", "━", "┳", "┓")
+    return [
+        _TITLE.ljust(cell_len(top)),
+        top,
+        line([name for name, _ in _COLUMNS], "┃"),
+        rule("┡", "━", "╇", "┩"),
+        *(line(row, "│") for row in rows),
+        rule("└", "─", "┴", "┘"),
+    ]
+
+
+def write_settlements(console: Console, settlements: list[dict[str, Any]]) -> None:
+    """Print the offload summary: plain lines to a file or pipe, rich otherwise."""
+    if console.is_terminal or console.record:
+        console.print(render_settlements(settlements))
+    else:
+        console.file.write("\n".join(plain_settlements(settlements)) + "\n")

@@ -1,237 +1,387 @@
-"""Spans → decision views: turns, iterations and their decisions, as plain dicts.
+"""One trace's spans → decision views: a turn, its iterations and their decisions.
 
-One model serves the text trees and ``--format json``. Only the telemetry
-contract is read (span names and attributes from the conventions module),
-so any exporter's OTLP-JSON of seamscope spans can be explained.
+The views are plain dicts: one model serves the text trees and
+``--format json``. Only the telemetry contract is read (span names and
+attributes from the conventions module), so any exporter's OTLP-JSON of
+seamscope spans can be explained. Attributes are decoded as they are read
+(:class:`~seamscope.cli._otlp.Values`): a value that cannot be read as
+the view needs it is absent in the view, and named as a problem of its
+span, so a file with odd types renders like any other.
+
+A trace is assembled first (:func:`assemble`): spans that repeat a span id
+are dropped and counted, spans whose parent chain never reaches a root (a
+span that is its own parent, a cycle) are named and skipped, and the rest
+are walked without recursion, whatever their depth.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
-from seamscope.cli._otlp import SpanRecord
+from seamscope.cli._otlp import Problem, SpanRecord, Values
 from seamscope.telemetry import conventions as c
 
-__all__ = ["build_report", "tool_story"]
+__all__ = [
+    "TraceTree",
+    "assemble",
+    "number",
+    "settlements",
+    "span_rows",
+    "tool_names",
+    "tool_story",
+    "turn_view",
+]
 
+_EVENTS = (c.EVENT_POLICY_EVALUATED, c.EVENT_ADOPTER_ERROR)
 _GENAI_CHAT = "chat"
 _GENAI_TOOL = "execute_tool"
+_MAX_TOOL_NAMES = 64  # names of one attribute considered for "did you mean"
 
 
-def _children(spans: Sequence[SpanRecord]) -> dict[str | None, list[SpanRecord]]:
-    ids = {s.span_id for s in spans}
-    kids: dict[str | None, list[SpanRecord]] = defaultdict(list)
-    for s in spans:
-        parent = s.parent_span_id if s.parent_span_id in ids else None
-        kids[parent].append(s)
+# --------------------------------------------------------------------------
+# Normalising values.
+# --------------------------------------------------------------------------
+
+
+def number(value: Any) -> int | float | None:
+    """``value`` when it is a finite number (not a bool), else None."""
+    if type(value) is int:
+        return value
+    if type(value) is float and math.isfinite(value):
+        return value
+    return None
+
+
+def _values(span: SpanRecord, tree: TraceTree) -> Values:
+    """The span's attributes; a value that cannot be read is a problem of the trace."""
+    return Values(span.attributes, tree.problems, span)
+
+
+# --------------------------------------------------------------------------
+# Assembling a trace.
+# --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TraceTree:
+    """One trace's spans, merged by span id, in walk order with their depth."""
+
+    order: list[tuple[int, SpanRecord]] = field(default_factory=list)
+    kids: dict[str, list[SpanRecord]] = field(default_factory=dict)
+    duplicates: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+_start = attrgetter("start_ns", "span_id")
+
+
+def assemble(records: Iterable[SpanRecord]) -> TraceTree:
+    """Merge ``records`` (one trace) by span id and walk them from their roots.
+
+    A span whose parent is not in the trace is a root. The first copy of a
+    repeated span id is kept. Spans left unreached (their parent chain is a
+    cycle) are reported as problems, with the line they were read from.
+    """
+    tree = TraceTree()
+    spans: dict[str, SpanRecord] = {}
+    for span in records:
+        if span.span_id in spans:
+            tree.duplicates += 1
+        else:
+            spans[span.span_id] = span
+    roots: list[SpanRecord] = []
+    kids: dict[str, list[SpanRecord]] = {}
+    for span in spans.values():
+        parent = span.parent_span_id
+        if parent is None or parent not in spans:
+            roots.append(span)
+        else:
+            kids.setdefault(parent, []).append(span)
     for group in kids.values():
-        group.sort(key=lambda s: (s.start_ns, s.span_id))
-    return kids
+        group.sort(key=_start)
+    roots.sort(key=_start, reverse=True)
+    stack: list[tuple[int, SpanRecord]] = [(0, r) for r in roots]
+    while stack:
+        depth, span = stack.pop()
+        tree.order.append((depth, span))
+        children = kids.get(span.span_id)
+        if children:
+            below = depth + 1
+            stack.extend([(below, k) for k in reversed(children)])
+    tree.kids = kids
+    if len(tree.order) < len(spans):
+        reached = {s.span_id for _, s in tree.order}
+        for span in spans.values():
+            if span.span_id not in reached:
+                why = (
+                    "is its own parent"
+                    if span.parent_span_id == span.span_id
+                    else "is in or under a parent cycle"
+                )
+                tree.problems.append(Problem(span.line, f"{why}; span skipped", span.span_id))
+    return tree
 
 
-def _list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, list | tuple):
-        return [str(v) for v in value]
-    return [str(value)]
+# --------------------------------------------------------------------------
+# Decision views.
+# --------------------------------------------------------------------------
 
 
-def _policy_events(span: SpanRecord) -> list[dict[str, Any]]:
+def _events(span: SpanRecord, tree: TraceTree) -> Iterator[tuple[str, Values]]:
+    events = span.events
+    if type(events) is not list:
+        return
+    for event in events:
+        if type(event) is not dict:
+            continue
+        name = event.get("name")
+        if name not in _EVENTS:
+            continue
+        items = event.get("attributes") or []
+        attrs = dict(_pairs(items)) if type(items) is list else {}
+        yield name, Values(attrs, tree.problems, span, what=f"event {name} attribute")
+
+
+def _pairs(items: list[Any]) -> Iterator[tuple[Any, Any]]:
+    for item in items:
+        if type(item) is dict and type(item.get("key")) is str:
+            yield item["key"], item.get("value")
+
+
+def _policy_events(span: SpanRecord, tree: TraceTree) -> list[dict[str, Any]]:
     out = []
-    for name, attrs in span.events:
+    for name, a in _events(span, tree):
         if name == c.EVENT_POLICY_EVALUATED:
             event = {
-                "policy": attrs.get(c.ATTR_POLICY_NAME),
-                "result": attrs.get(c.ATTR_POLICY_RESULT),
+                "policy": a.text(c.ATTR_POLICY_NAME),
+                "result": a.text(c.ATTR_POLICY_RESULT),
             }
-            if c.ATTR_DISPATCH_GUARD in attrs:
-                event["guard"] = attrs[c.ATTR_DISPATCH_GUARD]
-            if c.ATTR_ERROR_TYPE in attrs:
-                event["error_type"] = attrs[c.ATTR_ERROR_TYPE]
+            guard = a.text(c.ATTR_DISPATCH_GUARD)
+            if guard is not None:
+                event["guard"] = guard
+            error = a.text(c.ATTR_ERROR_TYPE)
+            if error is not None:
+                event["error_type"] = error
             out.append(event)
-        elif name == c.EVENT_ADOPTER_ERROR:
+        else:
             out.append(
                 {
-                    "adopter_error": attrs.get(c.ATTR_ADOPTER_SOURCE),
-                    "policy": attrs.get(c.ATTR_POLICY_NAME),
-                    "error_type": attrs.get(c.ATTR_ERROR_TYPE),
+                    "adopter_error": a.text(c.ATTR_ADOPTER_SOURCE),
+                    "policy": a.text(c.ATTR_POLICY_NAME),
+                    "error_type": a.text(c.ATTR_ERROR_TYPE),
                 }
             )
     return out
 
 
-def _stage(span: SpanRecord) -> dict[str, Any]:
-    a = span.attributes
+def _stage(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
+    a = _values(span, tree)
     return {
-        "name": a.get(c.ATTR_STAGE_NAME),
-        "index": a.get(c.ATTR_STAGE_INDEX),
-        "outcome": a.get(c.ATTR_STAGE_OUTCOME),
-        "reason": a.get(c.ATTR_STAGE_REASON, ""),
-        "degraded": bool(a.get(c.ATTR_STAGE_DEGRADED, False)),
-        "dropped": _list(a.get(c.ATTR_STAGE_DROPPED)),
-        "forced_reinstated": bool(a.get(c.ATTR_STAGE_FORCED_REINSTATED, False)),
-        "error_type": a.get(c.ATTR_ERROR_TYPE),
+        "name": a.text(c.ATTR_STAGE_NAME),
+        "index": a.number(c.ATTR_STAGE_INDEX),
+        "outcome": a.text(c.ATTR_STAGE_OUTCOME),
+        "reason": a.text(c.ATTR_STAGE_REASON) or "",
+        "degraded": a.flag(c.ATTR_STAGE_DEGRADED),
+        "dropped": a.texts(c.ATTR_STAGE_DROPPED),
+        "forced_reinstated": a.flag(c.ATTR_STAGE_FORCED_REINSTATED),
+        "error_type": a.text(c.ATTR_ERROR_TYPE),
     }
 
 
-def _selection(span: SpanRecord, kids: dict[str | None, list[SpanRecord]]) -> dict[str, Any]:
-    a = span.attributes
+def _selection(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
+    a = _values(span, tree)
     return {
-        "offered": _list(a.get(c.ATTR_SELECTION_OFFERED)),
-        "selected": _list(a.get(c.ATTR_SELECTION_SELECTED)),
-        "dropped": _list(a.get(c.ATTR_SELECTION_DROPPED)),
-        "forced_tool": a.get(c.ATTR_SELECTION_FORCED_TOOL),
-        "reinstated": bool(a.get(c.ATTR_SELECTION_REINSTATED, False)),
-        "stages": [_stage(s) for s in kids.get(span.span_id, []) if s.name == c.SPAN_STAGE],
+        "offered": a.texts(c.ATTR_SELECTION_OFFERED),
+        "selected": a.texts(c.ATTR_SELECTION_SELECTED),
+        "dropped": a.texts(c.ATTR_SELECTION_DROPPED),
+        "forced_tool": a.text(c.ATTR_SELECTION_FORCED_TOOL),
+        "reinstated": a.flag(c.ATTR_SELECTION_REINSTATED),
+        "stages": [
+            _stage(s, tree) for s in tree.kids.get(span.span_id, ()) if s.name == c.SPAN_STAGE
+        ],
     }
 
 
-def _dispatch(span: SpanRecord) -> dict[str, Any]:
-    a = span.attributes
+def _dispatch(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
+    a = _values(span, tree)
     return {
-        "tool_call_id": a.get(c.ATTR_GEN_AI_TOOL_CALL_ID),
-        "emitted_tool": a.get(c.ATTR_DISPATCH_EMITTED_TOOL),
-        "policy": a.get(c.ATTR_POLICY_WINNER),
-        "redirect_to": a.get(c.ATTR_DISPATCH_REDIRECT_TO),
-        "guard": a.get(c.ATTR_DISPATCH_GUARD),
-        "adopter_override": bool(a.get(c.ATTR_DISPATCH_ADOPTER_OVERRIDE, False)),
-        "palette_gate": a.get(c.ATTR_DISPATCH_PALETTE_GATE),
-        "final_tool": a.get(c.ATTR_DISPATCH_FINAL_TOOL),
-        "evaluations": _policy_events(span),
+        "tool_call_id": a.text(c.ATTR_GEN_AI_TOOL_CALL_ID),
+        "emitted_tool": a.text(c.ATTR_DISPATCH_EMITTED_TOOL),
+        "policy": a.text(c.ATTR_POLICY_WINNER),
+        "redirect_to": a.text(c.ATTR_DISPATCH_REDIRECT_TO),
+        "guard": a.text(c.ATTR_DISPATCH_GUARD),
+        "adopter_override": a.flag(c.ATTR_DISPATCH_ADOPTER_OVERRIDE),
+        "palette_gate": a.text(c.ATTR_DISPATCH_PALETTE_GATE),
+        "final_tool": a.text(c.ATTR_DISPATCH_FINAL_TOOL),
+        "evaluations": _policy_events(span, tree),
     }
 
 
-def _gate(span: SpanRecord) -> dict[str, Any]:
-    a = span.attributes
+def _gate(a: Values) -> dict[str, Any]:
     return {
-        "fire": bool(a.get(c.ATTR_OFFLOAD_FIRE, False)),
-        "reason_code": a.get(c.ATTR_OFFLOAD_REASON_CODE),
-        "reason": a.get(c.ATTR_OFFLOAD_REASON),
-        "net_saving_usd": a.get(c.ATTR_OFFLOAD_NET_SAVING_USD),
-        "reprefill_saving_usd": a.get(c.ATTR_OFFLOAD_REPREFILL_SAVING_USD),
-        "stub_carry_cost_usd": a.get(c.ATTR_OFFLOAD_STUB_CARRY_COST_USD),
-        "expected_recall_hop_cost_usd": a.get(c.ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD),
-        "output_tokens": a.get(c.ATTR_OFFLOAD_OUTPUT_TOKENS),
-        "horizon": a.get(c.ATTR_OFFLOAD_HORIZON),
-        "recall_probability": a.get(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
-        "model": a.get(c.ATTR_GEN_AI_REQUEST_MODEL),
-        "pricing_source": a.get(c.ATTR_OFFLOAD_PRICING_SOURCE),
-        "offload_id": a.get(c.ATTR_OFFLOAD_ID),
-        "tool": a.get(c.ATTR_GEN_AI_TOOL_NAME),
+        "fire": a.flag(c.ATTR_OFFLOAD_FIRE),
+        "reason_code": a.text(c.ATTR_OFFLOAD_REASON_CODE),
+        "reason": a.text(c.ATTR_OFFLOAD_REASON),
+        "net_saving_usd": a.number(c.ATTR_OFFLOAD_NET_SAVING_USD),
+        "reprefill_saving_usd": a.number(c.ATTR_OFFLOAD_REPREFILL_SAVING_USD),
+        "stub_carry_cost_usd": a.number(c.ATTR_OFFLOAD_STUB_CARRY_COST_USD),
+        "expected_recall_hop_cost_usd": a.number(c.ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD),
+        "output_tokens": a.number(c.ATTR_OFFLOAD_OUTPUT_TOKENS),
+        "horizon": a.number(c.ATTR_OFFLOAD_HORIZON),
+        "recall_probability": a.number(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
+        "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+        "pricing_source": a.text(c.ATTR_OFFLOAD_PRICING_SOURCE),
+        "offload_id": a.text(c.ATTR_OFFLOAD_ID),
+        "tool": a.text(c.ATTR_GEN_AI_TOOL_NAME),
     }
 
 
-def _iteration(span: SpanRecord, kids: dict[str | None, list[SpanRecord]]) -> dict[str, Any]:
+def _iteration(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
+    a = _values(span, tree)
     view: dict[str, Any] = {
-        "index": span.attributes.get(c.ATTR_ITERATION_INDEX),
+        "index": a.number(c.ATTR_ITERATION_INDEX),
         "selection": None,
         "pre_model": None,
         "chat": None,
         "dispatches": [],
         "executed": [],
         "offload_gates": [],
-        "error_type": span.attributes.get(c.ATTR_ERROR_TYPE),
+        "error_type": a.text(c.ATTR_ERROR_TYPE),
     }
-    for child in kids.get(span.span_id, []):
-        a = child.attributes
-        op = a.get(c.ATTR_GEN_AI_OPERATION_NAME)
-        if child.name == c.SPAN_SELECT_TOOLS:
-            view["selection"] = _selection(child, kids)
-        elif child.name == c.SPAN_SEAM_PRE_MODEL:
-            view["pre_model"] = {
-                "winner_source": a.get(c.ATTR_SEAM_WINNER_SOURCE),
-                "policy": a.get(c.ATTR_POLICY_WINNER),
-                "model": a.get(c.ATTR_GEN_AI_REQUEST_MODEL),
-                "evaluations": _policy_events(child),
-            }
-        elif child.name == c.SPAN_SEAM_POST_MODEL:
+    for child in tree.kids.get(span.span_id, ()):
+        name = child.name
+        if name == c.SPAN_SELECT_TOOLS:
+            view["selection"] = _selection(child, tree)
+            continue
+        if name == c.SPAN_SEAM_POST_MODEL:
             view["dispatches"] = [
-                _dispatch(d) for d in kids.get(child.span_id, []) if d.name == c.SPAN_DISPATCH
+                _dispatch(d, tree)
+                for d in tree.kids.get(child.span_id, ())
+                if d.name == c.SPAN_DISPATCH
             ]
-        elif child.name == c.SPAN_OFFLOAD_GATE:
-            view["offload_gates"].append(_gate(child))
-        elif op == _GENAI_CHAT:
-            view["chat"] = {
-                "model": a.get(c.ATTR_GEN_AI_REQUEST_MODEL),
-                "input_tokens": a.get(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS),
-                "output_tokens": a.get(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS),
+            continue
+        a = _values(child, tree)
+        if name == c.SPAN_SEAM_PRE_MODEL:
+            view["pre_model"] = {
+                "winner_source": a.text(c.ATTR_SEAM_WINNER_SOURCE),
+                "policy": a.text(c.ATTR_POLICY_WINNER),
+                "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+                "evaluations": _policy_events(child, tree),
             }
-        elif op == _GENAI_TOOL:
-            view["executed"].append(
-                {
-                    "tool": a.get(c.ATTR_GEN_AI_TOOL_NAME),
-                    "tool_call_id": a.get(c.ATTR_GEN_AI_TOOL_CALL_ID),
-                    "error_type": a.get(c.ATTR_ERROR_TYPE),
+        elif name == c.SPAN_OFFLOAD_GATE:
+            view["offload_gates"].append(_gate(a))
+        else:
+            op = a.text(c.ATTR_GEN_AI_OPERATION_NAME)
+            if op == _GENAI_CHAT:
+                view["chat"] = {
+                    "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+                    "input_tokens": a.number(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS),
+                    "output_tokens": a.number(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS),
                 }
-            )
+            elif op == _GENAI_TOOL:
+                view["executed"].append(
+                    {
+                        "tool": a.text(c.ATTR_GEN_AI_TOOL_NAME),
+                        "tool_call_id": a.text(c.ATTR_GEN_AI_TOOL_CALL_ID),
+                        "error_type": a.text(c.ATTR_ERROR_TYPE),
+                    }
+                )
     return view
 
 
-def _settlement(span: SpanRecord) -> dict[str, Any]:
-    a = span.attributes
+def turn_view(
+    tree: TraceTree, *, trace_id: str, turn: int, conversation_id: str | None
+) -> dict[str, Any] | None:
+    """The turn a trace holds, or None when it has no iteration span."""
+    iterations: list[dict[str, Any]] = []
+    agent = None
+    for _, span in tree.order:
+        if agent is None and c.ATTR_GEN_AI_AGENT_NAME in span.attributes:
+            agent = _values(span, tree).text(c.ATTR_GEN_AI_AGENT_NAME)
+        if span.name == c.SPAN_ITERATION:
+            iterations.append(_iteration(span, tree))
+    if not iterations:
+        return None
     return {
-        "offload_id": a.get(c.ATTR_OFFLOAD_ID),
-        "conversation_id": a.get(c.ATTR_GEN_AI_CONVERSATION_ID),
-        "model": a.get(c.ATTR_GEN_AI_REQUEST_MODEL),
-        "outcome": a.get(c.ATTR_OFFLOAD_OUTCOME),
-        "trigger": a.get(c.ATTR_OFFLOAD_SETTLE_TRIGGER),
-        "predicted_net_saving_usd": a.get(c.ATTR_OFFLOAD_NET_SAVING_USD),
-        "realized_savings_usd": a.get(c.ATTR_OFFLOAD_REALIZED_SAVINGS_USD),
-        "realized_costs_usd": a.get(c.ATTR_OFFLOAD_REALIZED_COSTS_USD),
-        "realized_net_saving_usd": a.get(c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD),
-        "cache_delta_usd": a.get(c.ATTR_OFFLOAD_CACHE_DELTA_USD),
-        "turns_carried": a.get(c.ATTR_OFFLOAD_TURNS_CARRIED),
-        "recalls": a.get(c.ATTR_OFFLOAD_RECALLS),
+        "trace_id": trace_id,
+        "turn": turn,
+        "conversation_id": conversation_id,
+        "agent": agent,
+        "start_ns": min(s.start_ns for _, s in tree.order),
+        "iterations": iterations,
     }
 
 
-def _walk(span: SpanRecord, kids: dict[str | None, list[SpanRecord]]) -> Iterable[SpanRecord]:
-    yield span
-    for child in kids.get(span.span_id, []):
-        yield from _walk(child, kids)
+def settlements(tree: TraceTree) -> list[dict[str, Any]]:
+    """The trace's settled offloads, in walk order."""
+    out = []
+    for _, span in tree.order:
+        if span.name != c.SPAN_OFFLOAD_SETTLE:
+            continue
+        a = _values(span, tree)
+        out.append(
+            {
+                "offload_id": a.text(c.ATTR_OFFLOAD_ID),
+                "conversation_id": a.text(c.ATTR_GEN_AI_CONVERSATION_ID),
+                "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+                "outcome": a.text(c.ATTR_OFFLOAD_OUTCOME),
+                "trigger": a.text(c.ATTR_OFFLOAD_SETTLE_TRIGGER),
+                "predicted_net_saving_usd": a.number(c.ATTR_OFFLOAD_NET_SAVING_USD),
+                "realized_savings_usd": a.number(c.ATTR_OFFLOAD_REALIZED_SAVINGS_USD),
+                "realized_costs_usd": a.number(c.ATTR_OFFLOAD_REALIZED_COSTS_USD),
+                "realized_net_saving_usd": a.number(c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD),
+                "cache_delta_usd": a.number(c.ATTR_OFFLOAD_CACHE_DELTA_USD),
+                "turns_carried": a.number(c.ATTR_OFFLOAD_TURNS_CARRIED),
+                "recalls": a.number(c.ATTR_OFFLOAD_RECALLS),
+            }
+        )
+    return out
 
 
-def build_report(spans: Sequence[SpanRecord]) -> dict[str, Any]:
-    """Group spans into turns (one per trace) with their iterations, plus settlements."""
-    by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
-    for span in spans:
-        by_trace[span.trace_id].append(span)
-    turns: list[dict[str, Any]] = []
-    settlements: list[dict[str, Any]] = []
-    for trace_id, members in by_trace.items():
-        kids = _children(members)
-        roots = kids.get(None, [])
-        iterations: list[dict[str, Any]] = []
-        conversation = agent = None
-        start = min(s.start_ns for s in members)
-        for root in roots:
-            for span in _walk(root, kids):
-                a = span.attributes
-                conversation = conversation or a.get(c.ATTR_GEN_AI_CONVERSATION_ID)
-                agent = agent or a.get(c.ATTR_GEN_AI_AGENT_NAME)
-                if span.name == c.SPAN_ITERATION:
-                    iterations.append(_iteration(span, kids))
-                elif span.name == c.SPAN_OFFLOAD_SETTLE:
-                    settlements.append(_settlement(span))
-        if iterations:
-            turns.append(
-                {
-                    "trace_id": trace_id,
-                    "conversation_id": conversation,
-                    "agent": agent,
-                    "start_ns": start,
-                    "iterations": iterations,
-                }
-            )
-    turns.sort(key=lambda t: (t["start_ns"], t["trace_id"]))
-    counters: dict[Any, int] = defaultdict(int)
-    for turn in turns:
-        counters[turn["conversation_id"]] += 1
-        turn["turn"] = counters[turn["conversation_id"]]
-    return {"turns": turns, "settlements": settlements}
+def span_rows(tree: TraceTree) -> list[dict[str, Any]]:
+    """A trace as plain span rows in walk order (for a trace without decisions)."""
+    return [
+        {
+            "depth": depth,
+            "span_id": span.span_id,
+            "parent_span_id": span.parent_span_id,
+            "name": span.name,
+            "start_ns": span.start_ns,
+            "end_ns": span.end_ns,
+            "status": span.status_code,
+            "service": span.service,
+            "attributes": dict(_values(span, tree).items()),
+        }
+        for depth, span in tree.order
+    ]
+
+
+# --------------------------------------------------------------------------
+# One tool's story.
+# --------------------------------------------------------------------------
+
+
+_TOOL_LISTS = (c.ATTR_SELECTION_OFFERED, c.ATTR_SELECTION_SELECTED, c.ATTR_STAGE_DROPPED)
+_TOOL_KEYS = (
+    c.ATTR_DISPATCH_EMITTED_TOOL,
+    c.ATTR_DISPATCH_REDIRECT_TO,
+    c.ATTR_DISPATCH_FINAL_TOOL,
+    c.ATTR_GEN_AI_TOOL_NAME,
+    c.ATTR_SELECTION_FORCED_TOOL,
+)
+
+
+def tool_names(span: SpanRecord) -> set[str]:
+    """The tool names a span mentions (offered, dropped, emitted, executed, ...)."""
+    a = Values(span.attributes)
+    names = {v for k in _TOOL_KEYS if (v := a.text(k)) is not None}
+    for key in _TOOL_LISTS:
+        names.update(a.texts(key)[:_MAX_TOOL_NAMES])
+    return names
 
 
 def tool_story(iteration: dict[str, Any], tool: str) -> str:
@@ -251,17 +401,19 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
             if parts:
                 parts.append("re-added later")
             parts.append("selected")
-    emitted = [d for d in iteration.get("dispatches", []) if d["emitted_tool"] == tool]
+    dispatches: Sequence[dict[str, Any]] = iteration.get("dispatches", [])
+    emitted = [d for d in dispatches if d["emitted_tool"] == tool]
     targeted = [
         d
-        for d in iteration.get("dispatches", [])
+        for d in dispatches
         if d["emitted_tool"] != tool and (d["redirect_to"] == tool or d["final_tool"] == tool)
     ]
     for d in emitted:
         if d["final_tool"] == tool:
             if d["palette_gate"] == "dropped":
                 parts.append(
-                    f"emitted; redirect to {d['redirect_to']} dropped by the palette gate, ran as emitted"
+                    f"emitted; redirect to {d['redirect_to']} dropped by the palette gate, "
+                    "ran as emitted"
                 )
             else:
                 parts.append("emitted and dispatched")
@@ -270,7 +422,8 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
             parts.append(f"emitted but redirected to {d['final_tool']} by {who}")
     for d in targeted:
         if d["final_tool"] == tool:
-            parts.append(f"dispatched in place of {d['emitted_tool']} (policy '{d['policy']}')")
+            who = f"policy '{d['policy']}'" if d["policy"] else "the adopter callback"
+            parts.append(f"dispatched in place of {d['emitted_tool']} ({who})")
         else:
             parts.append(
                 f"target of a redirect from {d['emitted_tool']} that the palette gate dropped"
@@ -279,4 +432,4 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
         parts.append("not called by the model")
     if any(e["tool"] == tool for e in iteration.get("executed", [])):
         parts.append("executed")
-    return "; ".join(parts)
+    return "; ".join(parts) or "no decision about it in this iteration"
