@@ -324,8 +324,9 @@ def test_demo_serves_metrics_on_a_free_port_and_more_turns_start_new_conversatio
     monkeypatch.chdir(tmp_path)
     assert 0 == main(["demo", "--turns", "6", "--metrics-port", "0", "--quiet"])
     captured = capsys.readouterr()
-    assert "serving Prometheus metrics on http://127.0.0.1:" in captured.err
+    assert "" == captured.err
     assert "6 turns · 6 traces" in captured.out
+    assert "metrics: http://127.0.0.1:" in captured.out
     conversations = {
         _attrs(s).get(c.ATTR_GEN_AI_CONVERSATION_ID)
         for s in _spans(tmp_path / "seamscope-trace.jsonl")

@@ -14,10 +14,12 @@ Exit codes:
   failure (``demo``: cannot write the output or the SVG, the metrics port is
   taken, its own output did not read back; ``explain``: cannot write the
   SVG).
-* 2: usage error: bad arguments (a ``--trace-id`` that is not hex, ``--svg``
-  naming a folder); ``explain`` only: FILE not found or unreadable, empty, or
-  without one readable span; a ``--trace-id`` that matches no trace or more
-  than one; a ``--tool`` no span names.
+* 2: usage error: bad arguments (a ``--trace-id`` that is not hex, flags that
+  do nothing alone such as ``demo --linger`` without ``--metrics-port`` or
+  ``--otlp-metrics`` without ``--otlp-endpoint``, an OTLP endpoint that is not
+  a URL, ``--svg`` naming a folder); ``explain`` only: FILE not found or
+  unreadable, empty, or without one readable span; a ``--trace-id`` that
+  matches no trace or more than one; a ``--tool`` no span names.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if svg and Path(svg).is_dir():
         err.print(f"error: --svg {svg} is a folder; name the file to write", markup=False)
         return 2
-    human = sys.stdout
+    # demo --output - writes the spans to standard output: the trees go to stderr
+    human = sys.stderr if getattr(args, "output", None) == "-" else sys.stdout
     console = _console(human, record=bool(svg))
     if args.command not in ("demo", "explain"):
         parser.print_help(sys.stderr)

@@ -1,46 +1,77 @@
-"""``seamscope demo``: the scripted scenario through the reference loop."""
+"""``seamscope demo``: the scripted scenario through the reference loop.
+
+Every flag is checked before anything is written: flags that do nothing
+alone are refused, the OTLP endpoint is parsed (``host:4318`` and
+``.../v1/traces`` are accepted) and probed, and the metrics port is tried,
+so a refused run leaves no empty output files behind. The trees are printed
+by ``explain`` reading the OTLP-JSON back, so the demo shows exactly what
+``seamscope explain`` will show for its file.
+
+Files written: ``--output`` (default ``seamscope-trace.jsonl``) and, beside
+it, the structlog events as ``<stem>.log.jsonl``. With ``--output -`` the
+OTLP-JSON goes to standard output once the run is done, the trees and the
+summary go to standard error, and no log file is written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import random
+import shutil
 import signal
+import socket
+import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 from rich.console import Console
 
-from seamscope.adapters import DecisionLayer, ReActAgent
-from seamscope.cli._explain import Options, explain
-from seamscope.cli._scenario import AGENT_NAME, DEFAULT_MODEL, build_scenario
+from seamscope.cli._explain import Options, Outcome, explain
 from seamscope.cli._views import number
-from seamscope.telemetry import TelemetryConfig, add_trace_context, configure
 
-__all__ = ["add_demo_parser", "run_demo"]
+if TYPE_CHECKING:
+    from seamscope.cli._export import CountingExporter, Endpoint
+
+__all__ = ["DEFAULT_OUTPUT", "add_demo_parser", "log_path_for", "run_demo"]
 
 DEFAULT_OUTPUT = "seamscope-trace.jsonl"
+_PROGRESS_EVERY_S = 10.0  # at least one progress line this often when stderr is not a terminal
 
 
-class SeededIdGenerator(IdGenerator):
-    """Deterministic trace and span ids, so a seeded demo prints the same trees."""
+def _seeded_ids(seed: int) -> Any:
+    """Deterministic trace and span ids, so a seeded demo prints the same trees.
 
-    def __init__(self, seed: int) -> None:
-        self._random = random.Random(seed)
-        self._lock = threading.Lock()
+    (Built here so that ``explain`` does not import the SDK to register
+    the demo's arguments.)
+    """
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-    def generate_span_id(self) -> int:
-        with self._lock:
-            return self._random.getrandbits(64) or 1
+    class SeededIdGenerator(IdGenerator):
+        def __init__(self) -> None:
+            self._random = random.Random(seed)
+            self._lock = threading.Lock()
 
-    def generate_trace_id(self) -> int:
-        with self._lock:
-            return self._random.getrandbits(128) or 1
+        def generate_span_id(self) -> int:
+            with self._lock:
+                return self._random.getrandbits(64) or 1
+
+        def generate_trace_id(self) -> int:
+            with self._lock:
+                return self._random.getrandbits(128) or 1
+
+    return SeededIdGenerator()
+
+
+def log_path_for(output: Path) -> Path:
+    """Where the demo writes its structlog events for an ``--output`` file."""
+    return output.with_name(output.stem + ".log.jsonl")
 
 
 def add_demo_parser(sub: Any) -> None:
@@ -57,9 +88,15 @@ def add_demo_parser(sub: Any) -> None:
     p.add_argument("--turns", type=int, default=4, help="turns to run (4 per conversation)")
     p.add_argument("--seed", type=int, default=7, help="seed for ids (default 7)")
     p.add_argument(
-        "--output", default=DEFAULT_OUTPUT, help=f"OTLP-JSON file to write ({DEFAULT_OUTPUT})"
+        "--output",
+        default=DEFAULT_OUTPUT,
+        help=f"OTLP-JSON file to write ({DEFAULT_OUTPUT}); - for standard output",
     )
-    p.add_argument("--otlp-endpoint", help="also send spans over OTLP/HTTP to this base URL")
+    p.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="also send spans over OTLP/HTTP: host:4318, http://host:4318 or .../v1/traces",
+    )
     p.add_argument(
         "--otlp-metrics",
         action="store_true",
@@ -71,8 +108,8 @@ def add_demo_parser(sub: Any) -> None:
     p.add_argument(
         "--linger",
         type=float,
-        default=0.0,
-        help="seconds to keep serving metrics after the run (with --metrics-port)",
+        metavar="SECONDS",
+        help="with --metrics-port, keep serving metrics this long after the run",
     )
     p.add_argument(
         "--pace",
@@ -85,13 +122,44 @@ def add_demo_parser(sub: Any) -> None:
     p.add_argument("--svg", help="also save the printed trees as an SVG picture")
 
 
-def _configure_logging(path: Path) -> Any:
-    """Send structlog events to a JSON-lines file; returns the file to close.
+def _check(args: argparse.Namespace) -> str | None:
+    """Why the flags cannot run, or None."""
+    if args.turns < 1:
+        return "--turns must be >= 1"
+    if args.pace < 0 or (args.linger is not None and args.linger < 0):
+        return "--pace and --linger must be >= 0"
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        return "--metrics-port must be 0..65535"
+    if args.linger is not None and args.metrics_port is None:
+        return "--linger keeps the metrics endpoint up: it needs --metrics-port"
+    if args.otlp_metrics and not args.otlp_endpoint:
+        return "--otlp-metrics pushes metrics to the OTLP endpoint: it needs --otlp-endpoint"
+    return None
+
+
+def _port_taken(port: int) -> str | None:
+    """Why 127.0.0.1:port cannot be served (tried before any file is written)."""
+    if port == 0:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return (exc.strerror or str(exc)).lower()
+    return None
+
+
+def _configure_logging(handle: Any) -> None:
+    """Send structlog events to ``handle`` as JSON lines.
 
     The previous structlog configuration is restored by :func:`run_demo`
     (``main()`` may be called from a process that has its own).
     """
-    handle = path.open("w", encoding="utf-8")
+    import structlog
+
+    from seamscope.telemetry import add_trace_context
+
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -102,81 +170,246 @@ def _configure_logging(path: Path) -> Any:
         logger_factory=structlog.WriteLoggerFactory(file=handle),
         cache_logger_on_first_use=False,
     )
-    logging.getLogger("seamscope").setLevel(logging.ERROR)
-    return handle
+
+
+class _Otlp:
+    """The run's OTLP export: what was sent, and the one line that says so."""
+
+    def __init__(self, endpoint: Endpoint, metrics: bool, err: Console, quiet: bool) -> None:
+        from seamscope.cli._export import QuietSdk, probe
+
+        self.endpoint = endpoint
+        self.metrics = metrics
+        self.unreachable = probe(endpoint)
+        self.exporter: CountingExporter | None = None
+        self.sdk = QuietSdk()
+        self._err = err
+        self._quiet = quiet
+        if self.unreachable and not quiet:
+            err.print(
+                f"warning: OTLP endpoint {endpoint.base} is unreachable ({self.unreachable}); "
+                "running without it",
+                markup=False,
+            )
+
+    def processors(self) -> tuple[Any, ...]:
+        if self.unreachable:
+            return ()
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from seamscope.cli._export import EXPORT_TIMEOUT_S, CountingExporter
+
+        inner = OTLPSpanExporter(
+            endpoint=self.endpoint.traces, headers={}, timeout=EXPORT_TIMEOUT_S
+        )
+        self.exporter = CountingExporter(inner, self._failed)
+        return (BatchSpanProcessor(self.exporter),)
+
+    def environ(self) -> dict[str, str]:
+        """What configure() reads to push metrics (and only metrics) to the endpoint."""
+        if self.unreachable or not self.metrics:
+            return {}
+        return {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": self.endpoint.metrics}
+
+    def _failed(self) -> None:
+        from seamscope.cli._export import reason
+
+        if not self._quiet:
+            self._err.print(
+                f"warning: OTLP export to {self.endpoint.traces} failed "
+                f"({reason(self.sdk.messages, 'spans')}); not sending more",
+                markup=False,
+            )
+
+    def summary(self, spans_at: str) -> str:
+        from seamscope.cli._export import reason
+
+        if self.unreachable:
+            return (
+                f"otlp: nothing sent, {self.endpoint.base} is unreachable ({self.unreachable}); "
+                f"the spans are in {spans_at}"
+            )
+        exporter = self.exporter
+        assert exporter is not None
+        line = f"otlp: {exporter.sent} spans sent to {self.endpoint.traces}"
+        if exporter.failed:
+            line += f", {exporter.dropped} not sent ({reason(self.sdk.messages, 'spans')})"
+        if self.metrics:
+            failed = self.sdk.failed("metrics")
+            line += (
+                f"; metrics push failed ({failed})"
+                if failed
+                else f"; metrics pushed to {self.endpoint.metrics}"
+            )
+        return line
+
+
+@contextlib.contextmanager
+def _timeout_env(seconds: float) -> Iterator[None]:
+    """The SDK's metric exporter reads its timeout from the environment when built."""
+    name = "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"
+    if name in os.environ or "OTEL_EXPORTER_OTLP_TIMEOUT" in os.environ:
+        yield
+        return
+    os.environ[name] = f"{seconds:g}"
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
 
 
 def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
-    if args.turns < 1:
-        err.print("[red]error:[/red] --turns must be >= 1")
+    import structlog
+
+    from seamscope.cli._export import parse_endpoint
+
+    problem = _check(args)
+    endpoint = None
+    if problem is None and args.otlp_endpoint:
+        try:
+            endpoint = parse_endpoint(args.otlp_endpoint)
+        except ValueError as exc:
+            problem = f"--otlp-endpoint {exc}"
+    if problem is not None:
+        err.print(f"error: {problem}", markup=False)
         return 2
-    if args.pace < 0 or args.linger < 0:
-        err.print("[red]error:[/red] --pace and --linger must be >= 0")
-        return 2
-    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
-        err.print("[red]error:[/red] --metrics-port must be 0..65535")
-        return 2
-    output = Path(args.output)
+    if args.metrics_port is not None and (taken := _port_taken(args.metrics_port)):
+        err.print(f"error: cannot serve metrics on port {args.metrics_port}: {taken}", markup=False)
+        return 1
+
+    to_stdout = args.output == "-"
+    if to_stdout:
+        fd, name = tempfile.mkstemp(prefix="seamscope-demo-", suffix=".jsonl")
+        os.close(fd)
+        output, log_path = Path(name), None
+    else:
+        output = Path(args.output)
+        log_path = log_path_for(output)
+    created = [p for p in (output, log_path) if p is not None and not p.exists()]
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("", encoding="utf-8")
+        log_file = open(log_path or os.devnull, "w", encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
-        err.print(f"[red]error:[/red] cannot write {output}: {exc.strerror}")
+        err.print(f"error: cannot write {output}: {exc.strerror or exc}", markup=False)
         return 1
-    log_path = output.with_name(output.stem + ".log.jsonl")
     previous_logging = structlog.get_config()
-    log_file = _configure_logging(log_path)
+    seamscope_logger = logging.getLogger("seamscope")
+    previous_level = seamscope_logger.level
+    _configure_logging(log_file)
+    seamscope_logger.setLevel(logging.ERROR)
+    otlp = _Otlp(endpoint, args.otlp_metrics, err, args.quiet) if endpoint else None
     try:
-        return _run_configured(args, output, log_path, log_file, console, err)
+        with otlp.sdk if otlp else contextlib.nullcontext():
+            code = _configured(args, output, log_path, otlp, console, err, created)
+        if code == 0 and to_stdout:
+            with output.open(encoding="utf-8") as spans:
+                shutil.copyfileobj(spans, sys.stdout)
+            sys.stdout.flush()
+        return code
     finally:
         log_file.close()
         structlog.configure(**previous_logging)
+        seamscope_logger.setLevel(previous_level)
+        if to_stdout:
+            output.unlink(missing_ok=True)
 
 
-def _run_configured(
+def _configured(
     args: argparse.Namespace,
     output: Path,
-    log_path: Path,
-    log_file: Any,
+    log_path: Path | None,
+    otlp: _Otlp | None,
     console: Console,
     err: Console,
+    created: list[Path],
 ) -> int:
+    from seamscope.cli._export import EXPORT_TIMEOUT_S
+    from seamscope.telemetry import configure
+
     registry = None
     if args.metrics_port is not None:
         from prometheus_client import CollectorRegistry
 
         registry = CollectorRegistry()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
     try:
-        handle = configure(
-            service_name=args.service_name,
-            otlp_endpoint=args.otlp_endpoint,
-            otlp_metrics=args.otlp_metrics,
-            trace_file=output,
-            prometheus_port=args.metrics_port,
-            prometheus_registry=registry,
-            id_generator=SeededIdGenerator(args.seed),
-            set_global=False,
-            register_atexit=False,
-            environ={k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")},
-        )
+        with _timeout_env(EXPORT_TIMEOUT_S):
+            handle = configure(
+                service_name=args.service_name,
+                otlp_metrics=bool(otlp and otlp.environ()),
+                trace_file=output,
+                prometheus_port=args.metrics_port,
+                prometheus_registry=registry,
+                id_generator=_seeded_ids(args.seed),
+                extra_span_processors=otlp.processors() if otlp else (),
+                set_global=False,
+                register_atexit=False,
+                environ={**environ, **(otlp.environ() if otlp else {})},
+            )
     except OSError as exc:
-        err.print(f"[red]error:[/red] cannot serve metrics on port {args.metrics_port}: {exc}")
+        err.print(
+            f"error: cannot serve metrics on port {args.metrics_port}: {exc.strerror or exc}",
+            markup=False,
+        )
+        for path in created:
+            path.unlink(missing_ok=True)
         return 1
     try:
-        return _run(args, handle, output, log_path, console, err)
+        return _run(args, handle, output, log_path, otlp, console, err)
     finally:
         handle.shutdown()
-        log_file.flush()
+
+
+class _Progress:
+    """Turns done, on stderr: a live bar on a terminal, a line now and then elsewhere."""
+
+    def __init__(self, err: Console, total: int, enabled: bool) -> None:
+        self._err = err
+        self._total = total
+        self._bar: Any = None
+        self._task: Any = None
+        self._enabled = enabled
+        self._last = time.monotonic()
+        self._step = 0
+        if enabled and err.is_terminal:
+            from rich.progress import Progress
+
+            self._bar = Progress(console=err, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("running turns", total=total)
+
+    def advance(self, done: int) -> None:
+        if not self._enabled:
+            return
+        if self._bar is not None:
+            self._bar.advance(self._task)
+            return
+        step = done * 10 // self._total
+        now = time.monotonic()
+        if done < self._total and (step > self._step or now - self._last >= _PROGRESS_EVERY_S):
+            self._err.print(f"demo: {done}/{self._total} turns", markup=False)
+            self._step, self._last = step, now
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def _run(
     args: argparse.Namespace,
     handle: Any,
     output: Path,
-    log_path: Path,
+    log_path: Path | None,
+    otlp: _Otlp | None,
     console: Console,
     err: Console,
 ) -> int:
+    from seamscope.adapters import DecisionLayer, ReActAgent
+    from seamscope.cli._scenario import AGENT_NAME, DEFAULT_MODEL, build_scenario
+    from seamscope.telemetry import TelemetryConfig
+
     scenario = build_scenario()
     ids = random.Random(args.seed)
     layer = DecisionLayer(
@@ -194,25 +427,22 @@ def _run(
     )
     agent = ReActAgent(layer, scenario.chat, scenario.tools)
     per_conversation = len(scenario.turns)
+    metrics_url = None
     if handle.prometheus_address:
         host, port = handle.prometheus_address
-        err.print(f"serving Prometheus metrics on http://{host}:{port}/metrics")
+        metrics_url = f"http://{host}:{port}/metrics"
+        if not args.quiet:
+            err.print(f"serving Prometheus metrics on {metrics_url}", markup=False)
 
-    progress = None
-    task = None
-    if args.turns > 8 and not args.quiet:
-        from rich.progress import Progress
-
-        progress = Progress(console=err, transient=True)
-        progress.start()
-        task = progress.add_task("running turns", total=args.turns)
+    long_run = args.turns > 8 or (args.pace > 0 and args.turns > 1)
+    progress = _Progress(err, args.turns, long_run and not args.quiet)
     history: list[Any] = []
     conversation = ""
     try:
         for index in range(args.turns):
-            count, position = divmod(index, per_conversation)
+            number_, position = divmod(index, per_conversation)
             if position == 0:
-                conversation = f"demo-{args.seed}" + (f"-{count + 1}" if count else "")
+                conversation = f"demo-{args.seed}" + (f"-{number_ + 1}" if number_ else "")
                 history = []
             script = scenario.turns[position]
             agent.run_turn(
@@ -224,38 +454,63 @@ def _run(
             )
             if position == per_conversation - 1 or index == args.turns - 1:
                 layer.end_conversation(conversation)
-            if progress is not None and task is not None:
-                progress.advance(task)
+            progress.advance(index + 1)
             if args.pace and index < args.turns - 1:
                 time.sleep(args.pace)
     finally:
-        if progress is not None:
-            progress.stop()
+        progress.stop()
     handle.flush()
 
-    # the trees are what `seamscope explain` prints for the file just written
+    shown = Options(turns=not args.quiet, settlements=not args.quiet)
+
     def reopen() -> Any:
         return output.open(encoding="utf-8", errors="replace")
 
     with reopen() as spans:
-        outcome = explain(str(output), spans, Options(turns=not args.quiet), console, err, reopen)
-    predicted = sum(number(s["predicted_net_saving_usd"]) or 0 for s in outcome.settlements)
-    realized = sum(number(s["realized_net_saving_usd"]) or 0 for s in outcome.settlements)
-    console.print(
-        f"{args.turns} turns · {outcome.turns_total} traces · offloads predicted "
-        f"{'+' if predicted >= 0 else '−'}${abs(predicted):.4f}, realized "
-        f"{'+' if realized >= 0 else '−'}${abs(realized):.4f}"
-    )
-    console.print(f"spans: {output}   logs: {log_path}   explain: seamscope explain {output}")
+        outcome = explain(str(output), spans, shown, console, err, reopen)
+    spans_at = "standard output" if log_path is None else str(output)
+    for line in _summary(args, outcome, spans_at, log_path, metrics_url, otlp):
+        console.print(line, markup=False, highlight=False)
     if outcome.code != 0:
-        err.print(f"[red]error:[/red] {output} did not read back whole")
+        err.print(f"error: {output} did not read back whole", markup=False)
         return 1
-    if handle.prometheus_address and args.linger > 0:
-        _linger(args.linger, err)
+    if metrics_url and args.linger:
+        _linger(args.linger, err, args.quiet)
     return 0
 
 
-def _linger(seconds: float, err: Console) -> None:
+def _signed(value: float) -> str:
+    return f"{'+' if value >= 0 else '−'}${abs(value):.4f}"
+
+
+def _summary(
+    args: argparse.Namespace,
+    outcome: Outcome,
+    spans_at: str,
+    log_path: Path | None,
+    metrics_url: str | None,
+    otlp: _Otlp | None,
+) -> list[str]:
+    predicted = sum(number(s["predicted_net_saving_usd"]) or 0 for s in outcome.settlements)
+    realized = sum(number(s["realized_net_saving_usd"]) or 0 for s in outcome.settlements)
+    lines = [
+        f"{args.turns} turns · {outcome.turns_total} traces · offloads predicted "
+        f"{_signed(predicted)}, realized {_signed(realized)}"
+    ]
+    if log_path is None:
+        lines.append("spans: standard output   logs: not written")
+    else:
+        lines.append(
+            f"spans: {spans_at}   logs: {log_path}   explain: seamscope explain {spans_at}"
+        )
+    if metrics_url:
+        lines.append(f"metrics: {metrics_url}")
+    if otlp is not None:
+        lines.append(otlp.summary(spans_at))
+    return lines
+
+
+def _linger(seconds: float, err: Console, quiet: bool) -> None:
     done = threading.Event()
 
     def stop(signum: int, frame: Any) -> None:
@@ -267,7 +522,8 @@ def _linger(seconds: float, err: Console) -> None:
             previous[sig] = signal.signal(sig, stop)
         except ValueError:  # not the main thread
             pass
-    err.print(f"serving metrics for {seconds:g} s more (Ctrl-C to stop)")
+    if not quiet:
+        err.print(f"serving metrics for {seconds:g} s more (Ctrl-C to stop)", markup=False)
     try:
         done.wait(seconds)
     finally:
