@@ -191,3 +191,30 @@ def test_every_value_type_decodes_without_raising() -> None:
         ("6", "AAEC"), ("7", None), ("8", None), ("9", "bare"), ("10", 7), ("11", 1.5),
         ("12", None), ("13", None),
     ] == values.items()  # fmt: skip
+
+
+def test_compacted_values_read_as_the_file_has_them() -> None:
+    raws = {
+        "s": {"stringValue": "x" * 5000},
+        "b": {"boolValue": True},
+        "i": {"intValue": "7"},
+        "d": {"doubleValue": 0.5},
+        "inf": {"doubleValue": "Infinity"},
+        "a": {"arrayValue": {"values": [{"stringValue": "p"}, {"stringValue": "q"}]}},
+        "kv": {"kvlistValue": {"values": [{"key": "k", "value": {"intValue": 1}}]}},
+        "big": {"intValue": "9" * 30},
+    }
+    compacted = {k: dict(v) for k, v in raws.items()}
+    _otlp.compact(compacted)
+    assert ["s", "b", "i", "d", "a"] == [k for k in raws if type(compacted[k]) is not dict]
+    for attributes in (raws, compacted):
+        sink: list[_otlp.Problem] = []
+        a = _otlp.Values(attributes, sink, None)
+        assert (a.text("s") or "").endswith("… (2952 more characters)")
+        assert (True, 7, 0.5, None, ["p", "q"]) == (
+            a.flag("b"), a.number("i"), a.number("d"), a.number("inf"), a.texts("a")
+        )  # fmt: skip
+        assert ({"k": 1}, None) == (a.value("kv"), a.number("big"))
+        assert ["doubleValue is not finite", "intValue is out of the 64-bit range"] == [
+            p.message.split(": ", 1)[1].removesuffix("; ignored") for p in sink
+        ]

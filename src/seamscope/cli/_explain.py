@@ -366,11 +366,11 @@ def explain(
                 copy = stack.enter_context(tempfile.SpooledTemporaryFile(32 * 1024 * 1024, "w+"))
             collector.read(handle, copy)
             late = collector.late
-            if late:
-                if copy is not None:
-                    copy.seek(0)
-                again = copy if copy is not None else stack.enter_context(reopen())  # type: ignore[misc]
-                reread(again, late, finisher)
+            if late and reopen is None:
+                copy.seek(0)
+                reread(copy, late, finisher)
+            elif late and reopen is not None:
+                reread(stack.enter_context(reopen()), late, finisher)
             outcome.lines = collector.reader.lines
             outcome.traces = len(collector.traces)
             outcome.late = len(late)

@@ -11,10 +11,10 @@ may be cut short, repeated or hostile. Nothing in a line makes it raise:
 * a line that is not JSON, is nested too deeply, holds a number Python
   cannot convert, or is longer than :data:`MAX_LINE_CHARS` is a
   :class:`Problem` naming the line, and is skipped;
-* a span with a missing or malformed field (an id that is not hex, a time or
-  ``intValue`` outside 64 bits, an attribute nested deeper than
-  :data:`MAX_VALUE_DEPTH`) is a :class:`Problem` naming the line and the span
-  id, and is skipped; the other spans of the line are kept;
+* a span with a missing or malformed field (an id that is not hex, a time
+  outside 64 bits, no name, attributes or events that are not lists) is a
+  :class:`Problem` naming the line and the span id, and is skipped; the
+  other spans of the line are kept;
 * attribute values are kept as the file has them (OTLP ``AnyValue``
   objects) and decoded only when read, through :class:`Values`: a value of
   the wrong type, an ``intValue`` outside 64 bits, a non-finite double or an
@@ -34,7 +34,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, NamedTuple, TextIO
+from typing import Any, NamedTuple, TextIO, cast
 
 __all__ = [
     "MAX_ARRAY_ITEMS",
@@ -73,12 +73,13 @@ _KEY_VALUE = itemgetter("key", "value")
 class SpanRecord(NamedTuple):
     """One span, framework-free: what the views and the span tree read.
 
-    A named tuple rather than a frozen dataclass: pass one builds one per
-    span of the file and spills it with :mod:`marshal` as a plain tuple, and
-    building a frozen dataclass costs about three times as much (measured
-    with ``benchmarks/bench_explain.py``). ``attributes`` maps each kept key
-    to its value as the file has it; read them with :class:`Values`.
-    ``events`` are the file's event objects, likewise.
+    A named tuple rather than a frozen dataclass: the reader builds one per
+    span of the file, a frozen dataclass of these 11 fields takes four times
+    as long to build (1.2 µs against 0.3 µs on the machine of the README's
+    benchmark), and the second pass spills records with :mod:`marshal`, which
+    stores plain tuples. ``attributes`` maps each key to its value as the
+    file has it; read them with :class:`Values`. ``events`` are the file's
+    event objects, likewise.
     """
 
     trace_id: str
@@ -135,11 +136,16 @@ def _cut(text: str) -> str:
 def _int_in(raw: Any, bounds: tuple[int, int], what: str) -> int:
     if type(raw) is int:
         value = raw
-    elif type(raw) is str and 0 < len(raw) <= 21:
+    elif type(raw) is str:
+        if len(raw) > 21:  # never within 64 bits; int() of it could take long
+            digits = raw.strip().removeprefix("-")
+            if digits.isascii() and digits.isdigit():
+                raise _Bad(f"{what} is out of the 64-bit range")
+            raise _Bad(f"{what} is not an integer ({raw[:40]!r}…)")
         try:
             value = int(raw)
         except ValueError:
-            raise _Bad(f"{what} is not an integer ({raw[:40]!r})") from None
+            raise _Bad(f"{what} is not an integer ({raw!r})") from None
     else:
         raise _Bad(f"{what} is not an integer ({type(raw).__name__})")
     if not bounds[0] <= value <= bounds[1]:
@@ -249,9 +255,10 @@ def _finite(raw: Any) -> float:
 def compact(attributes: dict[Any, Any]) -> None:
     """Replace, in place, each simple ``AnyValue`` by its Python value.
 
-    A string, bool, int, finite double or array of strings takes a third of
-    the memory as a plain value; :func:`decode` and :class:`Values` read
-    both forms. Values that are not simple stay as the file has them.
+    A string, bool, int, finite double or array of strings held as a plain
+    value saves the one-key dict around it (about 180 bytes each);
+    :func:`decode` and :class:`Values` read both forms. Values that are not
+    simple stay as the file has them.
     """
     for key, raw in attributes.items():
         if type(raw) is not dict or len(raw) != 1:
@@ -267,11 +274,13 @@ def compact(attributes: dict[Any, Any]) -> None:
                 texts = [text_value(v) for v in items[:MAX_ARRAY_ITEMS]]
                 if None not in texts:
                     attributes[key] = tuple(texts)
-        else:
+        elif "intValue" in raw or "doubleValue" in raw:
             try:
-                attributes[key] = decode(raw)
-            except (_Bad, RecursionError):
-                pass  # read (and reported) as it is
+                value = decode(raw)
+            except _Bad:
+                continue  # read (and reported) as it is
+            if type(value) is not str:  # a non-finite double stays as it is
+                attributes[key] = value
 
 
 class Values:
@@ -358,7 +367,7 @@ class Values:
             if type(items) is list:
                 texts = [text_value(v) for v in items[:MAX_ARRAY_ITEMS]]
                 if None not in texts:
-                    return texts  # type: ignore[return-value]
+                    return cast(list[str], texts)
         value = self.value(key)
         if value is None:
             return []
@@ -435,10 +444,10 @@ def _json_problem(exc: json.JSONDecodeError, text: str) -> str:
 class LineReader:
     """Turns one line of OTLP-JSON into span records, summaries and problems.
 
-    ``keep``: a predicate on the trace id; a
-    span of a trace it rejects becomes a :class:`SpanSummary` (its name, start,
-    whether it is a root, and the conversation id of a root or of a span named
-    in ``conversation_spans``).
+    ``keep``: a predicate on the trace id; a span of a trace it rejects
+    becomes a :class:`SpanSummary` (its name, start, whether it is a root, and
+    the conversation id of a root or of a span named in
+    ``conversation_spans``).
     """
 
     def __init__(
