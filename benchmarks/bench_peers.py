@@ -106,6 +106,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import gc
 import json
@@ -1618,7 +1619,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging()
     if args.run_only:
-        return run_only(args.run_only, args.iterations)
+        # silent whatever a library prints (the output must not perturb a count)
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+            return run_only(args.run_only, args.iterations)
 
     quick = args.quick
     repeats = args.repeats or (2 if quick else 21)
