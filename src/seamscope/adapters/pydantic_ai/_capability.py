@@ -1,0 +1,422 @@
+"""``SeamscopeCapability``: seamscope's decisions as a pydantic-ai capability.
+
+The capability is added to an agent (``capabilities=[...]``) or to one run;
+``for_run`` gives each run a :class:`_RunCapability` of its own whose hooks
+hold that run's :class:`~._run.Run`:
+
+* ``wrap_run``: the run's ``invoke_agent`` span (unless pydantic-ai's own
+  instrumentation opens one) and the run's end, which ends its spans;
+* ``prepare_tools``: a new iteration per request step and the selection
+  pipeline over the step's function tools (the result is both what the
+  model is offered and what can execute);
+* ``wrap_model_request``: the PRE seam, the model swap and the ``chat``
+  span around the request;
+* ``after_model_request``: usage (and the ledger's carried stubs), then the
+  POST seam over the emitted function tool calls, rewritten in the response
+  before any of them executes;
+* ``wrap_tool_execute``: the ``execute_tool`` span;
+* ``after_tool_execute``: the offload gate on a large text result (a fired
+  offload returns the stub) or the cost of a recall;
+* ``get_toolset``: the recall tool.
+
+Every hook contains seamscope's own failures: the step then runs as
+pydantic-ai would have run it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+
+from seamscope.adapters.loop import ChatCall, DecisionLayer, Turn, estimate_tokens
+from seamscope.adapters.pydantic_ai import _translate as translate
+from seamscope.adapters.pydantic_ai._framework import (
+    AbstractCapability,
+    FunctionToolset,
+    Model,
+    ModelRequestContext,
+    ModelResponse,
+    NoOpTracer,
+    RunContext,
+    ToolCallPart,
+    ToolDefinition,
+)
+from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
+from seamscope.adapters.react import RECALL_TOOL, offload_stub
+from seamscope.decisions import ToolCall
+from seamscope.telemetry import conventions as c
+from seamscope.telemetry._logging import log_event
+
+__all__ = ["SeamscopeCapability"]
+
+
+def _scope(ctx: RunContext[Any]) -> str:
+    """Who may read an offloaded output: the conversation (else the run)."""
+    return ctx.conversation_id or f"run:{ctx.run_id}"
+
+
+class SeamscopeCapability(AbstractCapability[Any]):
+    """seamscope's decision layer as a pydantic-ai capability.
+
+    ``layer``: the :class:`~seamscope.adapters.loop.DecisionLayer` whose
+    router, selection pipeline, offload gate, ledger and telemetry are used.
+    ``models``: model name → pydantic-ai ``Model`` the PRE seam may switch
+    to. ``role``: what policies and stages see as the run's role: a str, a
+    callable of the ``RunContext``, or None (the agent's ``name``).
+    ``scope``: the adopter's data for policies, a mapping or a callable of
+    the run's ``deps``. ``offload``: False turns the offload gate (and the
+    recall tool) off. ``max_stored_outputs``: offloaded outputs kept for
+    recall in this process. ``genai_spans``: whether seamscope opens its own
+    ``invoke_agent``/``chat``/``execute_tool`` spans; None (the default)
+    means "unless pydantic-ai's own instrumentation is on for the run".
+
+    Configuration errors raise ValueError naming the argument.
+    """
+
+    __hash__ = object.__hash__
+
+    def __init__(
+        self,
+        layer: DecisionLayer,
+        models: Mapping[str, Model] | None = None,
+        *,
+        role: str | Callable[[RunContext[Any]], str | None] | None = None,
+        scope: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
+        offload: bool = True,
+        max_stored_outputs: int = 256,
+        genai_spans: bool | None = None,
+    ) -> None:
+        if not isinstance(layer, DecisionLayer):
+            raise ValueError("SeamscopeCapability.layer must be a DecisionLayer")
+        models = {} if models is None else models
+        if not isinstance(models, Mapping):
+            raise ValueError("SeamscopeCapability.models must be a mapping of name to Model")
+        for name, model in models.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError("SeamscopeCapability.models: names must be non-empty str")
+            if not isinstance(model, Model):
+                raise ValueError(
+                    f"SeamscopeCapability.models[{name!r}] must be a pydantic_ai Model"
+                )
+        if role is not None and not isinstance(role, str) and not callable(role):
+            raise ValueError("SeamscopeCapability.role must be a str, a callable or None")
+        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
+            raise ValueError("SeamscopeCapability.scope must be a mapping, a callable or None")
+        if (
+            isinstance(max_stored_outputs, bool)
+            or not isinstance(max_stored_outputs, int)
+            or max_stored_outputs < 1
+        ):
+            raise ValueError("SeamscopeCapability.max_stored_outputs must be an int >= 1")
+        if genai_spans is not None and not isinstance(genai_spans, bool):
+            raise ValueError("SeamscopeCapability.genai_spans must be a bool or None")
+        self.id = None
+        self.description = None
+        self.defer_loading = False
+        self.layer = layer
+        self.models: Mapping[str, Model] = dict(models)
+        self.offload = bool(offload)
+        self.outputs = Outputs(max_stored_outputs)
+        self.genai_spans = genai_spans
+        self._role = role
+        self._scope = scope
+        self.recall_toolset: FunctionToolset[Any] = FunctionToolset([self._recall_tool()])
+        """The toolset holding ``recall_tool_result`` (added to the agent by the
+        capability). It is offered only while the conversation has offloaded outputs."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return f"SeamscopeCapability(agent_name={self.layer.agent_name!r})"
+
+    # -- public helpers -----------------------------------------------------------
+
+    def stored_output(self, offload_id: str) -> str | None:
+        """The full text of an offloaded output still held in this process."""
+        return self.outputs.get(offload_id)
+
+    def role_for(self, ctx: RunContext[Any]) -> str | None:
+        """The role of a run."""
+        role: Any = self._role
+        if callable(role):
+            try:
+                role = role(ctx)
+            except Exception:
+                failed("pydantic_ai.role")
+                return None
+        elif role is None:
+            role = getattr(ctx.agent, "name", None)
+        return role if isinstance(role, str) and role else None
+
+    def scope_for(self, deps: Any) -> Mapping[str, Any] | None:
+        """The adopter's scope of a run."""
+        scope: Any = self._scope
+        if callable(scope):
+            try:
+                scope = scope(deps)
+            except Exception:
+                failed("pydantic_ai.scope")
+                return None
+        return scope if isinstance(scope, Mapping) else None
+
+    # -- the capability -----------------------------------------------------------
+
+    def get_toolset(self) -> FunctionToolset[Any] | None:
+        return self.recall_toolset if self.offload else None
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        return _RunCapability(self)
+
+    def _recall_tool(self) -> Callable[..., Any]:
+        outputs = self.outputs
+
+        async def recall_tool_result(ctx: RunContext[Any], offload_id: str) -> str:
+            """Bring back the full text of a tool output that was offloaded from the
+            conversation. Pass the offload id named in the stub that replaced it."""
+            found = outputs.lookup(offload_id, _scope(ctx))
+            if found is None:
+                return f"error: no offloaded output {offload_id!r} in this conversation"
+            return found
+
+        recall_tool_result.__name__ = RECALL_TOOL
+        return recall_tool_result
+
+
+class _RunCapability(AbstractCapability[Any]):
+    """The hooks of one run (``SeamscopeCapability.for_run``)."""
+
+    __hash__ = object.__hash__
+
+    def __init__(self, parent: SeamscopeCapability) -> None:
+        self.id = None
+        self.description = None
+        self.defer_loading = False
+        self.parent = parent
+        self.run: Run | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return f"_RunCapability({self.parent!r})"
+
+    def get_toolset(self) -> FunctionToolset[Any] | None:
+        return self.parent.get_toolset()
+
+    # -- the run ------------------------------------------------------------------
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
+        parent = self.parent
+        layer = parent.layer
+        own = parent.genai_spans
+        if own is None:
+            own = isinstance(ctx.tracer, NoOpTracer)
+        conversation = ctx.conversation_id
+
+        def invoke_agent() -> Any:
+            return layer.genai.invoke_agent(layer.agent_name, conversation_id=conversation)
+
+        with contained(invoke_agent if own else None, "pydantic_ai.invoke_agent"):
+            try:
+                turn = Turn(layer, conversation, [], None, {}, parent.scope_for(ctx.deps))
+                self.run = Run(turn, _scope(ctx), own_spans=own)
+            except Exception:
+                failed("pydantic_ai.run_start")
+            try:
+                result = await handler()
+            except BaseException as exc:
+                if self.run is not None:
+                    self.run.close(exc)
+                raise
+            if self.run is not None:
+                self.run.close(None)
+        return result
+
+    # -- one request step -----------------------------------------------------------
+
+    async def prepare_tools(
+        self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        run, parent = self.run, self.parent
+        if run is None:
+            return tool_defs
+        try:
+            it = run.start_iteration(
+                ctx.run_step, translate.messages(ctx.messages), parent.role_for(ctx)
+            )
+            if it is None:
+                return tool_defs
+            with attached(run.otel):
+                offered = translate.offered(
+                    tool_defs, recall=parent.offload and parent.outputs.has(run.scope)
+                )
+                selection = it.select_tools(offered)
+            return [t for t in selection.tools if isinstance(t, ToolDefinition)]
+        except Exception:
+            failed("pydantic_ai.prepare_tools")
+            return tool_defs
+
+    async def wrap_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, handler: Any
+    ) -> ModelResponse:
+        run, parent = self.run, self.parent
+        if run is None:
+            return await handler(request_context)  # type: ignore[no-any-return]
+        name: str | None = None
+        try:
+            messages = translate.messages(request_context.messages)
+            it = run.iteration
+            if it is None or run.step != ctx.run_step:  # a step prepare_tools did not open
+                it = run.start_iteration(ctx.run_step, messages, parent.role_for(ctx))
+            else:
+                run.turn.messages = messages
+            if it is not None:
+                with attached(run.otel):
+                    pre = it.pre_model()
+                default = parent.layer.router.default_model.model_name
+                choice = translate.choose_model(
+                    pre.model.model_name, default, parent.models, request_context.model
+                )
+                if choice.unavailable:
+                    with attached(run.otel):
+                        log_event(
+                            "warning",
+                            c.LOG_MODEL_UNAVAILABLE,
+                            chosen_model=pre.model.model_name,
+                            used_model=choice.name,
+                            winner_source=pre.source.value,
+                            policy=pre.policy,
+                        )
+                updates: dict[str, Any] = {}
+                if choice.model is not None:
+                    updates["model"] = choice.model
+                if pre.model.params:
+                    updates["model_settings"] = {
+                        **(request_context.model_settings or {}),
+                        **pre.model.params,
+                    }
+                if updates:
+                    request_context = dataclasses.replace(request_context, **updates)
+                offloaded = parent.outputs.offloaded(run.scope)
+                run.carried = tuple(
+                    o
+                    for o in translate.carried(request_context.messages, offloaded)
+                    if not parent.outputs.expanded(o)
+                )
+                name = choice.name
+        except Exception:
+            failed("pydantic_ai.before_model_request")
+        it = run.iteration
+        if it is None or name is None:
+            return await handler(request_context)  # type: ignore[no-any-return]
+        chat_name = name
+        if not run.own_spans:
+            run.chat = ChatCall(it, chat_name, trace.INVALID_SPAN)  # pydantic-ai's chat span
+            return await handler(request_context)  # type: ignore[no-any-return]
+        with attached(run.otel), contained(lambda: it.chat(chat_name), "pydantic_ai.chat") as call:
+            run.chat = call if call is not None else ChatCall(it, chat_name, trace.INVALID_SPAN)
+            return await handler(request_context)  # type: ignore[no-any-return]
+
+    async def after_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        response: ModelResponse,
+    ) -> ModelResponse:
+        run = self.run
+        it = None if run is None else run.iteration
+        if run is None or it is None:
+            return response
+        try:
+            usage = translate.usage(response.usage)
+            run.usage = usage
+            if run.chat is not None and usage is not None:
+                run.chat.report(usage, response_model=response.model_name, carried=run.carried)
+        except Exception:
+            failed("pydantic_ai.usage")
+        try:
+            output_tools = [t.name for t in request_context.model_request_parameters.output_tools]
+            message, calls, positions = translate.emitted(response, output_tools)
+            if not calls:
+                return response
+            with attached(run.otel):
+                post = it.post_model(message, calls=calls)
+            return translate.rewrite(response, positions, post) or response
+        except Exception:
+            failed("pydantic_ai.after_model_request")
+            return response
+
+    # -- one tool call --------------------------------------------------------------
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        handler: Any,
+    ) -> Any:
+        run = self.run
+        it = None if run is None else run.iteration
+        if run is None or it is None or not run.own_spans or tool_def.kind != "function":
+            return await handler(args)
+        tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
+        with (
+            attached(run.otel),
+            contained(lambda: it.execute_tool(tool_call), "pydantic_ai.tool_span") as span,
+        ):
+            result = await handler(args)
+            if span is not None:
+                try:
+                    it.tool_result(span, result)
+                except Exception:
+                    failed("pydantic_ai.tool_result")
+            return result
+
+    async def after_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        result: Any,
+    ) -> Any:
+        run, parent = self.run, self.parent
+        it = None if run is None else run.iteration
+        if run is None or it is None or not parent.offload or tool_def.kind != "function":
+            return result
+        try:
+            with attached(run.otel):
+                if call.tool_name == RECALL_TOOL:
+                    offload_id = translate.recall_id(args)
+                    text = parent.outputs.lookup(offload_id, run.scope)
+                    if text is not None:
+                        parent.outputs.expand(offload_id)
+                        usage = run.usage
+                        it.recall(
+                            offload_id,
+                            input_tokens=int(estimate_tokens(text)),
+                            output_tokens=0 if usage is None else usage.output_tokens,
+                        )
+                    return result
+                text = translate.offloadable_text(result)
+                if text is None or estimate_tokens(text) < parent.layer.gate.threshold_tokens:
+                    return result
+                tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
+                decision = it.offload(tool_call, text)
+                if decision.fire and decision.offload_id is not None:
+                    stub = offload_stub(decision, call.tool_name)
+                    parent.outputs.keep(
+                        decision.offload_id, run.scope, call.tool_call_id, text, stub
+                    )
+                    return stub
+        except Exception:
+            failed("pydantic_ai.after_tool_execute")
+        return result
