@@ -9,13 +9,24 @@
   :class:`FlushResult`.
 
 The offload ledger itself is pure accounting: :class:`seamscope.decisions.OffloadLedger`.
+
+The public names are imported on first use (PEP 562), so importing
+:mod:`seamscope.telemetry.conventions` alone (the CLI's explain does, and
+``python -m seamscope.telemetry.conventions``) does not load the
+OpenTelemetry SDK, structlog and the observer.
 """
 
-from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._configure import TelemetryHandle, configure
-from seamscope.telemetry._export import ExporterStatus, FlushResult
-from seamscope.telemetry._logging import add_trace_context
-from seamscope.telemetry._observer import OTelObserver
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seamscope.telemetry._config import TelemetryConfig
+    from seamscope.telemetry._configure import TelemetryHandle, configure
+    from seamscope.telemetry._export import ExporterStatus, FlushResult
+    from seamscope.telemetry._logging import add_trace_context
+    from seamscope.telemetry._observer import OTelObserver
 
 __all__ = [
     "ExporterStatus",
@@ -26,3 +37,27 @@ __all__ = [
     "add_trace_context",
     "configure",
 ]
+
+# public name -> the private module that defines it
+_HOME = {
+    "ExporterStatus": "_export",
+    "FlushResult": "_export",
+    "OTelObserver": "_observer",
+    "TelemetryConfig": "_config",
+    "TelemetryHandle": "_configure",
+    "add_trace_context": "_logging",
+    "configure": "_configure",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later reads skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
