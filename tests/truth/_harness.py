@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import re
 import threading
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -115,11 +116,17 @@ class ToolRun:
     output: str | None
 
 
+_NAMED = re.compile(r"^([\w-]+): ", re.MULTILINE)
+
+
 def conversation_of(messages: Iterable[Seen]) -> str:
-    """The conversation a prompt belongs to: its first user message's prefix."""
+    """The conversation a prompt belongs to: the ``name: `` a line of its first
+    naming user message starts with (a summary that replaced the first
+    message quotes it)."""
     for message in messages:
-        if message.role == "user" and ":" in message.text:
-            return message.text.split(":", 1)[0]
+        found = _NAMED.search(message.text) if message.role == "user" else None
+        if found:
+            return found.group(1)
     return "?"
 
 
@@ -491,8 +498,11 @@ def _hygiene(
             for sp in agent_spans
             if (sp.attributes or {}).get(c.ATTR_GEN_AI_CONVERSATION_ID) == conv
         ]
-        if ground.invokes[conv] and len(mine) != ground.invokes[conv]:
-            out.append(f"{conv}: {len(mine)} invoke_agent spans for {ground.invokes[conv]} invokes")
+        expected = ground.invokes[conv]
+        if conv in ground.unfinished and not ground.calls_of(conv):
+            expected = len(mine)  # abandoned before the agent started: maybe no run at all
+        if expected and len(mine) != expected:
+            out.append(f"{conv}: {len(mine)} invoke_agent spans for {expected} invokes")
         roots = {sp.context.trace_id for sp in mine}
         if len(roots) != len(mine):
             out.append(f"{conv}: two invoke_agent spans share a trace")

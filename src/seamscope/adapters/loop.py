@@ -223,12 +223,20 @@ class Turn:
     @contextlib.contextmanager
     def iteration(self) -> Iterator[Iteration]:
         """One ReAct iteration: a ``seamscope.iteration`` span."""
+        iteration, scope = self.open_iteration()
+        with scope:
+            yield iteration
+
+    def open_iteration(self) -> tuple[Iteration, contextlib.AbstractContextManager[object]]:
+        """The next iteration and its span scope, not yet entered: for a loop whose
+        iteration outlives one ``with`` block (enter and exit the scope in one
+        context)."""
         index = self.iterations
         self.iterations += 1
-        with self.layer.observer.iteration(
+        scope = self.layer.observer.iteration(
             index, conversation_id=self.conversation_id, agent_name=self.layer.agent_name
-        ):
-            yield Iteration(self, index)
+        )
+        return Iteration(self, index), scope
 
 
 class ChatCall:
@@ -296,8 +304,12 @@ class Iteration:
 
     # decision points ----------------------------------------------------------
 
-    def select_tools(self, tools: Sequence[Any]) -> SelectionResult:
-        """Run the selection pipeline over the tools offered this iteration."""
+    def select_tools(self, tools: Sequence[Any], *, fixed: Sequence[Any] = ()) -> SelectionResult:
+        """Run the selection pipeline over the tools offered this iteration.
+
+        ``fixed``: tools the framework binds whatever the stages decide (a
+        structured-output tool); they are recorded as offered and selected.
+        """
         turn = self.turn
         ctx = SelectionContext(
             messages=tuple(turn.messages),
@@ -307,7 +319,7 @@ class Iteration:
             conversation_id=turn.conversation_id,
             agent_name=turn.layer.agent_name,
         )
-        self.selection = turn.layer.pipeline.run(tools, ctx)
+        self.selection = turn.layer.pipeline.run(tools, ctx, fixed=fixed)
         return self.selection
 
     def pre_model(self) -> PreModelResult:
@@ -330,17 +342,21 @@ class Iteration:
         ) as span:
             yield ChatCall(self, name, span)
 
-    def post_model(self, emitted: Any) -> PostModelResult:
+    def post_model(self, emitted: Any, *, calls: Sequence[Any] | None = None) -> PostModelResult:
         """The POST seam over the emitted assistant message (or its tool calls).
 
         The context includes the just-emitted message, as the design says.
+        ``calls``: the emitted calls the loop will dispatch, when not all of
+        the message's are (the framework consumes a structured-output call
+        itself); the records' indexes refer to this sequence.
         """
         if isinstance(emitted, Message) or not isinstance(emitted, Sequence):
             message = emitted
-            calls = tuple(getattr(emitted, "tool_calls", ()) or ())
+            routed = tuple(getattr(emitted, "tool_calls", ()) or ())
         else:
             message = Message("assistant", "", tuple(emitted))
-            calls = tuple(emitted)
+            routed = tuple(emitted)
+        calls = routed if calls is None else tuple(calls)
         calls = tuple(_as_tool_call(call) for call in calls)
         self.post = self.turn.layer.router.post_model(
             self.context(Seam.POST_MODEL, emitted_message=message), calls

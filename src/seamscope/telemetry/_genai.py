@@ -12,7 +12,6 @@ the loop.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -24,11 +23,71 @@ from seamscope.decisions.records import ModelUsage
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = ["GenAISpans"]
+__all__ = ["GenAISpans", "record_error"]
 
 
 def _failed(span_name: str, exc: BaseException) -> None:
     telemetry_error(span_name.split(" ")[0], exc)
+
+
+def record_error(span: trace.Span, exc: BaseException | str) -> None:
+    """``error.type`` (an exception's qualified class name, or the given value)
+    and status ERROR on a recording span; never raises."""
+    with contextlib.suppress(Exception):
+        if span.is_recording():
+            name = exc if isinstance(exc, str) else type(exc).__qualname__
+            span.set_attribute(c.ATTR_ERROR_TYPE, name)
+            span.set_status(Status(StatusCode.ERROR, name))
+
+
+class _SpanScope(contextlib.AbstractContextManager[trace.Span]):
+    """A span made current for a ``with`` block (a class, not a generator: a
+    scope that is never exited does nothing when it is garbage collected).
+
+    Its context token is detached only where it was attached: if the block is
+    left in another context (or a context attached inside the block was never
+    detached), the token is left alone rather than detached in the wrong
+    context, and the span still ends.
+    """
+
+    __slots__ = ("_attrs", "_ctx", "_kind", "_name", "_span", "_token", "_tracer")
+
+    def __init__(
+        self, tracer: trace.Tracer, name: str, kind: SpanKind, attrs: dict[str, Any]
+    ) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._kind = kind
+        self._attrs = attrs
+        self._span: trace.Span = trace.INVALID_SPAN
+        self._token: object = None
+        self._ctx: otel_context.Context | None = None
+
+    def __enter__(self) -> trace.Span:
+        try:
+            self._span = self._tracer.start_span(
+                self._name, kind=self._kind, attributes=self._attrs
+            )
+            self._ctx = trace.set_span_in_context(self._span)
+            self._token = otel_context.attach(self._ctx)
+        except Exception as exc:  # telemetry failed: the loop goes on
+            _failed(self._name, exc)
+        return self._span
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            record_error(self._span, exc)
+        try:
+            token, self._token = self._token, None
+            if token is not None and otel_context.get_current() is self._ctx:
+                otel_context.detach(token)  # type: ignore[arg-type]
+        except Exception as exc2:
+            _failed(self._name, exc2)
+        finally:
+            try:
+                self._span.end()
+            except Exception as exc3:
+                _failed(self._name, exc3)
 
 
 class GenAISpans:
@@ -38,42 +97,35 @@ class GenAISpans:
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
 
-    @contextlib.contextmanager
-    def _span(self, name: str, kind: SpanKind, attrs: dict[str, Any]) -> Iterator[trace.Span]:
-        span: trace.Span = trace.INVALID_SPAN
-        token: object = None
+    def _span(
+        self, name: str, kind: SpanKind, attrs: dict[str, Any]
+    ) -> contextlib.AbstractContextManager[trace.Span]:
+        return _SpanScope(self._tracer, name, kind, attrs)
+
+    def start_invoke_agent(
+        self,
+        agent_name: str | None,
+        *,
+        conversation_id: str | None = None,
+        context: otel_context.Context | None = None,
+    ) -> trace.Span:
+        """An ``invoke_agent`` span that is not made current: for a run that spans
+        many framework callbacks, each in its own context. The caller ends it
+        (:func:`record_error` first, for a failure). Never raises: a failure of
+        telemetry gives the invalid span."""
+        name, attrs = _invoke_agent(agent_name, conversation_id)
         try:
-            span = self._tracer.start_span(name, kind=kind, attributes=attrs)
-            token = otel_context.attach(trace.set_span_in_context(span))
-        except Exception as exc:  # telemetry failed: the loop goes on
+            return self._tracer.start_span(
+                name, context=context, kind=SpanKind.INTERNAL, attributes=attrs
+            )
+        except Exception as exc:
             _failed(name, exc)
-        try:
-            yield span
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                if span.is_recording():
-                    span.set_attribute(c.ATTR_ERROR_TYPE, type(exc).__qualname__)
-                    span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-            raise
-        finally:
-            try:
-                if token is not None:
-                    otel_context.detach(token)  # type: ignore[arg-type]
-            finally:
-                try:
-                    span.end()
-                except Exception as exc:
-                    _failed(name, exc)
+            return trace.INVALID_SPAN
 
     def invoke_agent(
         self, agent_name: str | None, *, conversation_id: str | None = None
     ) -> contextlib.AbstractContextManager[trace.Span]:
-        attrs: dict[str, Any] = {c.ATTR_GEN_AI_OPERATION_NAME: "invoke_agent"}
-        if agent_name:
-            attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
-        if conversation_id:
-            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
-        name = f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
+        name, attrs = _invoke_agent(agent_name, conversation_id)
         return self._span(name, SpanKind.INTERNAL, attrs)
 
     def chat(
@@ -131,3 +183,14 @@ class GenAISpans:
                 )
             if response_model:
                 span.set_attribute(c.ATTR_GEN_AI_RESPONSE_MODEL, response_model)
+
+
+def _invoke_agent(
+    agent_name: str | None, conversation_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    attrs: dict[str, Any] = {c.ATTR_GEN_AI_OPERATION_NAME: "invoke_agent"}
+    if agent_name:
+        attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
+    if conversation_id:
+        attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
+    return (f"invoke_agent {agent_name}" if agent_name else "invoke_agent"), attrs

@@ -288,8 +288,10 @@ class OTelObserver:
         if handle.done:
             return
         handle.done = True
+        # a token holds the context it was made in: drop it once used
+        token, handle.token = handle.token, None
         try:
-            otel_context.detach(handle.token)  # type: ignore[arg-type]
+            otel_context.detach(token)  # type: ignore[arg-type]
         except Exception as exc:
             telemetry_error(hook, exc)
         try:

@@ -187,6 +187,8 @@ __all__ = [
     "METRIC_STAGE_OUTCOMES",
     "MetricSpec",
     "OTHER",
+    "ABANDONED_RUN",
+    "TOOL_ERROR_RESULT",
     "OffloadCostKind",
     "OffloadOutcome",
     "OffloadReasonCode",
@@ -216,6 +218,19 @@ __all__ = [
 
 OTHER: Final = "other"
 """The value a capped metric attribute folds its tail into."""
+
+TOOL_ERROR_RESULT: Final = "tool_error_result"
+"""error.type of a tool that answered with an error result of unknown type.
+
+The framework's error tool message came back while the exception itself, if
+any, was handled before seamscope saw it, so its type is unknown."""
+
+ABANDONED_RUN: Final = "abandoned"
+"""error.type of an agent run that ended without reaching its end.
+
+A stream the caller closed part way, or an error raised where seamscope's
+hooks did not see it: the run's invoke_agent and open iteration spans end
+with it."""
 
 
 # --------------------------------------------------------------------------
@@ -733,6 +748,12 @@ def render_markdown() -> str:
             doc = (value.__doc__ or "").strip().splitlines()[0]
             out.append(f"- `{key}`: {members}. {doc}")
     out += ["", f"A capped metric attribute folds its tail into `{OTHER}`.", ""]
+    out += [
+        f"`error.type` values of seamscope's own: `{TOOL_ERROR_RESULT}` "
+        f"({docs.get('TOOL_ERROR_RESULT', '')}) `{ABANDONED_RUN}` "
+        f"({docs.get('ABANDONED_RUN', '')})",
+        "",
+    ]
     return "\n".join(out)
 
 

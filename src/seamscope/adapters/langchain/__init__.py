@@ -79,6 +79,25 @@ Decisions and differences from the reference loop
   text content is offloaded; ``Command`` results, error results and
   non-text content blocks pass through, and a recalled output is never
   offloaded again.
+* A tool call whose result is LangChain's error ToolMessage (a handled
+  ``ToolException``, arguments the tool rejected, an error middleware
+  inside this one) has an ``execute_tool`` span with status ERROR and
+  ``error.type`` ``tool_error_result`` (the exception's type when it
+  crossed this hook), as the reference loop marks a failed tool.
+* Structured output (``ToolStrategy``): its tools are bound by LangChain
+  whatever the stages decide, so ``seamscope.select_tools`` records them as
+  offered and selected; their calls are consumed inside the model call, so
+  the POST seam never routes or rewrites them (no dispatch span).
+* A run that ends where no hook sees it (a stream the caller closes part
+  way, an error raised outside this middleware) is closed when LangGraph
+  releases the invocation (a finalizer on the runtime's stream writer):
+  its ``invoke_agent`` and open iteration spans end with ``error.type``
+  ``abandoned``. Context tokens are only ever reset in the context that
+  made them.
+* When a span is already active (the caller's, OpenLLMetry's), the run's
+  spans join its trace; OpenInference's LangChain instrumentation does not
+  make its spans current, so its span for the current LangChain run is
+  asked for (``get_current_span()``) and joined the same way.
 * Telemetry never breaks the agent: a failure in seamscope's own code is
   contained (a ``seamscope.telemetry.error`` log event naming the hook and
   the error type) and the call proceeds unchanged (the request as LangChain
@@ -95,6 +114,10 @@ Limitations
   ``ModelRetryMiddleware``) belong inside it. Middleware inside it may
   still change the request it decided (a tool selector narrowing further)
   and the spans will not show that.
+* An interrupt raised where this middleware's hooks do not see it (e.g. in
+  another middleware's ``after_model`` node) looks like an abandoned run:
+  its spans end with ``abandoned`` and the resumed invocation is a new
+  trace. An interrupt inside a tool or model call pauses the run instead.
 * Runs that share a ``thread_id`` are assumed to be sequential: a new run
   closes the spans of a still-open earlier run on the same thread.
 * Offloaded outputs live in this process (``max_stored_outputs``, oldest

@@ -16,6 +16,7 @@ try:
         ToolCallRequest,
     )
     from langchain.agents.middleware.types import PrivateStateAttr
+    from langchain.agents.structured_output import ToolStrategy
     from langchain.tools import ToolRuntime
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, ToolMessage
@@ -47,6 +48,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolMessage",
     "ToolRuntime",
+    "ToolStrategy",
     "UntrackedValue",
     "get_config",
 ]

@@ -184,8 +184,9 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
         step = ToolStep(self, request)
         try:
             step.prepare()
-            with step.span():
+            with step.span() as span:
                 result = handler(request)
+                step.result(span, result)
             return step.finish(result)
         except BaseException as exc:
             step.fail(exc)
@@ -201,8 +202,9 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
         step = ToolStep(self, request)
         try:
             step.prepare()
-            with step.span():
+            with step.span() as span:
                 result = await handler(request)
+                step.result(span, result)
             return step.finish(result)
         except BaseException as exc:
             step.fail(exc)

@@ -15,18 +15,22 @@ import logging
 import sys
 import threading
 import uuid
-from collections import OrderedDict
+import weakref
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.decisions import ModelUsage
+from seamscope.telemetry import conventions as c
+from seamscope.telemetry._genai import record_error
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = ["LOG", "Outputs", "Run", "Runs", "failed"]
+__all__ = ["LOG", "Outputs", "Run", "Runs", "active_parent", "failed"]
 
 LOG = logging.getLogger("seamscope.adapters.langchain")
 """The adapter's stdlib logger (the package's name, whichever module logs)."""
@@ -46,27 +50,38 @@ def failed(hook: str) -> None:
         LOG.debug("seamscope: %s failed; the agent continues unchanged", hook, exc_info=True)
 
 
+class _Abandoned(Exception):
+    """Stands for the end of a run that its hooks never saw."""
+
+
+_Abandoned.__qualname__ = c.ABANDONED_RUN  # the error.type the run's spans record
+
+
 class Run:
     """The spans and decision state of one agent run, across graph nodes.
 
     LangGraph gives each node a copy of the caller's context, so a span made
-    current in one hook is gone in the next. The run keeps its own
-    ``contextvars.Context`` in which the long-lived ``invoke_agent`` and
-    iteration spans are entered and exited (so their context tokens match),
-    and hands out the OpenTelemetry context each hook attaches.
+    current in one hook is gone in the next. The run holds its
+    ``invoke_agent`` span without making it current anywhere, enters each
+    iteration's scope in a private ``contextvars.Context`` (its context
+    tokens are created and reset there, never in a hook's context), and
+    hands out the OpenTelemetry context each hook attaches for its own
+    duration.
     """
 
     def __init__(self, key: str, turn: Turn, scope: str) -> None:
         self.key = key
         self.turn = turn
         self.scope = scope
-        self.lock = threading.RLock()
+        self.lock = threading.Lock()
         self.closed = False
+        self.paused = False  # an interrupt crossed a hook: the run resumes later
         self.iteration: Iteration | None = None
         self.usage: ModelUsage | None = None
-        self._context = contextvars.copy_context()
-        self._agent: contextlib.AbstractContextManager[Any] | None = None
+        self.watched: Any = None  # (weakref to the invocation's stream writer, finalizer)
+        self._span: trace.Span = trace.INVALID_SPAN
         self._iteration: contextlib.AbstractContextManager[Any] | None = None
+        self._iteration_context: contextvars.Context | None = None
         self._agent_otel: Any = None
         self._otel: Any = None
 
@@ -75,69 +90,91 @@ class Run:
         """The OpenTelemetry context the hooks attach (None when unavailable)."""
         return self._otel
 
-    def open(self) -> None:
+    def open(self, parent: otel_context.Context | None) -> None:
+        """Start the ``invoke_agent`` span under ``parent`` (None: the current context)."""
         layer = self.turn.layer
         try:
-            manager = layer.genai.invoke_agent(
-                layer.agent_name, conversation_id=self.turn.conversation_id
+            base = otel_context.get_current() if parent is None else parent
+            self._span = layer.genai.start_invoke_agent(
+                layer.agent_name, conversation_id=self.turn.conversation_id, context=base
             )
-            self._context.run(manager.__enter__)
-            self._agent = manager
-            self._agent_otel = self._otel = self._context.run(otel_context.get_current)
+            self._agent_otel = self._otel = trace.set_span_in_context(self._span, base)
         except Exception:
             failed("langchain.invoke_agent_start")
 
     def start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
         with self.lock:
-            self._end_iteration(None)
-            turn = self.turn
-            turn.messages = list(messages)
-            turn.state = state
-            manager = turn.iteration()
-            try:
-                iteration: Iteration = self._context.run(manager.__enter__)
-                self._iteration = manager
-                self._otel = self._context.run(otel_context.get_current)
-            except Exception:
-                failed("langchain.iteration_start")
-                iteration = Iteration(turn, max(turn.iterations - 1, 0))
-            self.iteration = iteration
-            self.usage = None
-            return iteration
+            return self._start_iteration(messages, state)
+
+    def _start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
+        self._end_iteration(None)
+        turn = self.turn
+        turn.messages = list(messages)
+        turn.state = state
+        iteration, scope = turn.open_iteration()
+        # an empty context, not a copy of the hook's: a copy would hold LangGraph's
+        # config (and the invocation) alive for as long as the iteration is open
+        context = contextvars.Context()
+        agent_otel = self._agent_otel
+
+        def enter() -> Any:
+            if agent_otel is not None:
+                otel_context.attach(agent_otel)  # private context: never detached
+            scope.__enter__()
+            return otel_context.get_current()
+
+        try:
+            self._otel = context.run(enter)
+            self._iteration, self._iteration_context = scope, context
+        except Exception:
+            failed("langchain.iteration_start")
+        self.iteration = iteration
+        self.usage = None
+        return iteration
 
     def current_iteration(self) -> Iteration:
         """The open iteration, or a new one (a run resumed at its tools)."""
         with self.lock:
             if self.iteration is not None:
                 return self.iteration
-        return self.start_iteration(self.turn.messages, self.turn.state)
+            return self._start_iteration(self.turn.messages, self.turn.state)
 
-    def _exit(self, manager: Any, exc: BaseException | None, hook: str) -> None:
-        """Leave a span's context manager in the run's context, passing the
-        agent's exception (if any) so the span records it."""
-        if manager is None:
+    def _end_iteration(self, exc: BaseException | None) -> None:
+        scope, self._iteration = self._iteration, None
+        context, self._iteration_context = self._iteration_context, None
+        self._otel = self._agent_otel
+        if scope is None or context is None:
             return
         try:
             if exc is None:
-                self._context.run(manager.__exit__, None, None, None)
+                context.run(scope.__exit__, None, None, None)
             else:
-                self._context.run(manager.__exit__, type(exc), exc, exc.__traceback__)
+                context.run(scope.__exit__, type(exc), exc, exc.__traceback__)
         except Exception:
-            failed(hook)
+            failed("langchain.iteration_end")
 
-    def _end_iteration(self, exc: BaseException | None) -> None:
-        manager, self._iteration = self._iteration, None
-        self._otel = self._agent_otel
-        self._exit(manager, exc, "langchain.iteration_end")
-
-    def close(self, exc: BaseException | None = None) -> None:
-        with self.lock:
+    def close(self, exc: BaseException | None = None, *, blocking: bool = True) -> bool:
+        """End the open iteration and the ``invoke_agent`` span (with ``exc``'s
+        error.type). ``blocking=False``: give up (False) if the run is busy."""
+        if not self.lock.acquire(blocking=blocking):
+            return False
+        try:
             if self.closed:
-                return
+                return True
             self.closed = True
             self._end_iteration(exc)
-            manager, self._agent = self._agent, None
-            self._exit(manager, exc, "langchain.invoke_agent_end")
+            if exc is not None:
+                record_error(self._span, exc)
+            try:
+                self._span.end()
+            except Exception:
+                failed("langchain.invoke_agent_end")
+            watched, self.watched = self.watched, None
+            if watched is not None:
+                watched[1].detach()
+            return True
+        finally:
+            self.lock.release()
 
 
 class Runs:
@@ -145,6 +182,15 @@ class Runs:
 
     ``role`` and ``scope`` are the middleware's arguments: a value, or a
     callable of the LangGraph ``Runtime`` evaluated when a run opens.
+
+    A run ends at ``after_agent``, when the agent's exception crosses a hook,
+    or, for a run its hooks never see end (a stream the caller closed part
+    way, an error raised outside seamscope's hooks), when LangGraph releases
+    the invocation: a finalizer on the invocation's stream writer (the
+    runtime's, one per invocation) closes it with error.type
+    ``abandoned``. A finalizer runs wherever the garbage collector does, so
+    it never waits for a lock: a run it finds busy is closed by the next hook
+    of this middleware. A run paused by an interrupt is left open.
     """
 
     def __init__(self, layer: DecisionLayer, role: Any, scope: Any) -> None:
@@ -153,15 +199,18 @@ class Runs:
         self._scope = scope
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._lock = threading.Lock()
+        self._released: deque[str] = deque()
 
     def open(self, runtime: Any) -> Run:
         """A new run for this invocation (a still-open run on its thread is closed)."""
+        self._drain()
         run = self._new(runtime, translate.thread_id(runtime))
+        run.open(active_parent())
         with self._lock:
-            run.open()
             stale = self._register(run)
         for old in stale:
-            old.close()
+            old.close(None if old.paused else _Abandoned())
+        self.watch(run, runtime)
         return run
 
     def for_hook(self, state: Any, runtime: Any, *, create: bool) -> tuple[Run | None, bool]:
@@ -171,21 +220,28 @@ class Runs:
         interrupt, or one whose ``before_agent`` did not run); parallel hooks
         agree on one.
         """
+        self._drain()
         key = translate.run_key(state)
         conversation_id = translate.thread_id(runtime)
         with self._lock:
             run = self._find(key, conversation_id)
         if run is not None or not create:
+            if run is not None:
+                self.watch(run, runtime)
             return run, False
         candidate = self._new(runtime, conversation_id)
+        parent = active_parent()
         with self._lock:
             run = self._find(key, conversation_id)
-            if run is not None:
-                return run, False
-            candidate.open()
-            stale = self._register(candidate)
+            if run is None:
+                candidate.open(parent)
+                stale = self._register(candidate)
+        if run is not None:
+            self.watch(run, runtime)
+            return run, False
         for old in stale:
-            old.close()
+            old.close(None if old.paused else _Abandoned())
+        self.watch(candidate, runtime)
         return candidate, True
 
     def close(self, run: Run, exc: BaseException | None) -> None:
@@ -193,6 +249,54 @@ class Runs:
             if self._runs.get(run.key) is run:
                 del self._runs[run.key]
         run.close(exc)
+
+    def watch(self, run: Run, runtime: Any) -> None:
+        """Follow the invocation ``runtime`` belongs to: when LangGraph releases
+        it and the run is still open (and not paused), the run was abandoned."""
+        writer = getattr(runtime, "stream_writer", None)
+        if writer is None:
+            return
+        try:
+            watched = run.watched
+            if watched is not None and watched[0]() is writer:
+                return
+            finalizer = weakref.finalize(writer, self._release, run.key)
+            finalizer.atexit = False
+            run.watched = (weakref.ref(writer), finalizer)
+            run.paused = False
+            if watched is not None:
+                watched[1].detach()
+        except TypeError:
+            return  # a writer that cannot be weakly referenced: no abandonment detection
+
+    def _release(self, key: str) -> None:
+        self._released.append(key)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Close the released runs that are still open (never blocks: see above)."""
+        while self._released:
+            if not self._lock.acquire(blocking=False):
+                return
+            try:
+                key = self._released.popleft()
+                run = self._runs.get(key)
+            except IndexError:
+                return
+            finally:
+                self._lock.release()
+            if run is None or run.closed or run.paused:
+                continue
+            if not run.close(_Abandoned(), blocking=False):
+                self._released.append(key)
+                return
+            with contextlib.suppress(Exception):
+                if self._lock.acquire(blocking=False):
+                    try:
+                        if self._runs.get(key) is run:
+                            del self._runs[key]
+                    finally:
+                        self._lock.release()
 
     def _resolve(self, value: Any, runtime: Any, what: str) -> Any:
         if not callable(value):
@@ -237,6 +341,26 @@ class Runs:
                 if candidate.turn.conversation_id == conversation_id:
                     return candidate
         return run
+
+
+def active_parent() -> otel_context.Context | None:
+    """The context seamscope's spans join: None when a span is already current
+    (the caller's, OpenLLMetry's), else the span OpenInference's LangChain
+    instrumentation keeps for the current LangChain run (it does not make its
+    spans current), if it is loaded."""
+    if trace.get_current_span().get_span_context().is_valid:
+        return None
+    module = sys.modules.get("openinference.instrumentation.langchain")
+    find = getattr(module, "get_current_span", None)
+    if find is None:
+        return None
+    try:
+        span = find()
+    except Exception:
+        return None
+    if isinstance(span, trace.Span) and span.get_span_context().is_valid:
+        return trace.set_span_in_context(span)
+    return None
 
 
 class Outputs:

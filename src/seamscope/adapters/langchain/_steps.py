@@ -29,6 +29,7 @@ from seamscope.adapters.loop import ChatCall, Iteration, estimate_tokens
 from seamscope.adapters.react import RECALL_TOOL, offload_stub
 from seamscope.decisions import ToolCall
 from seamscope.telemetry import conventions as c
+from seamscope.telemetry._genai import record_error
 from seamscope.telemetry._logging import log_event
 
 if TYPE_CHECKING:
@@ -114,8 +115,12 @@ class _Step:
 
     def fail(self, exc: BaseException) -> None:
         """The agent's own exception crossed the hook: close the run with it
-        (an interrupt is not a failure: the run resumes later)."""
-        if self.run is not None and not isinstance(exc, GraphBubbleUp):
+        (an interrupt is not a failure: the run is paused and resumes later)."""
+        if self.run is None:
+            return
+        if isinstance(exc, GraphBubbleUp):
+            self.run.paused = True
+        else:
             self.mw._runs.close(self.run, exc)
 
     def close(self) -> None:
@@ -131,6 +136,7 @@ class ModelStep(_Step):
         self.request = request
         self.created = False
         self.model_name: str | None = None
+        self.structured: tuple[dict[str, Any], ...] = ()
 
     def prepare(self) -> ModelRequest[Any]:
         """The request to execute: selected tools, chosen model, forced tool."""
@@ -144,7 +150,8 @@ class ModelStep(_Step):
             self.iteration = it
             self.attached = _Attached(self.run.otel)
             offered = translate.offered(request.tools, recall=mw._outputs.has(self.run.scope))
-            selection = it.select_tools(offered)
+            self.structured = translate.structured_tools(request)
+            selection = it.select_tools(offered, fixed=self.structured)
             pre = it.pre_model()
             choice = translate.choose_model(
                 pre.model.model_name,
@@ -163,7 +170,10 @@ class ModelStep(_Step):
                     policy=pre.policy,
                 )
             self.model_name = choice.name
-            tools, unbound = translate.bindable(selection.tools)
+            # LangChain binds the structured-output tools itself
+            fixed = len(self.structured)
+            chosen = selection.tools[: len(selection.tools) - fixed] if fixed else selection.tools
+            tools, unbound = translate.bindable(chosen)
             for tool in unbound:
                 LOG.warning("selected tool %r has no bindable object; not bound", tool)
             return translate.prepared_request(
@@ -191,7 +201,11 @@ class ModelStep(_Step):
                 self.run.usage = usage
             if call is None or usage is None or message is None:
                 return
-            call.report(usage, response_model=translate.response_model(message))
+            call.report(
+                usage,
+                response_model=translate.response_model(message),
+                carried=translate.carried(self.request.messages),
+            )
         except Exception:
             failed("langchain.usage")
 
@@ -202,9 +216,12 @@ class ModelStep(_Step):
         try:
             it = self.iteration
             message = translate.last_ai(response.result)
-            if it is not None and message is not None and message.tool_calls:
-                post = it.post_model(message)
-                rewritten = translate.rewrite(message, post)
+            routed = translate.routed_calls(message, self.structured)
+            if it is not None and message is not None and routed:
+                # a structured-output call is LangChain's, consumed before this
+                # hook returns: never routed or rewritten
+                post = it.post_model(message, calls=[call for _, call in routed])
+                rewritten = translate.rewrite(message, post, [i for i, _ in routed])
                 if rewritten is not message:
                     response = translate.with_message(response, message, rewritten)
             if self.created and self.run is not None:
@@ -248,6 +265,15 @@ class ToolStep(_Step):
         if it is None or call is None:
             return _contained(None, "")
         return _contained(lambda: it.execute_tool(call), "langchain.execute_tool_span")
+
+    def result(self, span: Any, result: ToolMessage | Command[Any]) -> None:
+        """An error result (a handled exception, arguments the tool rejected) is a
+        failed execution, as in the reference loop: the span is ERROR."""
+        try:
+            if span is not None and translate.is_error_result(result):
+                record_error(span, c.TOOL_ERROR_RESULT)
+        except Exception:
+            failed("langchain.tool_result")
 
     def finish(self, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
         try:

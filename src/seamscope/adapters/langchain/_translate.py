@@ -8,6 +8,7 @@ LangGraph's ``get_config()`` when the runtime carries no config.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from seamscope.adapters.langchain._framework import (
     ModelRequest,
     ModelResponse,
     ToolMessage,
+    ToolStrategy,
     get_config,
 )
 from seamscope.adapters.react import RECALL_TOOL
@@ -29,6 +31,10 @@ __all__ = [
     "RUN_KEY",
     "ModelChoice",
     "bindable",
+    "carried",
+    "is_error_result",
+    "routed_calls",
+    "structured_tools",
     "choose_model",
     "last_ai",
     "offered",
@@ -185,17 +191,78 @@ def response_model(message: AIMessage) -> Any:
     return found if found else None
 
 
-def rewrite(message: AIMessage, post: PostModelResult) -> AIMessage:
-    """The AIMessage with the tool calls the POST seam decided (ids kept)."""
+def structured_tools(request: ModelRequest[Any]) -> tuple[dict[str, Any], ...]:
+    """The structured-output tools LangChain binds itself for this request (a
+    ``ToolStrategy``'s schemas), as named tools for the selection record."""
+    strategy = getattr(request, "response_format", None)
+    if not isinstance(strategy, ToolStrategy):
+        return ()
+    return tuple({"name": spec.name} for spec in strategy.schema_specs)
+
+
+def routed_calls(
+    message: AIMessage | None, structured: Sequence[Mapping[str, Any]]
+) -> list[tuple[int, Any]]:
+    """``(position, call)`` of the emitted calls the agent dispatches: all but
+    the structured-output calls, which LangChain consumes in the model call."""
+    if message is None or not message.tool_calls:
+        return []
+    names = {tool["name"] for tool in structured}
+    return [(i, call) for i, call in enumerate(message.tool_calls) if call["name"] not in names]
+
+
+_STUB = re.compile(r"^\[offloaded (\S+): ")
+
+
+def carried(messages: Sequence[Any]) -> tuple[str, ...]:
+    """The offload ids whose stub (not the output) a model call's prompt holds:
+    the stubs in its tool messages, minus the offloads a recall in the same
+    prompt brought back."""
+    stubs: list[str] = []
+    recall_ids: dict[str, str] = {}
+    answered: set[str] = set()
+    for message in messages:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call["name"] == RECALL_TOOL and call.get("id"):
+                    args = call.get("args") or {}
+                    recall_ids[str(call["id"])] = str(args.get("offload_id", ""))
+        elif isinstance(message, ToolMessage):
+            body = text(message.content)
+            if body is None:
+                continue
+            found = _STUB.match(body)
+            if found and message.name != RECALL_TOOL:
+                stubs.append(found.group(1))
+            elif (
+                message.tool_call_id in recall_ids
+                and message.status != "error"
+                and not body.startswith("error:")
+            ):
+                answered.add(recall_ids[message.tool_call_id])
+    return tuple(dict.fromkeys(o for o in stubs if o not in answered))
+
+
+def rewrite(
+    message: AIMessage, post: PostModelResult, positions: Sequence[int] | None = None
+) -> AIMessage:
+    """The AIMessage with the tool calls the POST seam decided (ids kept).
+
+    ``positions``: where each routed call sits in the message's tool calls,
+    when the seam saw only some of them (its records index the routed calls).
+    """
     calls = list(message.tool_calls)
     renamed: dict[str, ToolCall] = {}
     changed = False
     for record in post.records:
-        if record.final == record.emitted or record.index >= len(calls):
+        index = record.index
+        if positions is not None:
+            index = positions[index] if index < len(positions) else len(calls)
+        if record.final == record.emitted or index >= len(calls):
             continue
-        original = calls[record.index]
+        original = calls[index]
         final = record.final
-        calls[record.index] = {
+        calls[index] = {
             "name": final.name,
             "args": dict(final.args),
             "id": original.get("id"),
@@ -254,6 +321,11 @@ def text(content: Any) -> str | None:
                 return None
         return "".join(parts)
     return None
+
+
+def is_error_result(result: Any) -> bool:
+    """Whether a tool call's result is LangChain's error result."""
+    return isinstance(result, ToolMessage) and result.status == "error"
 
 
 def offloadable_text(message: ToolMessage) -> str | None:

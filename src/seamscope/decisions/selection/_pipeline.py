@@ -126,9 +126,23 @@ class SelectionPipeline:
             allowed.update(id(self._catalog.bindable(n)) for n in self._catalog)
         return allowed
 
-    def run(self, tools: Sequence[Any], ctx: SelectionContext | None = None) -> SelectionResult:
-        """Select this iteration's tools from ``tools`` (the offered set)."""
+    def run(
+        self,
+        tools: Sequence[Any],
+        ctx: SelectionContext | None = None,
+        *,
+        fixed: Sequence[Any] = (),
+    ) -> SelectionResult:
+        """Select this iteration's tools from ``tools`` (the offered set).
+
+        ``fixed``: tools the framework binds whatever the stages decide (a
+        structured-output tool). No stage sees them; they are added as they
+        are to the offered and the selected tools, so the result (and its
+        trace) names every tool the model is bound to.
+        """
         offered_tools = _offered_tools(tools)
+        fixed_tools = tuple(fixed)
+        fixed_names = tuple([tool_name(t) or "?" for t in fixed_tools])
         # each tool's name is read once per run: ``raw`` lists tool_name()
         # (None for an unnamed tool), ``names`` the readable names (``?``)
         offered_raw = [tool_name(t) for t in offered_tools]
@@ -136,7 +150,7 @@ class SelectionPipeline:
         ctx = SelectionContext() if ctx is None else ctx
         ctx = replace(ctx, offered=offered_tools)
         obs = self._observer
-        handle = obs.start_selection(ctx, offered)
+        handle = obs.start_selection(ctx, offered + fixed_names)
         start = time.perf_counter()
         allowed = set(offered)
         if self._catalog is not None:
@@ -234,10 +248,10 @@ class SelectionPipeline:
             # forcing an unbound tool would stall the model, so release it.
             forced = None
         result = SelectionResult(
-            tools=current,
+            tools=current + fixed_tools,
             forced_tool=forced,
             records=tuple(records),
-            offered=offered,
+            offered=offered + fixed_names,
             duration_s=time.perf_counter() - start,
         )
         obs.end_selection(handle, result)
