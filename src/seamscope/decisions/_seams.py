@@ -80,11 +80,17 @@ class _Trail:
     policies, so ``policies=()`` allocates nothing here.
     """
 
-    __slots__ = ("_seam", "_warned", "errors", "evaluations")
+    __slots__ = ("_plain", "_seam", "_warned", "errors", "evaluations")
 
-    def __init__(self, seam: Seam, warned: set[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        seam: Seam,
+        warned: set[tuple[str, str]],
+        plain: dict[tuple[str, PolicyResult], PolicyEvaluation],
+    ) -> None:
         self._seam = seam
         self._warned = warned
+        self._plain = plain
         self.evaluations: list[PolicyEvaluation] = []
         self.errors: list[ContainedError] = []
 
@@ -95,6 +101,16 @@ class _Trail:
         guard: GuardResult = GuardResult.NONE,
         error: ContainedError | None = None,
     ) -> None:
+        if guard is GuardResult.NONE and error is None:
+            # an evaluation without a guard verdict or an error is a pure value
+            # of (policy, seam, result): one shared instance per router, so a
+            # thousand policies cost a thousand lookups, not a thousand records
+            key = (policy.name, result)
+            ev = self._plain.get(key)
+            if ev is None:
+                ev = self._plain[key] = PolicyEvaluation(policy.name, self._seam, result)
+            self.evaluations.append(ev)
+            return
         self.evaluations.append(PolicyEvaluation(policy.name, self._seam, result, guard, error))
 
     def match(self, policy: ToolCallPolicy, ctx: DispatchContext) -> bool | None:
@@ -154,7 +170,15 @@ class SeamRouter:
     DecisionObserver or None.
     """
 
-    __slots__ = ("_callback", "_default", "_observer", "_policies", "_resolver", "_warned")
+    __slots__ = (
+        "_callback",
+        "_default",
+        "_observer",
+        "_plain",
+        "_policies",
+        "_resolver",
+        "_warned",
+    )
 
     def __init__(
         self,
@@ -192,6 +216,11 @@ class SeamRouter:
         _c.maybe_callable(owner, "on_tool_call_dispatch", on_tool_call_dispatch)
         _c.observer(owner, observer)
         self._warned: set[tuple[str, str]] = set()
+        # the shared plain evaluations of each seam (see _Trail.note)
+        self._plain: dict[Seam, dict[tuple[str, PolicyResult], PolicyEvaluation]] = {
+            Seam.PRE_MODEL: {},
+            Seam.POST_MODEL: {},
+        }
         self._policies = policies
         self._default = default_model
         self._resolver = role_model_resolver
@@ -216,7 +245,7 @@ class SeamRouter:
         evaluations: list[PolicyEvaluation] | tuple[()] = ()
         errors: list[ContainedError] | tuple[()] = ()
         if self._policies:
-            trail = _Trail(Seam.PRE_MODEL, self._warned)
+            trail = _Trail(Seam.PRE_MODEL, self._warned, self._plain[Seam.PRE_MODEL])
             evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.model is None:
@@ -300,7 +329,7 @@ class SeamRouter:
         errors: list[ContainedError] | tuple[()] = ()
         rewrite = call
         if self._policies:
-            trail = _Trail(Seam.POST_MODEL, self._warned)
+            trail = _Trail(Seam.POST_MODEL, self._warned, self._plain[Seam.POST_MODEL])
             evaluations, errors = trail.evaluations, trail.errors
             for policy in self._policies:
                 if policy.redirect_to is None or not policy.applies_to_tool(call.name):

@@ -88,6 +88,7 @@ from seamscope.telemetry._logging import log_event, telemetry_error
 __all__ = ["OTelObserver"]
 
 _INTERNAL = SpanKind.INTERNAL
+_MAX_REMEMBERED_LABELS = 4096
 
 
 class _Handle:
@@ -206,6 +207,8 @@ class OTelObserver:
         self._metrics_on = self.instruments.enabled
         cfg = self.config
         self._cap = LabelCap(cfg.metric_label_cap, cfg.known_labels, known_labels)
+        self._labels: dict[tuple[str, str], str] = {}
+        self._evaluation_keys: dict[int, tuple[PolicyEvaluation, tuple[str, str, str]]] = {}
         self._limits = a.Limits(
             cfg.max_attribute_length, cfg.max_array_length, cfg.capture_content, cfg.mask
         )
@@ -339,9 +342,18 @@ class OTelObserver:
             return None
 
     def _label(self, key: str, value: str | None) -> str:
+        """The metric attribute value for ``value`` under ``key``: cut, then capped.
+        Remembered (for the first 4096 pairs), so a policy evaluated every
+        iteration is labelled once."""
         if value is None:
             return "none"
-        return self._cap(key, self._limits.text(value))
+        pair = (key, value)
+        label = self._labels.get(pair)
+        if label is None:
+            label = self._cap(key, self._limits.text(value))
+            if len(self._labels) < _MAX_REMEMBERED_LABELS:
+                self._labels[pair] = label
+        return label
 
     def _add(self, instrument: metrics.Counter, amount: float, attrs: dict[str, str]) -> None:
         instrument.add(amount, attrs)
@@ -353,10 +365,22 @@ class OTelObserver:
         """One add per distinct (seam, policy label, result) of a decision."""
         if not evaluations:
             return
-        counts: collections.Counter[tuple[str, str, str]] = collections.Counter(
-            (ev.seam.value, self._label(c.ATTR_POLICY_NAME, ev.policy), ev.result.value)
-            for ev in evaluations
-        )
+        # the seam shares one instance per plain (policy, result): count the
+        # instances first, then find each distinct one's labelled key once
+        # (remembered by identity, with the instance held so the id stays its)
+        by_id = {id(ev): ev for ev in evaluations}
+        memo = self._evaluation_keys
+        counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        for ident, n in collections.Counter(map(id, evaluations)).items():
+            entry = memo.get(ident)
+            ev = by_id[ident]
+            if entry is None or entry[0] is not ev:
+                key = (ev.seam.value, self._label(c.ATTR_POLICY_NAME, ev.policy), ev.result.value)
+                if len(memo) < _MAX_REMEMBERED_LABELS * 4:
+                    memo[ident] = (ev, key)
+            else:
+                key = entry[1]
+            counts[key] += n
         for (seam, policy, result), n in counts.items():
             self._add(
                 self.instruments.policy_evaluations,
