@@ -1,0 +1,273 @@
+"""Every python snippet of the README runs as written.
+
+Each ```python block is found by the heading it sits under and run as a
+script in a fresh interpreter, in a temporary folder, with the network
+closed to anything but this machine and no ``OTEL_*``/``SEAMSCOPE_*``
+variables of the caller. The snippets bring their own stand-ins for the
+models and tools a user replaces, so nothing is substituted. A check then
+reads back the OTLP-JSON trace file the snippet wrote and asserts the spans
+its decisions must produce.
+
+The OpenAI Agents SDK and pydantic-ai snippets call real provider classes;
+their own tests run them with only the model objects replaced
+(``tests/adapters/test_openai_agents.py``, ``tests/adapters/test_pydantic_ai.py``),
+and a test here checks that every block has one runner or the other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seamscope.telemetry import conventions as c
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+TRACE_FILE = "analyst-trace.jsonl"
+
+# Runs a script with sockets refused to every address but loopback and Unix ones.
+_OFFLINE = """
+import ipaddress, runpy, socket, sys
+
+def _local(address):
+    if not isinstance(address, tuple):
+        return True  # AF_UNIX
+    host = address[0]
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+_connect = socket.socket.connect
+def connect(self, address):
+    if not _local(address):
+        raise OSError(f"README snippet test: no network ({address!r})")
+    return _connect(self, address)
+socket.socket.connect = connect
+_getaddrinfo = socket.getaddrinfo
+def getaddrinfo(host, *args, **kwargs):
+    if host not in (None, "localhost") and not _local((host, 0)):
+        raise socket.gaierror(f"README snippet test: no network ({host!r})")
+    return _getaddrinfo(host, *args, **kwargs)
+socket.getaddrinfo = getaddrinfo
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def python_blocks(text: str) -> list[tuple[str, str]]:
+    """``(heading, code)`` of every ```python block, the heading being the
+    nearest one above it (without its ``#`` marks)."""
+    blocks: list[tuple[str, str]] = []
+    heading = ""
+    lines = text.splitlines(keepends=True)
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.startswith("#"):
+            heading = line.strip().lstrip("#").strip()
+        elif line.rstrip() == "```python":
+            end = index + 1
+            while end < len(lines) and lines[end].rstrip() != "```":
+                end += 1
+            assert end < len(lines), f"unclosed ```python block under {heading!r}"
+            blocks.append((heading, "".join(lines[index + 1 : end])))
+            index = end
+        index += 1
+    return blocks
+
+
+def snippet(heading: str) -> str:
+    found = [code for h, code in python_blocks(README.read_text(encoding="utf-8")) if h == heading]
+    assert 1 == len(found), f"expected one python block under {heading!r}, found {len(found)}"
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Span:
+    name: str
+    attributes: dict[str, Any]
+
+
+def _value(value: dict[str, Any]) -> Any:
+    if "arrayValue" in value:
+        return [_value(v) for v in value["arrayValue"].get("values", [])]
+    if "intValue" in value:
+        return int(value["intValue"])
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in value:
+            return value[key]
+    return None
+
+
+def read_spans(path: Path) -> list[Span]:
+    """Every span of an OTLP-JSON lines file, in file order."""
+    spans = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        for resource in json.loads(line).get("resourceSpans", []):
+            for scope in resource.get("scopeSpans", []):
+                for span in scope.get("spans", []):
+                    attrs = {a["key"]: _value(a["value"]) for a in span.get("attributes", [])}
+                    spans.append(Span(span["name"], attrs))
+    return spans
+
+
+@dataclass(frozen=True)
+class Run:
+    stdout: str
+    stderr: str
+    spans: list[Span]
+
+    def named(self, name: str) -> list[Span]:
+        return [s for s in self.spans if s.name == name]
+
+
+def run_snippet(code: str, folder: Path, env: dict[str, str] | None = None) -> Run:
+    """Run ``code`` as a script in ``folder``; fail the test unless it exits 0."""
+    script = folder / "readme_snippet.py"
+    script.write_text(code, encoding="utf-8")
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "SEAMSCOPE_", "OPENAI_", "ANTHROPIC_"))
+    }
+    environ.update(env or {})
+    done = subprocess.run(
+        [sys.executable, "-c", _OFFLINE, str(script)],
+        cwd=folder,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert 0 == done.returncode, f"the snippet failed:\n{done.stdout}\n{done.stderr}"
+    trace = folder / TRACE_FILE
+    return Run(done.stdout, done.stderr, read_spans(trace) if trace.exists() else [])
+
+
+def _decision_spans(run: Run) -> None:
+    """One turn of the sales policy: PRE seam on haiku, run_block redirected to fetch_data."""
+    [root] = run.named("invoke_agent analyst")
+    assert "conv-7" == root.attributes[c.ATTR_GEN_AI_CONVERSATION_ID]
+    assert {"claude-haiku-4-5"} == {
+        s.attributes[c.ATTR_GEN_AI_REQUEST_MODEL] for s in run.named(c.SPAN_SEAM_PRE_MODEL)
+    }
+    assert "sales_data_read" == run.named(c.SPAN_SEAM_PRE_MODEL)[0].attributes[c.ATTR_POLICY_WINNER]
+    dispatch = run.named(c.SPAN_DISPATCH)[0]
+    assert ("run_block", "fetch_data") == (
+        dispatch.attributes[c.ATTR_DISPATCH_EMITTED_TOOL],
+        dispatch.attributes[c.ATTR_DISPATCH_FINAL_TOOL],
+    )
+    assert run.named("execute_tool fetch_data")
+    assert not run.named("execute_tool run_block")
+    assert "Q3 sales grew 12%." in run.stdout
+
+
+def check_hand_written_loop(run: Run) -> None:
+    _decision_spans(run)
+    assert 3 == len(run.named(c.SPAN_ITERATION))
+    assert 3 == len(run.named(c.SPAN_STAGE))  # the role palette, every iteration
+    assert [["run_block", "fetch_data"], ["run_block", "fetch_data", "recall_tool_result"]] == [
+        s.attributes[c.ATTR_SELECTION_SELECTED] for s in run.named(c.SPAN_SELECT_TOOLS)[:2]
+    ]
+    [gate] = run.named(c.SPAN_OFFLOAD_GATE)  # the recalled text is not gated again
+    assert gate.attributes[c.ATTR_OFFLOAD_FIRE] is True
+    assert run.named("execute_tool recall_tool_result")
+    [settle] = run.named(c.SPAN_OFFLOAD_SETTLE)
+    assert (1, 1) == (
+        settle.attributes[c.ATTR_OFFLOAD_RECALLS],
+        settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED],
+    )
+
+
+def check_langchain(run: Run) -> None:
+    _decision_spans(run)
+    assert 2 == len(run.named(c.SPAN_ITERATION))
+    [gate] = run.named(c.SPAN_OFFLOAD_GATE)
+    assert gate.attributes[c.ATTR_OFFLOAD_FIRE] is True
+    # the middleware's recall tool is offered once there is something to recall
+    assert ["recall_tool_result"] == [
+        name
+        for name in run.named(c.SPAN_SELECT_TOOLS)[1].attributes[c.ATTR_SELECTION_SELECTED]
+        if name not in ("run_block", "fetch_data")
+    ]
+    assert 1 == len(run.named(c.SPAN_OFFLOAD_SETTLE))
+
+
+def check_symfonic(run: Run) -> None:
+    _decision_spans(run)
+    assert 2 == len(run.named(c.SPAN_ITERATION))
+    assert 2 == len([s for s in run.spans if s.name.startswith("chat ")])
+
+
+def check_configuration(run: Run) -> None:
+    assert "" == run.stdout  # nothing was lost: the failure branch printed nothing
+
+
+@dataclass(frozen=True)
+class Case:
+    heading: str
+    check: Callable[[Run], None]
+
+
+CASES = [
+    Case("A hand-written loop (framework-free API)", check_hand_written_loop),
+    Case("LangChain v1 agents", check_langchain),
+    Case("symfonic-core", check_symfonic),
+    Case("Configuration", check_configuration),
+]
+# headings whose snippet another test runs (with the provider's model objects replaced)
+RUN_ELSEWHERE = {
+    "OpenAI Agents SDK": ROOT / "tests" / "adapters" / "test_openai_agents.py",
+    "pydantic-ai": ROOT / "tests" / "adapters" / "test_pydantic_ai.py",
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.heading for case in CASES])
+def test_the_snippet_runs_as_written(case: Case, tmp_path: Path) -> None:
+    case.check(run_snippet(snippet(case.heading), tmp_path))
+
+
+def test_every_python_block_of_the_readme_is_run() -> None:
+    headings = [h for h, _ in python_blocks(README.read_text(encoding="utf-8"))]
+    assert len(headings) == len(set(headings)), "two python blocks under one heading"
+    assert sorted({case.heading for case in CASES} | set(RUN_ELSEWHERE)) == sorted(headings)
+    for heading, test in RUN_ELSEWHERE.items():
+        source = test.read_text(encoding="utf-8")
+        assert f'"### {heading}"' in source and "exec(compile(" in source, test
+
+
+def test_the_configuration_snippet_reports_a_lost_export(tmp_path: Path) -> None:
+    """Its failure branch, against a closed port (the OTLP endpoint it reads)."""
+    run = run_snippet(
+        snippet("Configuration"),
+        tmp_path,
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "SEAMSCOPE_SHUTDOWN_TIMEOUT": "1000"},
+    )
+    assert re.search(r"^export failed .*1 dropped \(connection refused\)", run.stdout, re.M), (
+        run.stdout
+    )
+
+
+def test_a_broken_snippet_fails_and_the_network_is_closed(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="the snippet failed"):
+        run_snippet("raise SystemExit(3)\n", tmp_path)
+    with pytest.raises(AssertionError, match="no network"):
+        run_snippet("import socket\nsocket.create_connection(('192.0.2.1', 80), 1)\n", tmp_path)
+    with pytest.raises(AssertionError, match="expected one python block"):
+        snippet("No such heading")
+
+
+def test_python_blocks_reads_headings_and_blocks() -> None:
+    text = "# a\n```python\nx = 1\n```\n## b\ntext\n```bash\nls\n```\n```python\ny = 2\n```\n"
+    assert [("a", "x = 1\n"), ("b", "y = 2\n")] == python_blocks(text)
