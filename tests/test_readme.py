@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from seamscope.cli import _parser
 from seamscope.telemetry import conventions as c
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_every_metric_and_its_labels_are_in_the_readme() -> None:
@@ -48,3 +52,35 @@ def test_the_readme_test_command_is_the_one_ci_runs() -> None:
     assert "bash .ci/run" in README.split("---")[0]
     assert ".venv/bin/python -m pytest -q" in README.split("---")[0]
     assert ".venv/bin/python -m pytest -q || rc=$?" in ci
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_the_readme_states_the_tested_python_and_ci_runs_it() -> None:
+    """The Install section names the Python versions the classifiers list; the
+    interpreter running the tests is one of them (so CI on another version
+    fails until it is listed)."""
+    project = _pyproject()["project"]
+    tested = sorted(
+        classifier.rsplit(" :: ", 1)[1]
+        for classifier in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", classifier)
+    )
+    assert ">=" + tested[0] == project["requires-python"]
+    install = README.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    assert f"Python {', '.join(tested)} (tested in CI)" in install
+    assert "{}.{}".format(*sys.version_info[:2]) in tested
+
+
+def test_every_extra_has_both_install_lines() -> None:
+    install = README.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    extras = set(_pyproject()["project"]["optional-dependencies"])
+    for extra in sorted(extras - {"test", "dev", "bench", "dashboards"}):
+        assert f"`pip install '.[{extra}]'`" in install, extra
+        assert f"`pip install 'seamscope[{extra}]'`" in install, extra
+    assert "`pip install .`" in install and "`pip install seamscope`" in install
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    [ci_extras] = re.findall(r"pip install -q -e '(\.\[[a-z,-]+\])'", ci)
+    assert f"`pip install -e '{ci_extras}'`" in install
