@@ -296,9 +296,12 @@ def test_a_loss_settles_as_a_warning(
 
 
 def test_settlement_after_idle_turns(tracer_provider: Any, meter_provider: Any) -> None:
+    """Idle = missed ``idle_turns`` rounds of the live conversations: with two
+    conversations, two rounds are four model calls of the ledger."""
     ledger = make_ledger(tracer_provider, meter_provider, idle_turns=2)
     ledger.record_offload(fired(), conversation_id="quiet")
-    ledger.record_model_call("busy", model=HAIKU, usage=ModelUsage(100))
+    for _ in range(3):
+        ledger.record_model_call("busy", model=HAIKU, usage=ModelUsage(100))
     assert ("off-1",) == ledger.live_offloads("quiet")
     ledger.record_model_call("busy", model=HAIKU, usage=ModelUsage(100))
     assert () == ledger.live_offloads("quiet")
@@ -573,7 +576,7 @@ def test_a_settlement_forced_by_another_conversation_is_a_root_span(
         decision, link = gate.evaluate_linked(20_000.0, HAIKU, GateCall("A"))
         ledger.record_offload(decision, conversation_id="A", link=link)
     with tracer.start_as_current_span("turn B") as turn_b:
-        for _ in range(2):
+        for _ in range(4):  # two rounds of the two conversations
             ledger.record_model_call("B", model=HAIKU, usage=ModelUsage(100))
     assert [("off-1", "A", trigger)] == [
         (x.offload_id, x.conversation_id, x.trigger) for x in ledger.settlements
@@ -609,3 +612,32 @@ def test_a_settlement_of_the_current_conversation_joins_the_current_span(
         settle.parent.span_id,
     )
     assert [link] == [x.context for x in settle.links]
+
+
+def test_interleaved_conversations_never_settle_one_another_early(
+    tracer_provider: Any, meter_provider: Any
+) -> None:
+    """64 conversations taking turns (one model call each per round) are never
+    idle however long they go on; one that stops is settled after missing
+    ``idle_turns`` rounds, and its recall before that is in its settlement."""
+    ledger = make_ledger(tracer_provider, meter_provider, idle_turns=2)
+    convs = [f"c{i}" for i in range(64)]
+    for i, conv in enumerate(convs):
+        ledger.record_offload(fired(offload_id=f"off-{i}"), conversation_id=conv)
+    rounds = [*convs[1:], convs[0]]  # c0 takes its turn last in each round
+    for _ in range(10):
+        for conv in rounds:
+            ledger.record_model_call(conv, model=HAIKU, usage=ModelUsage(100))
+    ledger.record_recall("c0", "off-0", model=HAIKU, input_tokens=5_000, output_tokens=10)
+    assert [] == ledger.settlements
+    # c0 stops; the other 63 go on: c0 is settled once the ledger has recorded
+    # two rounds (2 x 64 model calls) without it, not before
+    for _ in range(2):
+        for conv in convs[1:]:
+            ledger.record_model_call(conv, model=HAIKU, usage=ModelUsage(100))
+    assert [] == ledger.settlements
+    for conv in convs[1:3]:
+        ledger.record_model_call(conv, model=HAIKU, usage=ModelUsage(100))
+    assert [("c0", c.SettleTrigger.IDLE, 10, 1)] == [
+        (x.conversation_id, x.trigger, x.turns_carried, x.recalls) for x in ledger.settlements
+    ]

@@ -29,9 +29,12 @@ break-even of one offload) holds where one process sees the whole
 conversation.
 
 An offload settles at the end of its conversation (:meth:`end_conversation`),
-on an explicit :meth:`settle`, or when its conversation has recorded no model
-call for ``idle_turns`` model calls of the ledger (one tick per model call,
-in any conversation). Memory is bounded: at most ``max_conversations``
+on an explicit :meth:`settle`, or when its conversation has been idle for
+``idle_turns`` rounds: it recorded no model call while the ledger recorded
+``idle_turns × N`` model calls, N being the number of conversations it
+follows (one tick per model call, in any conversation). Measured in rounds,
+many interleaved conversations never settle one another early: each sees its
+own call about every N ticks. Memory is bounded: at most ``max_conversations``
 conversations (the least recently active is settled and evicted) and
 ``max_offloads_per_conversation`` live offloads each. State is per
 conversation; one conversation's events never change another's accounts.
@@ -358,7 +361,10 @@ class OffloadLedger:
         due: list[Settlement] = []
         while self._conversations:
             conv_id, conv = next(iter(self._conversations.items()))
-            if conv_id == current or self._tick - conv.last_tick < self._idle:
+            # idle = missed ``idle_turns`` rounds of the live conversations: with
+            # N conversations taking turns, each sees its own call every ~N ticks
+            window = self._idle * len(self._conversations)
+            if conv_id == current or self._tick - conv.last_tick < window:
                 break
             del self._conversations[conv_id]
             due.extend(_settlement(conv_id, o, SettleTrigger.IDLE) for o in conv.offloads.values())
