@@ -218,3 +218,15 @@ def test_compacted_values_read_as_the_file_has_them() -> None:
         assert ["doubleValue is not finite", "intValue is out of the 64-bit range"] == [
             p.message.split(": ", 1)[1].removesuffix("; ignored") for p in sink
         ]
+
+
+def test_a_span_id_that_is_not_a_string_never_reaches_the_output(
+    tmp_path: Path, explain: Explain
+) -> None:
+    """Found by the fuzzer: a span whose ``spanId`` is ``[[Infinity]]`` was named by
+    that raw value, and ``--format json`` wrote ``Infinity`` (not strict JSON)."""
+    bad = {"traceId": "3" * 32, "spanId": [[float("inf")]], "name": c.SPAN_ITERATION}
+    line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [bad]}]}]})
+    code, _, err = _both_formats(explain, _file(tmp_path, line))
+    assert 1 == code
+    assert "spanId is not a 16-digit hex id (list)" in err

@@ -537,9 +537,15 @@ class LineReader:
             trace_id = sp.get("traceId")  # the usual case is checked inline: it is most spans
             if type(trace_id) is not str or len(trace_id) != 32 or not _HEX32.fullmatch(trace_id):
                 trace_id = _id(trace_id, 32, _HEX32, "traceId")
-            span_id = raw_span_id
-            if type(span_id) is not str or len(span_id) != 16 or not _HEX16.fullmatch(span_id):
+            if (
+                type(raw_span_id) is not str
+                or len(raw_span_id) != 16
+                or not _HEX16.fullmatch(raw_span_id)
+            ):
+                # a problem names the span only by a string id (never the raw value)
                 span_id = _id(raw_span_id, 16, _HEX16, "spanId")
+            else:
+                span_id = raw_span_id
             name = sp.get("name")
             if type(name) is not str:
                 raise _Bad("the span has no name")

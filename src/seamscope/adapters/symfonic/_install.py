@@ -51,8 +51,8 @@ least to the most intrusive:
   put back when the last instrumentation goes (or an instrumented agent
   never uninstrumented is garbage-collected). A wrapper someone stacked on
   it later is never removed; seamscope's stays beneath it, passing calls
-  through, and is reused by the next instrumentation (:class:`_GatePatch`). The gate is given only the
-  economics: the tool call id and tool name are read, read-only and best
+  through, and is reused by the next instrumentation (:class:`_GatePatch`).
+  The gate is given only the economics: the tool call id and tool name are read, read-only and best
   effort, from the ``msg`` local of symfonic's
   ``_maybe_compact_tool_results`` frame.
 * The ``symfonic.core.nodes.react`` logger: symfonic's WARNING
