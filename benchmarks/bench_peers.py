@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/pip install -e '.[dev,bench]'      # the peers are in the bench extra
     .venv/bin/python benchmarks/bench_peers.py [--quick] [--repeats N] [--invokes K] [--json PATH]
+        [--parts lc,sym,core,oa,pai]
     .venv/bin/python benchmarks/bench_peers.py --run-only KEY [--iterations N]
 
 Nothing leaves the process: the chat models are scripted, every span
@@ -64,6 +65,29 @@ offloads settled) after the block, untimed. The winning policy is the last
 one, so every policy is evaluated at the PRE seam and for each emitted call
 (3P evaluations per iteration).
 
+Part 4, the OpenAI Agents SDK's ``Runner.run``, the same turn: a scripted
+``agents`` ``Model`` (a ``run_block`` call after the user's message, a text
+answer after a function call output), the twelve tools as async function
+tools, the same 8 000-character output. The SDK's tracing to OpenAI is off
+throughout (its processors replaced, by none between blocks; tracing
+disabled except in (b), (c) and (e)). Configurations: (a) no
+instrumentation; (b) the SDK's own tracing (not OpenTelemetry) handing every
+trace and span to a processor that drops them; (c) OpenInference's
+``OpenAIAgentsInstrumentor`` on ``sdk`` (switched on for each block, off
+after it); (d) seamscope's ``SeamscopeRunner`` with Part 1's layer on
+``sdk``, every run ending its conversation; (e) (c) and (d) together.
+
+Part 5, pydantic-ai's ``Agent.run``, the same turn: ``FunctionModel`` s (a
+``run_block`` call after the user, text after a tool return), the twelve
+tools as async functions. (a) no instrumentation; (b) pydantic-ai's own
+``Instrumentation`` capability on ``sdk``; (c) OpenInference's
+instrumentation for pydantic-ai, which is a span processor
+(``OpenInferenceSpanProcessor``) rewriting the spans of pydantic-ai's own
+instrumentation: (b)'s capability on another set of SDK defaults with that
+processor before the batch processor; (d) seamscope's ``SeamscopeCapability``
+with Part 1's layer on ``sdk``; (e) (d) beside (b). These two parts have no
+target: they print the overhead ratios of seamscope to the others.
+
 Each configuration is timed in blocks of K invokes (or iterations) with the
 garbage collector off, the configurations of a part interleaved, R blocks
 each; instrumenting and uninstrumenting happen outside the blocks. Reported:
@@ -93,7 +117,8 @@ so a count repeats to about 0.1 M instructions)::
 Keys: ``lc-a``, ``lc-{b,c,d,e}-{sdk,cfg}``, ``sym-off``, ``sym-own``,
 ``sym-seamscope-{sdk,cfg}``, ``sym-both-{sdk,cfg}``, ``sym-gate-off``,
 ``sym-gate-own``, ``sym-gate-seamscope-{sdk,cfg}``, ``core-PxT-{noop,sdk,cfg}``
-(e.g. ``core-1000x500-cfg``).
+(e.g. ``core-1000x500-cfg``), ``oa-a``, ``oa-b-own``, ``oa-{c,d,e}-sdk``,
+``pai-a``, ``pai-{b,c,d,e}-sdk``.
 
 Targets, each a ratio from this run: seamscope's per-invoke overhead on
 LangChain <= OpenInference's on the same providers; on symfonic, seamscope's
@@ -109,6 +134,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import importlib
 import json
 import logging
 import os
@@ -125,7 +151,7 @@ import structlog
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
@@ -164,6 +190,15 @@ try:
     from seamscope.adapters import DecisionLayer
     from seamscope.adapters.langchain import SeamscopeMiddleware
     from seamscope.adapters.symfonic import instrument_symfonic
+
+    # parts 4 and 5 import what they use; imported here too, to fail early
+    for _module in (
+        "agents",
+        "openinference.instrumentation.openai_agents",
+        "pydantic_ai",
+        "openinference.instrumentation.pydantic_ai",
+    ):
+        importlib.import_module(_module)
 except ImportError as exc:  # pragma: no cover - depends on the environment
     print(
         f"bench_peers needs the bench extra ({exc}): .venv/bin/pip install -e '.[dev,bench]'",
@@ -262,9 +297,12 @@ class Providers:
             self.meter_provider.shutdown()
 
 
-def sdk_providers() -> Providers:
+def sdk_providers(first: Sequence[SpanProcessor] = ()) -> Providers:
+    """The SDK's defaults; ``first``: span processors added before the batch processor."""
     exporter = DroppingExporter()
     tracer_provider = TracerProvider()
+    for processor in first:
+        tracer_provider.add_span_processor(processor)
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     return Providers(
@@ -1219,6 +1257,395 @@ def core_cases(sets: Sequence[Providers], policies: int, tools: int) -> list[Cas
     return cases
 
 
+# -- parts 4 and 5: the same turn in the OpenAI Agents SDK and in pydantic-ai ------------------
+
+USAGE_IN, USAGE_OUT = 1_200, 40
+
+
+def async_tools(executed: list[str]) -> list[Callable[..., Any]]:
+    """The twelve tools as async functions (both frameworks run a sync tool in a thread)."""
+
+    async def run_block(block: str, limit: int = 10) -> str:
+        """Run a saved analytics block."""
+        executed.append("run_block")
+        return REPORT
+
+    async def fetch_data(source: str, rows: int = 10) -> str:
+        """Read rows from a governed data source."""
+        executed.append("fetch_data")
+        return REPORT
+
+    def simple(name: str) -> Callable[..., Any]:
+        async def run(query: str) -> str:
+            executed.append(name)
+            return f"{name}: done"
+
+        run.__name__ = run.__qualname__ = name
+        run.__doc__ = f"The {name.replace('_', ' ')} tool."
+        return run
+
+    tools = [run_block, fetch_data]
+    tools += [simple(name) for name in LC_TOOLS if name not in ("run_block", "fetch_data")]
+    assert [t.__name__ for t in tools] == list(LC_TOOLS)
+    return tools
+
+
+class DroppingTraceProcessor:
+    """An Agents SDK ``TracingProcessor`` that drops every trace and span, except
+    while ``capturing`` (the SDK's own tracing, with nothing exported)."""
+
+    def __init__(self) -> None:
+        self.capturing = False
+        self.traces: list[Any] = []
+        self.spans: list[Any] = []
+
+    def on_trace_start(self, trace: Any) -> None:
+        return None
+
+    def on_trace_end(self, trace: Any) -> None:
+        if self.capturing:
+            self.traces.append(trace)
+
+    def on_span_start(self, span: Any) -> None:
+        return None
+
+    def on_span_end(self, span: Any) -> None:
+        if self.capturing:
+            self.spans.append(span)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self) -> None:
+        return None
+
+
+def openai_agents_cases(
+    sdk: Providers, loop: asyncio.AbstractEventLoop
+) -> tuple[list[Case], Callable[[], Recorded]]:
+    """Part 4's cases, and how to record what the SDK's own tracing keeps of one run."""
+    from agents import (
+        Agent,
+        ModelResponse,
+        RunConfig,
+        Runner,
+        Usage,
+        function_tool,
+        set_trace_processors,
+        set_tracing_disabled,
+    )
+    from agents.models.interface import Model
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    from seamscope.adapters.openai_agents import SeamscopeRunner
+
+    class Scripted(Model):
+        """Answers from the last input item: ``run_block`` after the user, text after
+        a function call output."""
+
+        def __init__(self, name: str) -> None:
+            self.model = name
+            self.calls = 0
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            self.calls += 1
+            items = args[1] if len(args) > 1 else kwargs["input"]
+            last = items[-1] if isinstance(items, list) and items else {}
+            output: Any
+            if isinstance(last, dict) and last.get("type") == "function_call_output":
+                output = ResponseOutputMessage(
+                    type="message",
+                    id="msg_1",
+                    role="assistant",
+                    status="completed",
+                    content=[
+                        ResponseOutputText(type="output_text", text=FINAL_TEXT, annotations=[])
+                    ],
+                )
+            else:
+                output = ResponseFunctionToolCall(
+                    type="function_call",
+                    call_id="call_1",
+                    name="run_block",
+                    arguments=json.dumps({"block": "sales_q3", "limit": 5}),
+                    id="fc_call_1",
+                    status="completed",
+                )
+            usage = Usage(
+                requests=1,
+                input_tokens=USAGE_IN,
+                output_tokens=USAGE_OUT,
+                total_tokens=USAGE_IN + USAGE_OUT,
+            )
+            return ModelResponse(output=[output], usage=usage, response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("the benchmark does not stream")
+
+    executed: list[str] = []
+    tools = [function_tool(f) for f in async_tools(executed)]  # schemas built once, here
+    opus, haiku = Scripted(OPUS), Scripted(HAIKU)
+    plain = Agent(name=AGENT, instructions="You analyse sales.", model=opus, tools=tools)
+    layer = lc_layer(sdk, [*PALETTE, "delete_rows", "recall_tool_result"])
+    seamscope = SeamscopeRunner(
+        layer, {OPUS: opus, HAIKU: haiku}, scope={"tables": ["brand_sales"]}
+    )
+    seam_agent = plain.clone(tools=[*tools, seamscope.recall_tool])
+    config = RunConfig(workflow_name="bench")
+
+    # The SDK's default processor exports to OpenAI: replaced by none, tracing off between blocks.
+    set_trace_processors([])
+    set_tracing_disabled(True)
+    dropper = DroppingTraceProcessor()
+    instrumentor = OpenAIAgentsInstrumentor()
+
+    def own_on() -> None:
+        set_trace_processors([dropper])  # type: ignore[list-item]
+        set_tracing_disabled(False)
+
+    def own_off() -> None:
+        set_tracing_disabled(True)
+        set_trace_processors([])
+
+    def oi_on() -> None:
+        set_tracing_disabled(False)
+        # exclusive (its default): the SDK's processors are its own OTel bridge alone
+        instrumentor.instrument(tracer_provider=sdk.tracer_provider, skip_dep_check=True)
+
+    def oi_off() -> None:
+        instrumentor.uninstrument()
+        set_tracing_disabled(True)
+
+    def plain_run(i: int) -> Any:
+        return loop.run_until_complete(
+            Runner.run(plain, USER_TEXT, run_config=config, conversation_id=None)
+        )
+
+    def seam_run(i: int) -> Any:
+        result = loop.run_until_complete(
+            seamscope.run(seam_agent, USER_TEXT, run_config=config, conversation=CONVERSATION)
+        )
+        layer.end_conversation(CONVERSATION)
+        return result
+
+    common: dict[str, Any] = {
+        "exporters": (sdk.exporter,),
+        "flushes": (sdk.flush,),
+    }
+    cases = [
+        Case("oa-a", "(a) no instrumentation (SDK tracing off)", "", plain_run, **common),
+        Case(
+            "oa-b-own",
+            "(b) the SDK's own tracing (dropping processor)",
+            "own",
+            plain_run,
+            enter=own_on,
+            exit=own_off,
+            **common,
+        ),
+        Case(
+            "oa-c-sdk",
+            "(c) OpenInference",
+            "sdk",
+            plain_run,
+            enter=oi_on,
+            exit=oi_off,
+            flush=sdk.flush,
+            **common,
+        ),
+        Case(
+            "oa-d-sdk", "(d) seamscope SeamscopeRunner", "sdk", seam_run, flush=sdk.flush, **common
+        ),
+        Case(
+            "oa-e-sdk",
+            "(e) seamscope + OpenInference",
+            "sdk",
+            seam_run,
+            enter=oi_on,
+            exit=oi_off,
+            flush=sdk.flush,
+            **common,
+        ),
+    ]
+    # the loop really ran as scripted: 2 model calls, 1 tool, the redirect under seamscope
+    for case in cases:
+        case.enter()
+        try:
+            executed.clear()
+            opus.calls = haiku.calls = 0
+            result = case.run(0)
+        finally:
+            case.exit()
+        assert result.final_output == FINAL_TEXT, (case.key, result.final_output)
+        seam = case.key[3] in "de"
+        assert (opus.calls, haiku.calls) == ((0, 2) if seam else (2, 0)), case.key
+        assert executed == ["fetch_data" if seam else "run_block"], (case.key, executed)
+    sdk.flush()
+
+    def own_recorded() -> Recorded:
+        """What the SDK's own tracing hands its processor for one run (no OTel spans)."""
+        own_on()
+        try:
+            dropper.capturing = True
+            plain_run(0)
+        finally:
+            dropper.capturing = False
+            own_off()
+        exported = [s.export() for s in dropper.spans]
+        dropper.spans.clear()
+        traces, dropper.traces = len(dropper.traces), []
+        text = json.dumps(exported, default=str)
+        return Recorded(spans=len(exported), traces=traces, content=MARKER in text)
+
+    return cases, own_recorded
+
+
+def pydantic_ai_cases(sdk: Providers, oi: Providers, loop: asyncio.AbstractEventLoop) -> list[Case]:
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.usage import RequestUsage
+
+    from seamscope.adapters.pydantic_ai import SeamscopeCapability
+
+    calls: dict[str, int] = {OPUS: 0, HAIKU: 0}
+
+    def scripted(name: str) -> FunctionModel:
+        """Answers from the last request: ``run_block`` after the user, text after a return."""
+
+        def answer(messages: list[Any], info: AgentInfo) -> ModelResponse:
+            calls[name] += 1
+            last = messages[-1]
+            usage = RequestUsage(input_tokens=USAGE_IN, output_tokens=USAGE_OUT)
+            if isinstance(last, ModelRequest) and any(
+                isinstance(part, ToolReturnPart) for part in last.parts
+            ):
+                return ModelResponse(parts=[TextPart(FINAL_TEXT)], usage=usage)
+            call = ToolCallPart(
+                "run_block", {"block": "sales_q3", "limit": 5}, tool_call_id="call_1"
+            )
+            return ModelResponse(parts=[call], usage=usage)
+
+        return FunctionModel(answer, model_name=name)
+
+    executed: list[str] = []
+    tools = async_tools(executed)
+    opus, haiku = scripted(OPUS), scripted(HAIKU)
+
+    def agent(*capabilities: Any) -> Any:
+        return Agent(
+            opus,
+            name=AGENT,
+            instructions="You analyse sales.",
+            tools=tools,
+            capabilities=list(capabilities),
+        )
+
+    def instrumentation(providers: Providers) -> Any:
+        return Instrumentation(
+            settings=InstrumentationSettings(
+                tracer_provider=providers.tracer_provider,
+                meter_provider=providers.meter_provider,
+            )
+        )
+
+    layer = lc_layer(sdk, [*PALETTE, "delete_rows", "recall_tool_result"])
+
+    def capability() -> Any:
+        return SeamscopeCapability(
+            layer, {OPUS: opus, HAIKU: haiku}, scope={"tables": ["brand_sales"]}
+        )
+
+    def runner(target: Any, seam: bool) -> Callable[[int], Any]:
+        def run(i: int) -> Any:
+            result = loop.run_until_complete(target.run(USER_TEXT, conversation_id=CONVERSATION))
+            if seam:
+                layer.end_conversation(CONVERSATION)
+            return result
+
+        return run
+
+    def on(providers: Providers) -> dict[str, Any]:
+        return {
+            "flush": providers.flush,
+            "exporters": (providers.exporter,),
+            "flushes": (providers.flush,),
+        }
+
+    cases = [
+        Case(
+            "pai-a",
+            "(a) no instrumentation",
+            "",
+            runner(agent(), False),
+            exporters=(sdk.exporter, oi.exporter),
+            flushes=(sdk.flush, oi.flush),
+        ),
+        Case(
+            "pai-b-sdk",
+            "(b) pydantic-ai's Instrumentation",
+            "sdk",
+            runner(agent(instrumentation(sdk)), False),
+            **on(sdk),
+        ),
+        Case(
+            "pai-c-sdk",
+            "(c) OpenInference (its span processor on (b))",
+            "sdk",
+            runner(agent(instrumentation(oi)), False),
+            **on(oi),
+        ),
+        Case(
+            "pai-d-sdk",
+            "(d) seamscope SeamscopeCapability",
+            "sdk",
+            runner(agent(capability()), True),
+            **on(sdk),
+        ),
+        Case(
+            "pai-e-sdk",
+            "(e) seamscope beside pydantic-ai's Instrumentation",
+            "sdk",
+            runner(agent(capability(), instrumentation(sdk)), True),
+            **on(sdk),
+        ),
+    ]
+    for case in cases:
+        executed.clear()
+        calls.update(dict.fromkeys(calls, 0))
+        result = case.run(0)
+        assert result.output == FINAL_TEXT, (case.key, result.output)
+        seam = case.key[4] in "de"
+        assert (calls[OPUS], calls[HAIKU]) == ((0, 2) if seam else (2, 0)), case.key
+        assert executed == ["fetch_data" if seam else "run_block"], (case.key, executed)
+    for providers in (sdk, oi):
+        providers.flush()
+    return cases
+
+
+def oi_pydantic_ai_providers() -> Providers:
+    """SDK defaults with OpenInference's pydantic-ai span processor first (it rewrites a
+    span's attributes as it ends, before the batch processor queues it)."""
+    from openinference.instrumentation.pydantic_ai import OpenInferenceSpanProcessor
+
+    providers = sdk_providers(first=(OpenInferenceSpanProcessor(),))
+    providers.label = "SDK defaults with OpenInference's pydantic-ai span processor first"
+    return providers
+
+
 # -- output ----------------------------------------------------------------------------
 
 
@@ -1510,6 +1937,83 @@ def print_slopes(grid: list[tuple[int, int, list[Case]]]) -> None:
     print()
 
 
+def print_framework(
+    title: str,
+    notes: Sequence[str],
+    cases: list[Case],
+    comparisons: Sequence[tuple[str, str, str]],
+    name: str,
+    out: dict[str, Any],
+) -> None:
+    """A part on one framework: every row against its (a), the facts, and the overhead ratios
+    (``comparisons``: label, numerator key, denominator key)."""
+    by_key = {case.key: case for case in cases}
+    base = cases[0]
+    print(f"## {title}")
+    print()
+    for note in notes:
+        print(f"- {note}")
+    print()
+    print(
+        "| configuration | providers | key | ms/run | overhead ms | CPU overhead ms | × (a) "
+        "| spans | traces | span attributes | events | OTLP bytes | content | facts (of 9) |"
+    )
+    print("|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|")
+    rows = []
+    for case in cases:
+        rec = case.recorded
+        extra = overhead(case, base) if case is not base else 0.0
+        extra_cpu = overhead(case, base, cpu=True) if case is not base else 0.0
+        times = spread(ratio(case, base)) if case is not base else "1.00"
+        otel = case.providers != "own"  # the Agents SDK's own tracing is not OpenTelemetry
+        counts = (
+            f"{rec.attributes} | {rec.events} | {rec.otlp_bytes}" if otel else "n/a | n/a | n/a"
+        )
+        print(
+            f"| {case.label} | {case.providers or '–'} | `{case.key}` | {case.median * 1e3:.2f} | "
+            f"{extra * 1e3:+.2f} | {extra_cpu * 1e3:+.2f} | {times} | {rec.spans} | "
+            f"{rec.traces} | {counts} | {yes(rec.content)} | {rec.fact_count} |"
+        )
+        rows.append(
+            {
+                "key": case.key,
+                "label": case.label,
+                "providers": case.providers,
+                "median_ms": case.median * 1e3,
+                "overhead_ms": extra * 1e3,
+                "ratio": ratio(case, base)[0],
+                "samples_ms": [s * 1e3 for s in case.samples],
+                "cpu_samples_ms": [s * 1e3 for s in case.cpu],
+                "overhead_cpu_ms": overhead(case, base, cpu=True) * 1e3,
+                **{k: v for k, v in vars(rec).items() if k != "facts"},
+                "facts": rec.facts,
+            }
+        )
+    print()
+    print_facts(cases)
+    print("Overheads over (a), as ratios (median of the per-block ratios; no target):")
+    print()
+    ratios = []
+    for label, num_key, den_key in comparisons:
+        num, den = by_key[num_key], by_key[den_key]
+        wall, cpu = overhead(den, base), overhead(den, base, cpu=True)
+        if wall == 0 or cpu == 0:
+            print(f"- {label}: the denominator's overhead is 0 in this run")
+            continue
+        value = overhead_ratio(num, den, base)
+        cpu_value = overhead_ratio(num, den, base, cpu=True)
+        print(
+            f"- {label} = {spread(value)} ({overhead(num, base) * 1e3:.2f} ms / "
+            f"{wall * 1e3:.2f} ms; in CPU time {cpu_value[0]:.2f})"
+        )
+        ratios.append(
+            {"name": label, "num": num_key, "den": den_key, "value": value[0], "cpu": cpu_value[0]}
+        )
+    print()
+    out[name] = rows
+    out.setdefault("ratios", {})[name] = ratios
+
+
 # -- main ------------------------------------------------------------------------------
 
 
@@ -1524,6 +2028,44 @@ def configure_logging() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module="symfonic")
 
 
+PARTS = ("lc", "sym", "core", "oa", "pai")
+OA_NOTES = (
+    "the model is a scripted agents `Model` (a `run_block` call after the user, text after a "
+    "function call output), the twelve tools are async function tools, the tool output is the "
+    "8 000-character report; the SDK's tracing to OpenAI is off throughout: its processors "
+    "are replaced (by none between blocks) and tracing is disabled outside (b), (c), (e)",
+    "(b): tracing on with `set_trace_processors([a processor that drops])`: the SDK's own "
+    "traces and spans, not OpenTelemetry (span attributes, events and OTLP bytes n/a; spans "
+    "and traces: what the processor is handed for one run)",
+    "(c), (e): OpenInference's `OpenAIAgentsInstrumentor` (its exclusive processor) on `sdk`, "
+    "switched on for each block and off after it",
+    "(d), (e): `SeamscopeRunner` with Part 1's layer (stages, policies, offload threshold) on "
+    "`sdk`; every run ends its conversation",
+)
+OA_COMPARISONS = (
+    ("seamscope (d) / the SDK's own tracing (b)", "oa-d-sdk", "oa-b-own"),
+    ("seamscope (d) / OpenInference (c)", "oa-d-sdk", "oa-c-sdk"),
+    ("seamscope + OpenInference (e) / OpenInference (c)", "oa-e-sdk", "oa-c-sdk"),
+)
+PAI_NOTES = (
+    "the models are pydantic-ai `FunctionModel`s (a `run_block` call after the user, text "
+    "after a tool return), the twelve tools are async functions, the tool output is the "
+    "8 000-character report",
+    "(b), (e): pydantic-ai's `Instrumentation` capability (`InstrumentationSettings` "
+    "defaults: content recorded) on `sdk`",
+    "(c): OpenInference's instrumentation for pydantic-ai is a span processor "
+    "(`OpenInferenceSpanProcessor`) that rewrites the spans of pydantic-ai's own "
+    "instrumentation as they end: pydantic-ai's `Instrumentation` on another set of SDK "
+    "defaults with that processor before the batch processor, so (c) is (b) plus the rewrite",
+    "(d): `SeamscopeCapability` with Part 1's layer on `sdk`; (e): beside pydantic-ai's "
+    "`Instrumentation` (seamscope then opens no GenAI spans of its own); every run ends its "
+    "conversation",
+)
+PAI_COMPARISONS = (
+    ("seamscope (d) / pydantic-ai's Instrumentation (b)", "pai-d-sdk", "pai-b-sdk"),
+    ("seamscope (d) / OpenInference (c)", "pai-d-sdk", "pai-c-sdk"),
+    ("seamscope + Instrumentation (e) / Instrumentation (b)", "pai-e-sdk", "pai-b-sdk"),
+)
 GRID_POLICIES = (1, 10, 100, 1000)
 GRID_TOOLS = (10, 100, 500)
 
@@ -1554,6 +2096,10 @@ def versions() -> dict[str, str]:
         "openinference-instrumentation-langchain",
         "opentelemetry-instrumentation-langchain",
         "symfonic-core",
+        "openai-agents",
+        "openinference-instrumentation-openai-agents",
+        "pydantic-ai-slim",
+        "openinference-instrumentation-pydantic-ai",
         "opentelemetry-sdk",
     ):
         try:
@@ -1582,6 +2128,12 @@ def run_only(key: str, iterations: int) -> int:
         size = key.split("-")[1]
         policies, tools = (int(n) for n in size.split("x"))
         cases = core_cases(sets, policies, tools)
+    elif key.startswith("oa-"):
+        cases, _ = openai_agents_cases(sets[0], loop)
+    elif key.startswith("pai-"):
+        oi = oi_pydantic_ai_providers()
+        sets.append(oi)
+        cases = pydantic_ai_cases(sets[0], oi, loop)
     else:
         cases = []
     chosen = [case for case in cases if case.key == key]
@@ -1616,7 +2168,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--iterations", type=int, default=40, help="with --run-only: invokes or iterations"
     )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"the parts to run, comma-separated (default: all of {','.join(PARTS)})",
+    )
     args = parser.parse_args(argv)
+    parts = {part.strip() for part in args.parts.split(",") if part.strip()}
+    if not parts or not parts <= set(PARTS):
+        parser.error(f"--parts: choose among {','.join(PARTS)}")
     configure_logging()
     if args.run_only:
         # silent whatever a library prints (the output must not perturb a count)
@@ -1659,29 +2219,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     loop = asyncio.new_event_loop()
     checks: list[str] = []
 
-    lc, _ = langchain_cases(sets)
-    measure(lc, repeats, invokes, warmup)
-    checks += print_langchain(lc, sets, out)
+    if "lc" in parts:
+        lc, _ = langchain_cases(sets)
+        measure(lc, repeats, invokes, warmup)
+        checks += print_langchain(lc, sets, out)
 
-    sym, closers = symfonic_cases(sets, loop)
-    measure(sym, repeats, invokes, warmup)
-    checks += print_symfonic(sym, sets, out)
-    for close in closers:
-        close()
+    if "sym" in parts:
+        sym, closers = symfonic_cases(sets, loop)
+        measure(sym, repeats, invokes, warmup)
+        checks += print_symfonic(sym, sets, out)
+        for close in closers:
+            close()
 
-    grid = []
-    for policies in GRID_POLICIES:
-        for tools in GRID_TOOLS:
-            cases = core_cases(sets, policies, tools)
-            count = calibrate(cases, core_seconds)
-            measure(cases, core_repeats, count, warmup=min(count, 5))
-            grid.append((policies, tools, cases))
-    checks += print_core(grid, sets, out)
+    if "core" in parts:
+        grid = []
+        for policies in GRID_POLICIES:
+            for tools in GRID_TOOLS:
+                cases = core_cases(sets, policies, tools)
+                count = calibrate(cases, core_seconds)
+                measure(cases, core_repeats, count, warmup=min(count, 5))
+                grid.append((policies, tools, cases))
+        checks += print_core(grid, sets, out)
+
+    if "oa" in parts:
+        oa, own_recorded = openai_agents_cases(sets[0], loop)
+        measure(oa, repeats, invokes, warmup)
+        for case in oa:
+            if case.providers == "own":
+                case.recorded = own_recorded()
+        print_framework(
+            "Part 4: OpenAI Agents SDK Runner.run, one run (2 model calls, 1 tool call, 12 tools)",
+            OA_NOTES,
+            oa,
+            OA_COMPARISONS,
+            "openai_agents",
+            out,
+        )
+
+    if "pai" in parts:
+        oi = oi_pydantic_ai_providers()
+        pai = pydantic_ai_cases(sets[0], oi, loop)
+        measure(pai, repeats, invokes, warmup)
+        print_framework(
+            "Part 5: pydantic-ai Agent.run, one run (2 model calls, 1 tool call, 12 tools)",
+            PAI_NOTES,
+            pai,
+            PAI_COMPARISONS,
+            "pydantic_ai",
+            out,
+        )
+        oi.shutdown()
 
     print("## Targets (ratios and bounds from this run)")
     print()
     for line in checks:
         print(f"- {line}")
+    if not checks:
+        print("- none in this run: the parts with targets (lc, sym, core) did not run")
     print()
     elapsed = time.perf_counter() - started
     out["load_average_end"] = os.getloadavg()[0]

@@ -20,6 +20,10 @@ NEEDED = (
     "opentelemetry.instrumentation.langchain",
     "langchain.agents",
     "symfonic.agent",
+    "agents",
+    "openinference.instrumentation.openai_agents",
+    "pydantic_ai",
+    "openinference.instrumentation.pydantic_ai",
 )
 
 
@@ -63,6 +67,8 @@ SYMFONIC_KEYS = [
     "sym-gate-own",
     *(f"sym-gate-seamscope-{p}" for p in ("sdk", "cfg")),
 ]
+OPENAI_AGENTS_KEYS = ["oa-a", "oa-b-own", "oa-c-sdk", "oa-d-sdk", "oa-e-sdk"]
+PYDANTIC_AI_KEYS = ["pai-a", *(f"pai-{c}-sdk" for c in "bcde")]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -145,6 +151,32 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
     ]
     assert grid == [(p, t) for p in (1, 10, 100, 1000) for t in (10, 100, 500)]
 
+    openai_agents = _section(out, "Part 4")
+    keys = re.findall(r"\| `(oa-[a-z-]+)` \|", "\n".join(openai_agents))
+    assert keys == OPENAI_AGENTS_KEYS
+    facts = _facts_rows(openai_agents)
+    assert facts == {
+        ("(a) no instrumentation (SDK tracing off)", "–"): ["–"] * 9,
+        ("(b) the SDK's own tracing (dropping processor)", "own"): ["–"] * 9,
+        ("(c) OpenInference", "sdk"): ["–"] * 9,
+        ("(d) seamscope SeamscopeRunner", "sdk"): ["yes"] * 9,
+        ("(e) seamscope + OpenInference", "sdk"): ["yes"] * 9,
+    }
+    assert sum(line.startswith("- seamscope") for line in openai_agents) == 3
+
+    pydantic_ai = _section(out, "Part 5")
+    keys = re.findall(r"\| `(pai-[a-z-]+)` \|", "\n".join(pydantic_ai))
+    assert keys == PYDANTIC_AI_KEYS
+    facts = _facts_rows(pydantic_ai)
+    assert facts == {
+        ("(a) no instrumentation", "–"): ["–"] * 9,
+        ("(b) pydantic-ai's Instrumentation", "sdk"): ["–"] * 9,
+        ("(c) OpenInference (its span processor on (b))", "sdk"): ["–"] * 9,
+        ("(d) seamscope SeamscopeCapability", "sdk"): ["yes"] * 9,
+        ("(e) seamscope beside pydantic-ai's Instrumentation", "sdk"): ["yes"] * 9,
+    }
+    assert sum(line.startswith("- seamscope") for line in pydantic_ai) == 3
+
     targets = "\n".join(_section(out, "Targets"))
     assert targets.count("LangChain on `") == 2
     assert targets.count("symfonic on `") == 2
@@ -159,11 +191,18 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
     assert [row["key"] for row in data["langchain"]] == LANGCHAIN_KEYS
     assert [row["key"] for row in data["symfonic"]] == SYMFONIC_KEYS
     assert len(data["core"]) == 12
+    assert [row["key"] for row in data["openai_agents"]] == OPENAI_AGENTS_KEYS
+    assert [row["key"] for row in data["pydantic_ai"]] == PYDANTIC_AI_KEYS
+    # each instrumented row recorded spans (the SDK's own ones for oa-b-own)
+    for row in data["openai_agents"][1:] + data["pydantic_ai"][1:]:
+        assert row["spans"] > 0, row["key"]
+    assert len(data["ratios"]["openai_agents"]) == len(data["ratios"]["pydantic_ai"]) == 3
     assert len(data["targets"]) == 9
 
 
-def test_run_only_is_silent() -> None:
-    done = _run("--run-only", "lc-b-sdk", "--iterations", "1")
+@pytest.mark.parametrize("key", ["lc-b-sdk", "oa-e-sdk", "pai-c-sdk"])
+def test_run_only_is_silent(key: str) -> None:
+    done = _run("--run-only", key, "--iterations", "1")
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout == ""
 
