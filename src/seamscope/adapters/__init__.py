@@ -6,6 +6,10 @@
   (extra ``seamscope[langchain]``).
 * :mod:`seamscope.adapters.symfonic`: symfonic-core's SymfonicAgent
   (extra ``seamscope[symfonic]``).
+* :mod:`seamscope.adapters.openai_agents`: the OpenAI Agents SDK's Runner
+  (extra ``seamscope[openai-agents]``).
+* :mod:`seamscope.adapters.pydantic_ai`: pydantic-ai agents, as a capability
+  (extra ``seamscope[pydantic-ai]``).
 """
 
 from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration, Turn, estimate_tokens
