@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -130,6 +131,38 @@ class DecisionLayer:
             tracer_provider = telemetry.tracer_provider
             meter_provider = telemetry.meter_provider
             observer = observer or telemetry.observer
+        for field, value in (("agent_name", agent_name), ("provider_name", provider_name)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(
+                    f"DecisionLayer.{field} must be a non-empty str or None, got {value!r}"
+                )
+        if offload_id_factory is not None and not callable(offload_id_factory):
+            raise ValueError(
+                "DecisionLayer.offload_id_factory must be callable or None, "
+                f"got {type(offload_id_factory).__name__}"
+            )
+        if (
+            isinstance(offload_threshold_tokens, bool)
+            or not isinstance(offload_threshold_tokens, int)
+            or offload_threshold_tokens < 0
+        ):
+            raise ValueError(
+                "DecisionLayer.offload_threshold_tokens must be an int >= 0, "
+                f"got {offload_threshold_tokens!r}"
+            )
+        if isinstance(policies, str | bytes) or isinstance(stages, str | bytes):
+            field = "policies" if isinstance(policies, str | bytes) else "stages"
+            raise ValueError(f"DecisionLayer.{field} must be a sequence, not a str")
+        if observer is None and tracer_provider is None and isinstance(
+            trace.get_tracer_provider(), trace.ProxyTracerProvider
+        ):
+            warnings.warn(
+                "DecisionLayer: no tracer provider was given and none is set globally: "
+                "spans go nowhere until one is (pass telemetry=configure(...) or "
+                "tracer_provider=...)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if telemetry_config is not None and not isinstance(telemetry_config, TelemetryConfig):
             raise TypeError(
                 "DecisionLayer.telemetry_config must be a TelemetryConfig, got "
@@ -148,23 +181,27 @@ class DecisionLayer:
                     ],
                 },
             )
-        self.observer: DecisionObserver = guard_observer(observer)
-        self.router = SeamRouter(
-            policies,
-            default_model=default_model,
-            role_model_resolver=role_model_resolver,
-            on_tool_call_dispatch=on_tool_call_dispatch,
-            observer=observer,
-        )
-        self.pipeline = SelectionPipeline(stages, catalog=catalog, observer=observer)
-        self.gate = OffloadGate(
-            horizon=horizon,
-            recall_probability=recall_probability,
-            large_offload_threshold_tokens=offload_threshold_tokens,
-            pricing=pricing,
-            observer=observer,
-            id_factory=offload_id_factory,
-        )
+        try:
+            # the components check their own fields; their messages name them
+            self.observer: DecisionObserver = guard_observer(observer)
+            self.router = SeamRouter(
+                policies,
+                default_model=default_model,
+                role_model_resolver=role_model_resolver,
+                on_tool_call_dispatch=on_tool_call_dispatch,
+                observer=observer,
+            )
+            self.pipeline = SelectionPipeline(stages, catalog=catalog, observer=observer)
+            self.gate = OffloadGate(
+                horizon=horizon,
+                recall_probability=recall_probability,
+                large_offload_threshold_tokens=offload_threshold_tokens,
+                pricing=pricing,
+                observer=observer,
+                id_factory=offload_id_factory,
+            )
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"DecisionLayer: {exc}") from exc
         if ledger is not None and not isinstance(ledger, OffloadLedger):
             raise TypeError(
                 f"DecisionLayer.ledger must be an OffloadLedger, got {type(ledger).__name__}"

@@ -113,6 +113,13 @@ class ReActAgent:
             raise ValueError("ReActAgent.layer must be a DecisionLayer")
         if not callable(chat):
             raise ValueError("ReActAgent.chat must be callable")
+        if not isinstance(tools, Mapping):
+            raise ValueError(
+                "ReActAgent.tools must be a mapping of name to callable, "
+                f"got {type(tools).__name__}"
+            )
+        if not isinstance(offload, bool):
+            raise ValueError(f"ReActAgent.offload must be a bool, got {offload!r}")
         for name, fn in tools.items():
             if not callable(fn):
                 raise ValueError(f"ReActAgent.tools[{name!r}] must be callable")
