@@ -842,3 +842,15 @@ def test_role_and_scope_may_come_from_the_runtime_context(
     agent.invoke({"messages": [HumanMessage("hi")]}, context={"role": "analyst", "tenant": "acme"})
 
     assert [("analyst", {"tenant": "acme"})] == seen
+
+
+def test_openinference_loaded_but_not_instrumented_is_left_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its span lookup prints a warning when it is not instrumented: seamscope asks
+    it for the current span only when it is."""
+    import openinference.instrumentation.langchain  # noqa: F401
+
+    from seamscope.adapters.langchain._runs import active_parent
+
+    assert (None, "") == (active_parent(), capsys.readouterr().out)

@@ -352,9 +352,13 @@ def active_parent() -> otel_context.Context | None:
         return None
     module = sys.modules.get("openinference.instrumentation.langchain")
     find = getattr(module, "get_current_span", None)
-    if find is None:
+    instrumentor = getattr(module, "LangChainInstrumentor", None)
+    if find is None or instrumentor is None:
         return None
     try:
+        # loaded but not instrumented: its lookup would only print a warning
+        if not instrumentor().is_instrumented_by_opentelemetry:
+            return None
         span = find()
     except Exception:
         return None
