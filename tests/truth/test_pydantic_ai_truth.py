@@ -398,14 +398,6 @@ def test_a_stream_abandoned_part_way_ends_every_span() -> None:
     assert ["CancelledError"] == [(s.attributes or {}).get(c.ATTR_ERROR_TYPE) for s in agents]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "adapter defect: 'c2: 2 chat spans for 1 model calls': the abandoned request's "
-        "chat span ends OK, with pydantic-ai's estimated partial usage (50 in, 1 out), "
-        "although after_model_request got ModelResponse.state == 'incomplete'"
-    ),
-)
 def test_a_stream_abandoned_part_way_tells_the_truth(
     captured_logs: list[dict[str, Any]],
 ) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 
 from seamscope.adapters.loop import ChatCall, DecisionLayer, Turn, estimate_tokens
 from seamscope.adapters.pydantic_ai import _translate as translate
@@ -331,6 +332,17 @@ class _RunCapability(AbstractCapability[Any]):
         run = self.run
         it = None if run is None else run.iteration
         if run is None or it is None:
+            return response
+        if getattr(response, "state", None) == "incomplete":
+            # the caller stopped reading the stream: the reply never arrived
+            # whole, so its chat span is not a successful call
+            try:
+                span = None if run.chat is None else run.chat.span
+                if span is not None and span.is_recording():
+                    span.set_attribute(c.ATTR_ERROR_TYPE, c.ABANDONED_RUN)
+                    span.set_status(Status(StatusCode.ERROR, c.ABANDONED_RUN))
+            except Exception:
+                failed("pydantic_ai.after_model_request")
             return response
         try:
             usage = translate.usage(response.usage)
