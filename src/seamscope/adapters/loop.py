@@ -212,7 +212,13 @@ class DecisionLayer:
         self.catalog = catalog
         self.agent_name = agent_name
         self.provider_name = provider_name
-        self.genai = GenAISpans(tracer_provider)
+        limits = telemetry_config or getattr(self.observer, "config", None)
+        self.genai = GenAISpans(
+            tracer_provider,
+            max_length=limits.max_attribute_length
+            if isinstance(limits, TelemetryConfig)
+            else TelemetryConfig.create().max_attribute_length,
+        )
 
     @contextlib.contextmanager
     def turn(

@@ -91,16 +91,34 @@ class _SpanScope(contextlib.AbstractContextManager[trace.Span]):
 
 
 class GenAISpans:
-    """Factory of the three GenAI span shapes on one tracer provider."""
+    """Factory of the three GenAI span shapes on one tracer provider.
 
-    def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+    Every name and id (agent, conversation, model, tool, call id) is cut to
+    ``max_length`` characters, in the attributes and in the span names, as
+    on seamscope's decision spans (``TelemetryConfig.max_attribute_length``).
+    """
+
+    def __init__(
+        self, tracer_provider: trace.TracerProvider | None = None, *, max_length: int = 1024
+    ) -> None:
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
+        self._max = max_length
+
+    def _cut(self, value: Any) -> Any:
+        if isinstance(value, str) and len(value) > self._max:
+            return value[: self._max - 1] + "…"
+        return value
 
     def _span(
         self, name: str, kind: SpanKind, attrs: dict[str, Any]
     ) -> contextlib.AbstractContextManager[trace.Span]:
-        return _SpanScope(self._tracer, name, kind, attrs)
+        return _SpanScope(
+            self._tracer,
+            self._cut(name),
+            kind,
+            {key: self._cut(value) for key, value in attrs.items()},
+        )
 
     def start_invoke_agent(
         self,
@@ -114,9 +132,13 @@ class GenAISpans:
         (:func:`record_error` first, for a failure). Never raises: a failure of
         telemetry gives the invalid span."""
         name, attrs = _invoke_agent(agent_name, conversation_id)
+        name = self._cut(name)
         try:
             return self._tracer.start_span(
-                name, context=context, kind=SpanKind.INTERNAL, attributes=attrs
+                name,
+                context=context,
+                kind=SpanKind.INTERNAL,
+                attributes={key: self._cut(value) for key, value in attrs.items()},
             )
         except Exception as exc:
             _failed(name, exc)
