@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -72,6 +73,7 @@ from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._configure import TelemetryHandle
 from seamscope.telemetry._genai import GenAISpans
+from seamscope.telemetry._logging import telemetry_error
 from seamscope.telemetry._observer import OTelObserver
 
 __all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
@@ -233,8 +235,15 @@ class DecisionLayer:
         """One user turn: an ``invoke_agent`` span around its iterations.
 
         ``messages`` is the loop's own list; the layer reads it (the loop
-        appends to it) and never copies content into telemetry.
+        appends to it) and never copies content into telemetry. A
+        conversation id that is not a str is used as its ``str()`` and logged
+        as a ``seamscope.telemetry.error`` (never raised into the loop).
         """
+        if conversation_id is not None and not isinstance(conversation_id, str):
+            telemetry_error(
+                "turn", None, field="conversation_id", value_type=type(conversation_id).__name__
+            )
+            conversation_id = _as_str(conversation_id)
         with self.genai.invoke_agent(self.agent_name, conversation_id=conversation_id):
             yield Turn(self, conversation_id, messages, role, state, scope)
 
@@ -302,7 +311,12 @@ class ChatCall:
 
         ``carried``: the offload ids whose stub (not the full output) this
         call's prompt held; None means every live offload of the conversation.
+        A ``usage`` that is not a :class:`ModelUsage` is logged as a
+        ``seamscope.telemetry.error`` and ignored (never raised into the loop).
         """
+        if not isinstance(usage, ModelUsage):
+            telemetry_error("report", None, field="usage", value_type=type(usage).__name__)
+            return
         self.usage = usage
         GenAISpans.record_usage(self.span, usage, response_model)
         turn = self._iteration.turn
@@ -422,7 +436,14 @@ class Iteration:
 
         A fired decision is followed by the ledger under its offload id.
         """
-        tokens = estimate_tokens(output) if isinstance(output, str) else float(output)
+        if isinstance(output, str):
+            tokens = estimate_tokens(output)
+        elif isinstance(output, int | float) and not isinstance(output, bool):
+            tokens = float(output)
+        else:
+            # not a text nor a size: the gate cannot price it (it never fires on NaN)
+            telemetry_error("offload", None, field="output", value_type=type(output).__name__)
+            tokens = math.nan
         turn = self.turn
         layer = turn.layer
         model = self.model or layer.router.default_model.model_name
@@ -455,6 +476,13 @@ class Iteration:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
             )
+
+
+def _as_str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return "?"
 
 
 def _as_tool_call(call: Any) -> ToolCall:

@@ -1,0 +1,48 @@
+"""Values of the wrong type the loop hands the framework-free API are contained
+and recorded (a ``seamscope.telemetry.error`` event naming the field), never
+raised into the loop; the decisions stay those of well-typed values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from seamscope.adapters import DecisionLayer
+from seamscope.decisions import ModelUsage
+from seamscope.telemetry import conventions as c
+
+
+def _iteration(layer: DecisionLayer, conversation: Any, usage: Any, output: Any) -> Any:
+    with layer.turn(conversation, []) as turn, turn.iteration() as it:
+        it.select_tools(["search"])
+        it.pre_model()
+        with it.chat() as call:
+            call.report(usage)
+        post = it.post_model([{"id": "c1", "name": "search", "args": "not json"}])
+        return post, it.offload(post.calls[0], output)
+
+
+@pytest.mark.parametrize(
+    ("conversation", "usage", "output", "field"),
+    [
+        ({"user": 7}, ModelUsage(10, 1), "short output", "conversation_id"),
+        ("conv-1", None, "short output", "usage"),
+        ("conv-1", ModelUsage(10, 1), None, "output"),
+    ],
+    ids=["dict-conversation-id", "report-none", "offload-none"],
+)
+def test_a_wrong_type_is_recorded_not_raised(
+    tracer_provider: Any, conversation: Any, usage: Any, output: Any, field: str
+) -> None:
+    layer = DecisionLayer(default_model="claude-opus-4-6", tracer_provider=tracer_provider)
+    with capture_logs() as logs:
+        post, decision = _iteration(layer, conversation, usage, output)
+    errors = [e["field"] for e in logs if e["event"] == c.LOG_TELEMETRY_ERROR]
+    assert ([field], "search", {"__raw__": "not json"}, False) == (
+        errors,
+        post.calls[0].name,
+        dict(post.calls[0].args),
+        decision.fire,
+    )
