@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tomllib
@@ -84,3 +85,35 @@ def test_every_extra_has_both_install_lines() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     [ci_extras] = re.findall(r"pip install -q -e '(\.\[[a-z,-]+\])'", ci)
     assert f"`pip install -e '{ci_extras}'`" in install
+
+
+def test_the_readme_first_command_installs_and_runs_the_demo(tmp_path: Path) -> None:
+    """The first screen's first command, as written, in a copy of the checkout:
+    a fresh venv, a plain ``pip install .`` and ``seamscope demo`` (no server)."""
+    import shutil
+    import subprocess
+
+    line = next(
+        ln for ln in README.splitlines() if ln.startswith("python3 -m venv .venv") and "demo" in ln
+    )
+    checkout = tmp_path / "checkout"
+    shutil.copytree(
+        ROOT,
+        checkout,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "*.egg-info", "__pycache__", ".mypy_cache", ".ruff_cache",
+            ".pytest_cache", ".hypothesis", "build", "dist",
+        ),
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SEAMSCOPE_"))}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    done = subprocess.run(
+        ["bash", "-c", line],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert (0, True) == (done.returncode, "turn 1" in done.stdout), done.stderr[-3000:]

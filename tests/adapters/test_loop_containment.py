@@ -46,3 +46,23 @@ def test_a_wrong_type_is_recorded_not_raised(
         dict(post.calls[0].args),
         decision.fire,
     )
+
+
+def test_a_layer_built_without_any_tracer_provider_says_so_once() -> None:
+    """No provider passed and none set globally: one RuntimeWarning, not silence."""
+    import subprocess
+    import sys
+
+    script = (
+        "import warnings\n"
+        "warnings.simplefilter('default')\n"
+        "from seamscope.adapters import DecisionLayer\n"
+        "for _ in range(3):\n"
+        "    DecisionLayer(default_model='claude-opus-4-6')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert (0, 1) == (done.returncode, done.stderr.count("RuntimeWarning: DecisionLayer")), (
+        done.stderr
+    )
