@@ -255,7 +255,23 @@ class _RunRecorder:
         attrs: dict[str, Any],
         parent: otel_context.Context | None,
     ) -> trace.Span:
-        return self._tracer.start_span(name, context=parent, kind=kind, attributes=attrs)
+        """Start one of this adapter's own spans; names and string attributes are
+        cut to the observer's ``max_attribute_length``, as on every other span."""
+        config = getattr(self._obs, "config", None)
+        limit = getattr(config, "max_attribute_length", 1024)
+        limit = limit if isinstance(limit, int) and limit > 1 else 1024
+
+        def cut(value: Any) -> Any:
+            if isinstance(value, str) and len(value) > limit:
+                return value[: limit - 1] + "…"
+            return value
+
+        return self._tracer.start_span(
+            cut(name),
+            context=parent,
+            kind=kind,
+            attributes={key: cut(value) for key, value in attrs.items()},
+        )
 
     def _conversation_attrs(self, run: _Run | None, attrs: dict[str, Any]) -> dict[str, Any]:
         if run is not None and run.conversation_id:
