@@ -12,18 +12,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 
+from seamscope.adapters import _hooks
 from seamscope.adapters.loop import ChatCall, Iteration, Turn
 from seamscope.adapters.pydantic_ai._translate import Offloaded
 from seamscope.decisions import Message, ModelUsage
-from seamscope.telemetry._logging import telemetry_error
 
 __all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed"]
 
@@ -34,68 +33,20 @@ _T = TypeVar("_T")
 
 
 def failed(hook: str) -> None:
-    """Record a contained failure of seamscope's own code (call it in ``except``).
-
-    A ``seamscope.telemetry.error`` event names the hook and the error type;
-    the traceback goes to the stdlib logger at DEBUG. Never raises.
-    """
-    with contextlib.suppress(Exception):
-        telemetry_error(hook, sys.exc_info()[1])
-        LOG.debug("seamscope: %s failed; the agent continues unchanged", hook, exc_info=True)
+    """Record a contained failure of seamscope's own code (call it in ``except``)."""
+    _hooks.failed(hook, LOG)
 
 
-@contextlib.contextmanager
-def attached(context: Any) -> Iterator[None]:
+def attached(context: Any) -> contextlib.AbstractContextManager[None]:
     """An OpenTelemetry context made current for a block of one hook (same task)."""
-    token: Any = None
-    if context is not None:
-        try:
-            token = otel_context.attach(context)
-        except Exception:
-            failed("pydantic_ai.context_attach")
-    try:
-        yield
-    finally:
-        if token is not None:
-            try:
-                otel_context.detach(token)
-            except Exception:
-                failed("pydantic_ai.context_detach")
+    return _hooks.attached(context, "pydantic_ai", LOG)
 
 
-@contextlib.contextmanager
 def contained(
     factory: Callable[[], contextlib.AbstractContextManager[_T]] | None, what: str
-) -> Iterator[_T | None]:
-    """Enter a telemetry context manager without letting it break the body.
-
-    A failure to enter or exit is logged; the body's own exception is passed
-    to the manager (so the span records it) and re-raised unchanged.
-    """
-    if factory is None:
-        yield None
-        return
-    try:
-        manager = factory()
-        value = manager.__enter__()
-    except Exception:
-        failed(what)
-        yield None
-        return
-    try:
-        yield value
-    except BaseException as exc:
-        try:
-            manager.__exit__(type(exc), exc, exc.__traceback__)
-        except BaseException as exit_exc:
-            if exit_exc is not exc:
-                failed(what)
-        raise
-    else:
-        try:
-            manager.__exit__(None, None, None)
-        except Exception:
-            failed(what)
+) -> contextlib.AbstractContextManager[_T | None]:
+    """Enter a telemetry context manager without letting it break the body."""
+    return _hooks.contained(factory, what, LOG)
 
 
 class Run:
