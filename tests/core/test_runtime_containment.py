@@ -403,3 +403,43 @@ def test_one_carried_id_given_alone_is_read_as_that_one_offload() -> None:
 
     alone, listed = account("off-1"), account(["off-1"])
     assert (alone, Decimal("0.1")) == (listed, listed.saving)
+
+
+def test_an_id_factory_that_raises_or_returns_no_str_is_contained(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from seamscope.decisions import OffloadGate
+
+    def broken() -> str:
+        raise RuntimeError("id service down")
+
+    decisions = [
+        OffloadGate(id_factory=factory).evaluate(20_000.0, "claude-opus-4-6")  # type: ignore[arg-type]
+        for factory in (broken, lambda: 5, lambda: "")
+    ]
+    assert [(True, 16)] * 3 == [(d.fire, len(d.offload_id or "")) for d in decisions]
+    assert 3 == sum("OffloadGate.id_factory" in r.getMessage() for r in caplog.records)
+
+
+def test_the_ledger_contains_wrong_typed_values(caplog: pytest.LogCaptureFixture) -> None:
+    from seamscope.decisions import ModelUsage, OffloadGate, OffloadLedger
+
+    ledger = OffloadLedger()
+    decision = OffloadGate(id_factory=lambda: "off-1").evaluate(20_000.0, "claude-opus-4-6")
+    ledger.record_offload(decision, conversation_id={"user": 7})  # type: ignore[arg-type]
+    ledger.record_offload("not a decision", conversation_id="c")  # type: ignore[arg-type]
+    account = ledger.record_model_call(
+        {"user": 7}, model="claude-opus-4-6", usage=None  # type: ignore[arg-type]
+    )
+    recall = ledger.record_recall(
+        "{'user': 7}", "off-1", model="claude-opus-4-6", input_tokens=-5, output_tokens="x"  # type: ignore[arg-type]
+    )
+    settled = ledger.end_conversation("{'user': 7}")
+    assert (ModelUsage(), 0, 0, ["off-1"], 1) == (
+        account.usage,
+        recall.input_tokens,
+        recall.output_tokens,
+        [s.offload_id for s in settled],
+        settled[0].recalls,
+    )
+    assert 6 == sum("OffloadLedger." in r.getMessage() for r in caplog.records)

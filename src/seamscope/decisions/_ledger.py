@@ -44,6 +44,7 @@ Money is exact :class:`~decimal.Decimal` USD; no I/O, no telemetry import.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -66,6 +67,7 @@ from seamscope.decisions.records import (
 __all__ = ["OffloadLedger"]
 
 _ZERO = Decimal(0)
+_log = logging.getLogger("seamscope.decisions")
 _MAX_KEPT_SETTLEMENTS = 1000
 
 
@@ -95,6 +97,38 @@ class _Conversation:
     baseline_read: int = 0
     baseline_input: int = 0
     last_tick: int = 0
+
+
+def _contained(method: str, field: str, value: object) -> None:
+    _log.warning(
+        "OffloadLedger.%s: %s of type %s contained (not raised into the loop)",
+        method,
+        field,
+        type(value).__qualname__,
+    )
+
+
+def _text(method: str, field: str, value: object) -> str:
+    """A str field given another type is used as its ``str()``, with a WARNING."""
+    if isinstance(value, str):
+        return value
+    _contained(method, field, value)
+    try:
+        return str(value)
+    except Exception:
+        return "?"
+
+
+def _key(method: str, conversation_id: object) -> str:
+    return _text(method, "conversation_id", conversation_id)
+
+
+def _tokens(method: str, field: str, value: object) -> int:
+    """A token count that is not an int >= 0 counts as 0, with a WARNING."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    _contained(method, field, value)
+    return 0
 
 
 def _positive(name: str, value: object) -> int:
@@ -189,8 +223,12 @@ class OffloadLedger:
         ``link``: what the observer's ``end_offload_gate`` returned for this
         decision; the settlement carries it back.
         """
+        if not isinstance(decision, OffloadGateDecision):
+            _contained("record_offload", "decision", decision)
+            return
         if not decision.fire or not decision.offload_id:
             return
+        conversation_id = _key("record_offload", conversation_id)
         due: list[Settlement] = []
         with self._lock:
             conv = self._touch(conversation_id, due)
@@ -228,6 +266,11 @@ class OffloadLedger:
         cost are realized here, but only the process that recorded the
         offload settles it.
         """
+        conversation_id = _key("record_model_call", conversation_id)
+        model = _text("record_model_call", "model", model)
+        if not isinstance(usage, ModelUsage):
+            _contained("record_model_call", "usage", usage)
+            usage = ModelUsage()
         due: list[Settlement] = []
         price = self._price(model)
         with self._lock:
@@ -295,6 +338,11 @@ class OffloadLedger:
         From now on its output is in the conversation again: later model
         calls carry no stub for it (unless ``carried`` names it).
         """
+        conversation_id = _key("record_recall", conversation_id)
+        offload_id = _text("record_recall", "offload_id", offload_id)
+        model = _text("record_recall", "model", model)
+        input_tokens = _tokens("record_recall", "input_tokens", input_tokens)
+        output_tokens = _tokens("record_recall", "output_tokens", output_tokens)
         price = self._price(model)
         cost = _ZERO
         if price is not None:

@@ -22,6 +22,7 @@ the nearest double); ``net_saving`` keeps the exact Decimal.
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from collections.abc import Callable
@@ -55,6 +56,8 @@ __all__ = [
     "OffloadGateInputs",
     "evaluate_offload_gate",
 ]
+
+_log = logging.getLogger("seamscope.decisions")
 
 
 _ZERO = Decimal(0)
@@ -260,6 +263,20 @@ class OffloadGate:
             t.recall_output_tokens,
         )
 
+    def _new_id(self) -> str:
+        """An id from the adopter's ``id_factory``; one that raises or returns
+        something other than a non-empty str is contained (a WARNING names it)
+        and a random id is used, so the loop never sees the error."""
+        try:
+            offload_id = self._id_factory()
+            if isinstance(offload_id, str) and offload_id:
+                return offload_id
+            problem = f"returned {type(offload_id).__name__}, not a non-empty str"
+        except Exception as exc:
+            problem = f"raised {type(exc).__qualname__}"
+        _log.warning("OffloadGate.id_factory %s; a random offload id is used", problem)
+        return uuid.uuid4().hex[:16]
+
     def evaluate(
         self, output_tokens: float, model_name: str, call: GateCall | None = None
     ) -> OffloadGateDecision:
@@ -275,6 +292,6 @@ class OffloadGate:
         handle = self._observer.start_offload_gate(inputs, call)
         decision = evaluate_offload_gate(inputs, pricing=self._pricing)
         if decision.fire:
-            decision = replace(decision, offload_id=self._id_factory())
+            decision = replace(decision, offload_id=self._new_id())
         link = self._observer.end_offload_gate(handle, decision)
         return decision, link
