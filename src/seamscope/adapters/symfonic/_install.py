@@ -95,6 +95,7 @@ from seamscope.adapters.symfonic._seams import _SeamRecorder
 from seamscope.adapters.symfonic._symfonic import CallbackManager, _AgentModelResolver
 from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
 from seamscope.adapters.symfonic._translate import _wrappable, symfonic_pricing
+from seamscope.decisions import DecisionObserver
 from seamscope.decisions._observer import guard_observer
 
 __all__ = ["SymfonicInstrumentation", "instrument_symfonic"]
@@ -406,7 +407,7 @@ class SymfonicInstrumentation(_SeamRecorder):
         self,
         agent: Any,
         *,
-        observer: Any,
+        observer: DecisionObserver,
         tracer_provider: trace.TracerProvider | None,
         agent_name: str | None,
         ledger: OffloadLedger,
@@ -677,7 +678,7 @@ def instrument_symfonic(
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: Any | None = None,
     telemetry_config: TelemetryConfig | None = None,
-    observer: Any | None = None,
+    observer: DecisionObserver | None = None,
     ledger: OffloadLedger | None = None,
 ) -> SymfonicInstrumentation:
     """Record a ``SymfonicAgent``'s real decisions as seamscope telemetry.

@@ -182,7 +182,7 @@ class _RunRecorder:
         self,
         agent: Any,
         *,
-        observer: Any,
+        observer: DecisionObserver,
         tracer_provider: trace.TracerProvider | None,
         agent_name: str | None,
         ledger: OffloadLedger,
