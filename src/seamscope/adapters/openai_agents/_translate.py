@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from seamscope.adapters._outputs import Offloaded
 from seamscope.adapters.openai_agents._framework import (
     Agent,
     Model,
@@ -148,13 +149,6 @@ def messages(instructions: str | None, items: str | Sequence[Any]) -> list[Messa
             out.append(Message(role, _text(_field(item, "content"))))
     return out
 
-
-@dataclass(frozen=True, slots=True)
-class Offloaded:
-    """A fired offload the conversation carries: its id and the stub text."""
-
-    offload_id: str
-    stub: str
 
 
 def stub_input(

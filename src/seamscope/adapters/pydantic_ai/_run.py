@@ -13,15 +13,14 @@ import contextlib
 import contextvars
 import logging
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 
 from seamscope.adapters import _hooks
+from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.loop import ChatCall, Iteration, Turn
-from seamscope.adapters.pydantic_ai._translate import Offloaded
 from seamscope.decisions import Message, ModelUsage
 
 __all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed"]
@@ -133,57 +132,3 @@ class Run:
                 return
             self.closed = True
             self._end_iteration(exc)
-
-
-class Outputs:
-    """Offloaded outputs kept in this process, by offload id, each with the
-    conversation allowed to read it and the call it answered; oldest dropped
-    first. A dropped output can no longer be recalled (the stub stays in the
-    history)."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        # offload id -> (scope, call id, text, stub)
-        self._store: OrderedDict[str, tuple[str, str, str, str]] = OrderedDict()
-        self._expanded: set[str] = set()
-        self._lock = threading.Lock()
-
-    def keep(self, offload_id: str, scope: str, call_id: str, text: str, stub: str) -> None:
-        with self._lock:
-            self._store[offload_id] = (scope, call_id, text, stub)
-            while len(self._store) > self._limit:
-                evicted, _ = self._store.popitem(last=False)
-                self._expanded.discard(evicted)
-
-    def get(self, offload_id: str) -> str | None:
-        with self._lock:
-            entry = self._store.get(offload_id)
-        return None if entry is None else entry[2]
-
-    def has(self, scope: str) -> bool:
-        with self._lock:
-            return any(entry[0] == scope for entry in self._store.values())
-
-    def lookup(self, offload_id: str, scope: str) -> str | None:
-        with self._lock:
-            entry = self._store.get(offload_id)
-        return entry[2] if entry is not None and entry[0] == scope else None
-
-    def offloaded(self, scope: str) -> Mapping[str, Offloaded]:
-        """The scope's offloads by the call id whose output they replaced."""
-        with self._lock:
-            return {
-                call_id: Offloaded(offload_id, stub)
-                for offload_id, (owner, call_id, _, stub) in self._store.items()
-                if owner == scope
-            }
-
-    def expand(self, offload_id: str) -> None:
-        """A recall brought the full output back into the conversation."""
-        with self._lock:
-            if offload_id in self._store:
-                self._expanded.add(offload_id)
-
-    def expanded(self, offload_id: str) -> bool:
-        with self._lock:
-            return offload_id in self._expanded

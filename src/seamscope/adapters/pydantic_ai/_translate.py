@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from seamscope.adapters._outputs import Offloaded
 from seamscope.adapters.pydantic_ai._framework import (
     Model,
     ModelRequest,
@@ -225,13 +226,6 @@ def usage(raw: Any) -> ModelUsage | None:
 
 # -- tool results and the offloads a request carries ----------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class Offloaded:
-    """A fired offload: its id and the stub that replaced the output."""
-
-    offload_id: str
-    stub: str
 
 
 def carried(history: Iterable[Any], offloaded: Mapping[str, Offloaded]) -> tuple[str, ...]:
