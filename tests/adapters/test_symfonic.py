@@ -592,7 +592,13 @@ async def three_turns(agent: Any, inst: Any, conversation: str | None) -> list[s
 
 
 def cost(kind: str) -> frozenset[Any]:
-    return frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_COST_KIND: kind}.items())
+    return frozenset(
+        {
+            c.ATTR_GEN_AI_REQUEST_MODEL: OPUS,
+            c.ATTR_OFFLOAD_COST_KIND: kind,
+            c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
+        }.items()
+    )
 
 
 def input_tokens(kind: str, active: str) -> frozenset[Any]:
@@ -651,10 +657,13 @@ def test_an_offload_symfonic_fires_and_recalls_is_settled_in_the_ledger(
     # ratio (3 000 / 30 000) expected 1 680 tokens.
     points = counters(metric_reader)
     model = frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS}.items())
+    gated = frozenset(
+        {c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate"}.items()
+    )
     expected = {
         (c.METRIC_OFFLOAD_DECISIONS.name, attrs(OPUS, "true", "net_positive")): 3,
         (c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name, model): pytest.approx(0.588625),
-        (c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, model): pytest.approx(2 * 25_000 * 5e-6),
+        (c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, gated): pytest.approx(2 * 25_000 * 5e-6),
         (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("stub_carry")): pytest.approx(2 * 80 * 5e-6),
         (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("recall")): pytest.approx(
             12_500 * 5e-6 + 50 * 25e-6
@@ -662,10 +671,16 @@ def test_an_offload_symfonic_fires_and_recalls_is_settled_in_the_ledger(
         (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("cache_disruption")): pytest.approx(
             1_680 * (5e-6 - 0.5e-6)
         ),
-        (c.METRIC_OFFLOAD_RECALLS.name, model): 1,
+        (c.METRIC_OFFLOAD_RECALLS.name, gated): 1,
         (
             c.METRIC_OFFLOAD_SETTLED.name,
-            frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_OUTCOME: "gain"}.items()),
+            frozenset(
+                {
+                    c.ATTR_GEN_AI_REQUEST_MODEL: OPUS,
+                    c.ATTR_OFFLOAD_OUTCOME: "gain",
+                    c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
+                }.items()
+            ),
         ): 1,
         # the cache reads and writes symfonic reported, before and after the offload
         (c.METRIC_MODEL_INPUT_TOKENS.name, input_tokens("write", "false")): 4_000,
@@ -804,12 +819,14 @@ def test_an_offload_the_ledger_already_settled_still_counts_what_it_saves(
         settlement.recalls,
     )
     points = counters(metric_reader)
-    model = frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS}.items())
+    gated = frozenset(
+        {c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate"}.items()
+    )
     assert [pytest.approx(0.25), pytest.approx(0.0008), pytest.approx(0.06375), 1] == [
-        points.get((c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, model)),
+        points.get((c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, gated)),
         points.get((c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("stub_carry"))),
         points.get((c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("recall"))),
-        points.get((c.METRIC_OFFLOAD_RECALLS.name, model)),
+        points.get((c.METRIC_OFFLOAD_RECALLS.name, gated)),
     ]
 
 

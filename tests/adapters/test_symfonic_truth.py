@@ -986,10 +986,17 @@ def test_an_offload_carried_then_recalled_is_settled_as_it_really_went(
     )
 
     model = frozenset({c.ATTR_GEN_AI_REQUEST_MODEL: OPUS}.items())
+    gated = frozenset(
+        {c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate"}.items()
+    )
 
     def cost(kind: str) -> frozenset[Any]:
         return frozenset(
-            {c.ATTR_GEN_AI_REQUEST_MODEL: OPUS, c.ATTR_OFFLOAD_COST_KIND: kind}.items()
+            {
+                c.ATTR_GEN_AI_REQUEST_MODEL: OPUS,
+                c.ATTR_OFFLOAD_COST_KIND: kind,
+                c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
+            }.items()
         )
 
     points = counters(metric_reader)
@@ -997,13 +1004,13 @@ def test_an_offload_carried_then_recalled_is_settled_as_it_really_went(
         (c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name, model): pytest.approx(
             fired[0][1].net_saving_usd
         ),
-        (c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, model): pytest.approx(float(savings)),
+        (c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, gated): pytest.approx(float(savings)),
         (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("stub_carry")): pytest.approx(float(stub_cost)),
         (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("recall")): pytest.approx(float(recall_cost)),
         (c.METRIC_OFFLOAD_REALIZED_COSTS.name, cost("cache_disruption")): pytest.approx(
             float(disruption)
         ),
-        (c.METRIC_OFFLOAD_RECALLS.name, model): 1,
+        (c.METRIC_OFFLOAD_RECALLS.name, gated): 1,
     }
     assert expected == {key: points.get(key) for key in expected}
     # the chat spans carry the usage each model call really reported

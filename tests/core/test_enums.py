@@ -21,6 +21,8 @@ PINNED: dict[str, dict[str, str]] = {
         "DEFAULT": "default",
         "ADOPTER": "adopter",
         "NONE": "none",
+        "ROUTER": "router",
+        "FALLBACK": "fallback",
     },
     "PolicyResult": {
         "MATCHED": "matched",
@@ -48,6 +50,20 @@ PINNED: dict[str, dict[str, str]] = {
         "STUB_CARRY": "stub_carry",
         "RECALL": "recall",
         "CACHE_DISRUPTION": "cache_disruption",
+        "COMPACTION_CALL": "compaction_call",
+    },
+    "OffloadMechanism": {
+        "SEAMSCOPE_GATE": "seamscope_gate",
+        "CONTEXT_EDITING": "context_editing",
+        "SUMMARIZATION": "summarization",
+    },
+    "MiddlewareDecisionKind": {
+        "TOOL_SELECTION": "tool_selection",
+        "TOOL_SEARCH": "tool_search",
+        "MODEL_ROUTE": "model_route",
+        "MODEL_FALLBACK": "model_fallback",
+        "TOOL_CALL_BLOCKED": "tool_call_blocked",
+        "COMPACTION": "compaction",
     },
     "SelectionSet": {"OFFERED": "offered", "SELECTED": "selected"},
     "SettleTrigger": {

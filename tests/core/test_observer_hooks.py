@@ -104,6 +104,10 @@ class Recorder:
     def capture(self, target: Any, key: str, value: Any) -> None:
         self.calls.append(("capture", target, key, value))
 
+    def on_middleware_decision(self, decision: Any) -> str:
+        self.calls.append(("on_middleware_decision", decision))
+        return "link-middleware"
+
     def on_offload_accounted(self, entry: Any) -> None:
         self.calls.append(("on_offload_accounted", entry))
 

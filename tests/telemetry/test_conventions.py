@@ -173,6 +173,8 @@ def test_units_are_ucum_and_buckets_explicit() -> None:
 
 CORE_ENUMS = {
     "GuardResult",
+    "MiddlewareDecisionKind",
+    "OffloadMechanism",
     "OffloadCostKind",
     "OffloadOutcome",
     "OffloadReasonCode",

@@ -254,11 +254,18 @@ def test_settlement_on_conversation_end(
         c.ATTR_OFFLOAD_RECALLS: 0,
         c.ATTR_OFFLOAD_HORIZON: 5,
         c.ATTR_OFFLOAD_RECALL_PROBABILITY: 0.5,
+        c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
     } == s.attrs(span)
     assert [(c.EVENT_OFFLOAD_SETTLED, {c.ATTR_OFFLOAD_OUTCOME: "gain"})] == s.events(span)
     settled = s.metric_points(metric_reader)[c.METRIC_OFFLOAD_SETTLED.name]
     assert {
-        s.point_key({c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU, c.ATTR_OFFLOAD_OUTCOME: "gain"}): 1
+        s.point_key(
+            {
+                c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU,
+                c.ATTR_OFFLOAD_OUTCOME: "gain",
+                c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
+            }
+        ): 1
     } == settled
     assert [
         {
@@ -268,6 +275,7 @@ def test_settlement_on_conversation_end(
             "model": HAIKU,
             "outcome": "gain",
             "trigger": "conversation_end",
+            "mechanism": "seamscope_gate",
             "predicted_net_saving_usd": 0.092725,
             "realized_net_saving_usd": 0.01992,
             "turns_carried": 1,
@@ -291,7 +299,13 @@ def test_a_loss_settles_as_a_warning(
     )
     assert [("warning", "loss")] == [(e["log_level"], e["outcome"]) for e in captured_logs]
     assert {
-        s.point_key({c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU, c.ATTR_OFFLOAD_OUTCOME: "loss"}): 1
+        s.point_key(
+            {
+                c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU,
+                c.ATTR_OFFLOAD_OUTCOME: "loss",
+                c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
+            }
+        ): 1
     } == s.metric_points(metric_reader)[c.METRIC_OFFLOAD_SETTLED.name]
 
 
@@ -444,7 +458,13 @@ def test_an_exactly_zero_realized_net_saving_breaks_even(
     )
     assert [(c.EVENT_OFFLOAD_SETTLED, {c.ATTR_OFFLOAD_OUTCOME: "break_even"})] == s.events(span)
     assert {
-        s.point_key({c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU, c.ATTR_OFFLOAD_OUTCOME: "break_even"}): 1
+        s.point_key(
+            {
+                c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU,
+                c.ATTR_OFFLOAD_OUTCOME: "break_even",
+                c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
+            }
+        ): 1
     } == s.metric_points(metric_reader)[c.METRIC_OFFLOAD_SETTLED.name]
     # no loss: logged at info
     assert [("info", "break_even", 0.0)] == [

@@ -35,6 +35,8 @@ import math
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -62,11 +64,15 @@ from seamscope.decisions import (
     ToolCatalog,
 )
 from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._offload import evaluate_offload_gate
 from seamscope.decisions._policy import build_dispatch_context
 from seamscope.decisions._seams import RoleModelResolver, ToolCallDispatchCallback
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+    Compaction,
     GateCall,
+    MiddlewareDecision,
+    OffloadMechanism,
     Seam,
 )
 from seamscope.telemetry import conventions as c
@@ -155,8 +161,10 @@ class DecisionLayer:
         if isinstance(policies, str | bytes) or isinstance(stages, str | bytes):
             field = "policies" if isinstance(policies, str | bytes) else "stages"
             raise ValueError(f"DecisionLayer.{field} must be a sequence, not a str")
-        if observer is None and tracer_provider is None and isinstance(
-            trace.get_tracer_provider(), trace.ProxyTracerProvider
+        if (
+            observer is None
+            and tracer_provider is None
+            and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         ):
             warnings.warn(
                 "DecisionLayer: no tracer provider was given and none is set globally: "
@@ -455,6 +463,77 @@ class Iteration:
         if decision.fire and turn.conversation_id:
             layer.ledger.record_offload(decision, conversation_id=turn.conversation_id, link=link)
         return decision
+
+    # a framework's own decisions ------------------------------------------------
+
+    def middleware_decision(self, decision: MiddlewareDecision) -> None:
+        """Record a decision a framework's own middleware took; a compaction
+        starts being followed by the ledger like a fired offload (its
+        settlement links to the compaction's span)."""
+        turn = self.turn
+        layer = turn.layer
+        # a trusted observer written before this hook existed may lack it
+        hook = getattr(layer.observer, "on_middleware_decision", None)
+        link = hook(decision) if callable(hook) else None
+        compaction = decision.compaction
+        if compaction is not None and turn.conversation_id:
+            layer.ledger.record_compaction(
+                compaction, conversation_id=turn.conversation_id, link=link
+            )
+
+    def compaction(
+        self,
+        compaction_id: str,
+        mechanism: OffloadMechanism,
+        *,
+        removed_tokens: float,
+        kept_tokens: int,
+        tool_call_ids: Sequence[str] = (),
+        messages_removed: int = 0,
+        cost: Decimal = Decimal(0),
+        rereadable: bool = True,
+        model: str | None = None,
+    ) -> Compaction:
+        """A compaction priced with the gate's formula on its sizes: the removed
+        tokens saved per later call over the gate's horizon, the kept tokens
+        carried instead, and (``rereadable``) the gate's recall prior for the
+        model fetching the cleared data again. ``model``: whose rates price
+        it (default: this iteration's model)."""
+        layer = self.turn.layer
+        name = model or self.model or layer.router.default_model.model_name
+        kept = max(0, int(kept_tokens))
+        inputs = replace(
+            layer.gate.inputs(float(removed_tokens), name),
+            large_offload_threshold_tokens=0,
+            stub_tokens=kept,
+        )
+        if not rereadable:
+            inputs = replace(inputs, recall_probability=0.0)
+        predicted = evaluate_offload_gate(inputs, pricing=layer.gate.pricing)
+        return Compaction(
+            compaction_id,
+            mechanism,
+            name,
+            float(removed_tokens),
+            kept,
+            tuple(tool_call_ids),
+            int(messages_removed),
+            cost,
+            None if predicted.pricing_source.value == "none" else predicted,
+        )
+
+    def model_call_cost(self, model: str, usage: ModelUsage) -> Decimal:
+        """What one model call cost at ``model``'s rates (0 when unpriced)."""
+        quote = self.turn.layer.gate.pricing.lookup(model)
+        if quote is None:
+            return Decimal(0)
+        price = quote.price
+        return (
+            usage.uncached_tokens * price.input_rate
+            + usage.cache_read_tokens * price.cache_read_rate
+            + usage.cache_write_tokens * price.cache_write_rate
+            + usage.output_tokens * price.output_rate
+        )
 
     def recall(self, offload_id: str, *, input_tokens: int, output_tokens: int) -> None:
         """The model recalled an offloaded output: a real cost in the ledger.

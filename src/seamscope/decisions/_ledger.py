@@ -20,6 +20,14 @@ conversation and measures what really happened:
   With no model call seen before the first offload there is no baseline
   and no disruption is charged (unmeasured is not charged).
 
+A framework's compaction (context editing that clears a tool result, a
+summary that replaces history) is followed the same way
+(:meth:`OffloadLedger.record_compaction`): its placeholder or summary is the
+stub, a re-read of the cleared data is a recall, and a summary's own model
+call is a realized cost (``compaction_call``). Every amount says which
+mechanism took the content out (``ModelCallAccount.by_mechanism``,
+``RecallAccount.mechanism``, ``Settlement.mechanism``).
+
 Each event's realized amounts are handed to the observer as a record
 (:class:`~seamscope.decisions.records.ModelCallAccount`,
 :class:`~seamscope.decisions.records.RecallAccount`) where they happen, so
@@ -56,9 +64,12 @@ from seamscope.decisions._observer import DecisionObserver, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice, PricingTable, to_decimal
 from seamscope.decisions.records import (
     CarriedStub,
+    Compaction,
+    CompactionAccount,
     ModelCallAccount,
     ModelUsage,
     OffloadGateDecision,
+    OffloadMechanism,
     RecallAccount,
     Settlement,
     SettleTrigger,
@@ -81,6 +92,8 @@ class _Offload:  # mutable accounting of one live offload
     horizon: int
     recall_probability: float
     link: object
+    mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
+    compaction_cost: Decimal = _ZERO
     savings: Decimal = _ZERO
     stub_cost: Decimal = _ZERO
     recall_cost: Decimal = _ZERO
@@ -151,6 +164,8 @@ def _settlement(conversation_id: str, off: _Offload, trigger: SettleTrigger) -> 
         horizon=off.horizon,
         recall_probability=off.recall_probability,
         link=off.link,
+        mechanism=off.mechanism,
+        compaction_cost=off.compaction_cost,
     )
 
 
@@ -247,6 +262,56 @@ class OffloadLedger:
             )
         self._settled(due)
 
+    def record_compaction(
+        self, compaction: Compaction, *, conversation_id: str, link: object = None
+    ) -> None:
+        """Start following a framework's compaction like a fired offload.
+
+        Its removed tokens are what each later call carrying its placeholder
+        (or summary) saves, ``kept_tokens`` what that call pays for it, its
+        re-reads are recalls (:meth:`record_recall` with its id) and its own
+        model call (``cost``) is a realized cost now. The prediction is the
+        gate's formula on its sizes, minus that cost (0 when unpriced). A
+        compaction id already followed is ignored (a compaction recomputed
+        on every call is recorded once).
+        """
+        if not isinstance(compaction, Compaction):
+            _contained("record_compaction", "compaction", compaction)
+            return
+        conversation_id = _key("record_compaction", conversation_id)
+        predicted = compaction.predicted
+        due: list[Settlement] = []
+        with self._lock:
+            conv = self._touch(conversation_id, due)
+            if compaction.compaction_id in conv.offloads:
+                return
+            if len(conv.offloads) >= self._max_offloads:
+                _, oldest = conv.offloads.popitem(last=False)
+                due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
+            conv.offloads[compaction.compaction_id] = _Offload(
+                compaction.compaction_id,
+                compaction.model,
+                to_decimal(max(0.0, float(compaction.removed_tokens))),
+                max(0, int(compaction.kept_tokens)),
+                (_ZERO if predicted is None else predicted.net_saving) - compaction.cost,
+                0 if predicted is None else predicted.horizon,
+                0.0 if predicted is None else predicted.recall_probability,
+                link,
+                compaction.mechanism,
+                compaction.cost,
+            )
+        if compaction.cost > 0:
+            self._observer.on_offload_accounted(
+                CompactionAccount(
+                    conversation_id,
+                    compaction.compaction_id,
+                    compaction.model,
+                    compaction.mechanism,
+                    compaction.cost,
+                )
+            )
+        self._settled(due)
+
     def record_model_call(
         self,
         conversation_id: str,
@@ -292,6 +357,9 @@ class OffloadLedger:
                         wanted.add(item)
                 live = [o for o in conv.offloads.values() if o.offload_id in wanted]
             active = bool(conv.offloads)
+            shares: dict[OffloadMechanism, list[Decimal]] = {}
+            if saving or stub:  # CarriedStubs of offloads decided elsewhere
+                shares[OffloadMechanism.SEAMSCOPE_GATE] = [saving, stub, _ZERO]
             if conv.offloads and price is not None:
                 for off in live:
                     s = off.output_tokens * price.input_rate
@@ -301,6 +369,9 @@ class OffloadLedger:
                     off.turns += 1
                     saving += s
                     stub += k
+                    share = shares.setdefault(off.mechanism, [_ZERO, _ZERO, _ZERO])
+                    share[0] += s
+                    share[1] += k
                 cache = cache_disruption(conv.baseline_read, conv.baseline_input, usage, price)
                 # a recall since the previous call put its output back into the
                 # prompt: the cache disruption is that offload's; otherwise it is
@@ -308,9 +379,10 @@ class OffloadLedger:
                 recalled = [o for o in conv.offloads.values() if o.recalled_since_call]
                 blamed = recalled or live
                 if cache > 0 and blamed:
-                    share = cache / len(blamed)
+                    part = cache / len(blamed)
                     for off in blamed:
-                        off.cache_cost += share
+                        off.cache_cost += part
+                        shares.setdefault(off.mechanism, [_ZERO, _ZERO, _ZERO])[2] += part
                 else:
                     cache = _ZERO
                 for off in recalled:
@@ -319,7 +391,16 @@ class OffloadLedger:
                 conv.baseline_read += usage.cache_read_tokens
                 conv.baseline_input += usage.input_tokens
             due.extend(self._expire(conversation_id))
-        account = ModelCallAccount(conversation_id, model, usage, active, saving, stub, cache)
+        account = ModelCallAccount(
+            conversation_id,
+            model,
+            usage,
+            active,
+            saving,
+            stub,
+            cache,
+            tuple((m, v[0], v[1], v[2]) for m, v in shares.items() if any(v)),
+        )
         self._observer.on_offload_accounted(account)
         self._settled(due)
         return account
@@ -347,6 +428,7 @@ class OffloadLedger:
         cost = _ZERO
         if price is not None:
             cost = input_tokens * price.input_rate + output_tokens * price.output_rate
+        mechanism = OffloadMechanism.SEAMSCOPE_GATE
         with self._lock:
             conv = self._conversations.get(conversation_id)
             off = None if conv is None else conv.offloads.get(offload_id)
@@ -355,8 +437,9 @@ class OffloadLedger:
                 off.recalls += 1
                 off.recalled = True
                 off.recalled_since_call = True
+                mechanism = off.mechanism
         account = RecallAccount(
-            conversation_id, offload_id, model, input_tokens, output_tokens, cost
+            conversation_id, offload_id, model, input_tokens, output_tokens, cost, mechanism
         )
         self._observer.on_offload_accounted(account)
         return account

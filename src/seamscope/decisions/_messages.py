@@ -40,8 +40,6 @@ _ROLE_ALIASES = {
 }
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Message:
     """A chat message of the reference loop.
@@ -112,5 +110,3 @@ def last_user_text(messages: Sequence[Any]) -> str:
     """Text of the most recent user message ('' when there is none)."""
     message = last_user_message(messages)
     return "" if message is None else message_text(message)
-
-

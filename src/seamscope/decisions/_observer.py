@@ -33,6 +33,7 @@ Hook order for one iteration (``h`` = handle)::
         end_post_model(h3, result)
         h5 = start_offload_gate(inputs, call)
         link = end_offload_gate(h5, decision)
+    on_middleware_decision(decision)   # a framework middleware's decision (returns a link)
     on_offload_accounted(entry)        # the ledger's realized savings and costs
     on_offload_settled(settlement)     # one offload's realized net saving
 """
@@ -48,6 +49,7 @@ from seamscope.decisions.records import (
     DispatchRecord,
     GateCall,
     LedgerEntry,
+    MiddlewareDecision,
     OffloadGateDecision,
     OffloadGateInputs,
     PostModelResult,
@@ -100,6 +102,10 @@ class DecisionObserver(Protocol):
     def start_offload_gate(self, inputs: OffloadGateInputs, call: GateCall | None) -> object: ...
     def end_offload_gate(self, handle: object, decision: OffloadGateDecision) -> object:
         """Record the decision; return a link to it (None: nothing to link)."""
+
+    def on_middleware_decision(self, decision: MiddlewareDecision) -> object:
+        """A decision a framework's own middleware took (an adapter read it from
+        the middleware's effect); return a link to it (None: nothing to link)."""
 
     def on_offload_accounted(self, entry: LedgerEntry) -> None:
         """The ledger's realized savings and costs of one event (a model call, a recall)."""
@@ -157,6 +163,9 @@ class NoopObserver:
         return None
 
     def end_offload_gate(self, handle: object, decision: OffloadGateDecision) -> object:
+        return None
+
+    def on_middleware_decision(self, decision: MiddlewareDecision) -> object:
         return None
 
     def on_offload_accounted(self, entry: LedgerEntry) -> None:

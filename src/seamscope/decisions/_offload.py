@@ -63,10 +63,6 @@ _log = logging.getLogger("seamscope.decisions")
 _ZERO = Decimal(0)
 
 
-
-
-
-
 def _no_fire(
     inputs: OffloadGateInputs, code: OffloadReasonCode, reason: str, h: int, p: float
 ) -> OffloadGateDecision:

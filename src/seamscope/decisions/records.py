@@ -36,14 +36,19 @@ __all__ = [
     "CarriedStub",
     "DispatchRecord",
     "GateCall",
+    "Compaction",
+    "CompactionAccount",
     "GuardResult",
     "LedgerEntry",
+    "MiddlewareDecision",
+    "MiddlewareDecisionKind",
     "ModelCallAccount",
     "ModelConfig",
     "ModelUsage",
     "OffloadCostKind",
     "OffloadGateDecision",
     "OffloadGateInputs",
+    "OffloadMechanism",
     "OffloadOutcome",
     "OffloadReasonCode",
     "PaletteVerdict",
@@ -128,7 +133,8 @@ class Seam(enum.StrEnum):
 class WinnerSource(enum.StrEnum):
     """Who decided a seam (``seamscope.seam.winner_source``).
 
-    PRE seam: ``policy`` / ``resolver`` / ``default``. A POST-seam dispatch:
+    PRE seam: ``policy`` / ``resolver`` / ``default``, or for a framework
+    middleware's model choice ``router`` / ``fallback``. A POST-seam dispatch:
     ``policy`` (a policy rewrote it), ``adopter`` (the adopter's
     ``on_tool_call_dispatch`` changed it), ``none`` (it dispatched as emitted).
     """
@@ -138,6 +144,8 @@ class WinnerSource(enum.StrEnum):
     DEFAULT = "default"
     ADOPTER = "adopter"
     NONE = "none"
+    ROUTER = "router"
+    FALLBACK = "fallback"
 
 
 class PolicyResult(enum.StrEnum):
@@ -220,6 +228,28 @@ class OffloadCostKind(enum.StrEnum):
     STUB_CARRY = "stub_carry"
     RECALL = "recall"
     CACHE_DISRUPTION = "cache_disruption"
+    COMPACTION_CALL = "compaction_call"
+
+
+class OffloadMechanism(enum.StrEnum):
+    """What took content out of the prompt (``seamscope.offload.mechanism``):
+    seamscope's offload gate, or a framework's compaction the ledger prices
+    the same way (a recall is then the model re-reading cleared data)."""
+
+    SEAMSCOPE_GATE = "seamscope_gate"
+    CONTEXT_EDITING = "context_editing"
+    SUMMARIZATION = "summarization"
+
+
+class MiddlewareDecisionKind(enum.StrEnum):
+    """What a framework's own middleware decided (``seamscope.middleware.decision``)."""
+
+    TOOL_SELECTION = "tool_selection"
+    TOOL_SEARCH = "tool_search"
+    MODEL_ROUTE = "model_route"
+    MODEL_FALLBACK = "model_fallback"
+    TOOL_CALL_BLOCKED = "tool_call_blocked"
+    COMPACTION = "compaction"
 
 
 class SettleTrigger(enum.StrEnum):
@@ -599,14 +629,8 @@ class SelectionResult:
 # -- the offload gate ------------------------------------------------------------
 
 DEFAULT_STUB_TOKENS = 80
-
-
 DEFAULT_RECALL_INPUT_TOKENS = 12_500
-
-
 DEFAULT_RECALL_OUTPUT_TOKENS = 250
-
-
 DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS = 15_000
 
 
@@ -699,6 +723,61 @@ class GateCall:
     reevaluation: bool = False
 
 
+# -- a framework's own decisions -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """Content a framework's middleware took out of the prompt, priced like an offload.
+
+    ``compaction_id`` follows it in the ledger; ``model`` is the model whose
+    rates price it; ``removed_tokens`` the estimated tokens taken out and
+    ``kept_tokens`` what replaced them (a placeholder, a summary), both
+    chars / 4; ``tool_call_ids`` the tool results it cleared;
+    ``messages_removed`` how many messages it took out; ``cost`` its own
+    model call (a summary), exact USD; ``predicted`` the gate's priced
+    formula on these sizes (None when the model is unpriced).
+    """
+
+    compaction_id: str
+    mechanism: OffloadMechanism
+    model: str
+    removed_tokens: float
+    kept_tokens: int
+    tool_call_ids: tuple[str, ...] = ()
+    messages_removed: int = 0
+    cost: Decimal = _ZERO
+    predicted: OffloadGateDecision | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MiddlewareDecision:
+    """One decision a framework's own middleware took, read from its effect.
+
+    ``middleware`` is its name, ``kind`` what it decided, ``reason`` the
+    reason it gives. By kind: a tool narrowing has ``before``/``after``
+    (tool names in order); a model choice has ``model`` (chosen, or for a
+    fallback the model that answered) and ``failed`` ((model, error type)
+    of each failed attempt); a block has ``calls`` (the calls that never
+    ran); a compaction has ``compaction``. ``decision_model`` names the
+    model the middleware asked, when it asked one.
+    """
+
+    middleware: str
+    kind: MiddlewareDecisionKind
+    reason: str
+    framework: str = "langchain"
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    model: str | None = None
+    failed: tuple[tuple[str, str], ...] = ()
+    calls: tuple[ToolCall, ...] = ()
+    compaction: Compaction | None = None
+    decision_model: str | None = None
+    start_time_ns: int | None = field(default=None, compare=False)
+    duration_s: float = field(default=0.0, compare=False)
+
+
 # -- the ledger ------------------------------------------------------------------
 
 
@@ -742,11 +821,17 @@ class ModelCallAccount:
     saving: Decimal = _ZERO
     stub_carry_cost: Decimal = _ZERO
     cache_disruption_cost: Decimal = _ZERO
+    by_mechanism: tuple[tuple[OffloadMechanism, Decimal, Decimal, Decimal], ...] = field(
+        default=(), compare=False
+    )
+    """(mechanism, saving, stub carry, cache disruption): the amounts above
+    split by what took the content out (their sums are the amounts above)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RecallAccount:
-    """One recall of an offloaded output: a real model hop (exact USD ``cost``)."""
+    """One recall of an offloaded output (or a re-read of compacted data): a
+    real model hop (exact USD ``cost``)."""
 
     conversation_id: str
     offload_id: str
@@ -754,9 +839,21 @@ class RecallAccount:
     input_tokens: int
     output_tokens: int
     cost: Decimal = _ZERO
+    mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
 
 
-LedgerEntry = ModelCallAccount | RecallAccount
+@dataclass(frozen=True, slots=True)
+class CompactionAccount:
+    """A compaction's own model call (a summary): a realized cost (exact USD)."""
+
+    conversation_id: str
+    compaction_id: str
+    model: str
+    mechanism: OffloadMechanism
+    cost: Decimal = _ZERO
+
+
+LedgerEntry = ModelCallAccount | RecallAccount | CompactionAccount
 """What the ledger realized at one event, counted where it happened."""
 
 
@@ -766,7 +863,9 @@ class Settlement:
 
     ``link`` is the observer's link to the gate decision that fired the
     offload (opaque; None when there is none), so telemetry can link the
-    settlement to it.
+    settlement to it. ``mechanism`` says what took the content out (a
+    framework's compaction settles like an offload, its own model call as
+    ``compaction_cost``).
     """
 
     offload_id: str
@@ -783,10 +882,17 @@ class Settlement:
     horizon: int
     recall_probability: float
     link: object = field(default=None, compare=False, repr=False)
+    mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
+    compaction_cost: Decimal = _ZERO
 
     @property
     def realized_costs(self) -> Decimal:
-        return self.stub_carry_cost + self.recall_cost + self.cache_disruption_cost
+        return (
+            self.stub_carry_cost
+            + self.recall_cost
+            + self.cache_disruption_cost
+            + self.compaction_cost
+        )
 
     @property
     def realized_net_saving(self) -> Decimal:

@@ -262,4 +262,5 @@ def settlement_attributes(s: Settlement, limits: Limits) -> Attributes:
         c.ATTR_OFFLOAD_RECALLS: s.recalls,
         c.ATTR_OFFLOAD_HORIZON: s.horizon,
         c.ATTR_OFFLOAD_RECALL_PROBABILITY: s.recall_probability,
+        c.ATTR_OFFLOAD_MECHANISM: s.mechanism.value,
     }

@@ -527,9 +527,7 @@ def configure(
             meter_provider=metrics.NoOpMeterProvider(),
             config=config,
         )
-        return TelemetryHandle(
-            None, None, observer, enabled=False, shutdown_timeout_millis=bound
-        )
+        return TelemetryHandle(None, None, observer, enabled=False, shutdown_timeout_millis=bound)
 
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader

@@ -98,6 +98,7 @@ class Instruments:
     __slots__ = (
         "decision_duration",
         "enabled",
+        "middleware_decisions",
         "model_input_tokens",
         "offload_decisions",
         "offload_predicted_net_saving",
@@ -128,6 +129,7 @@ class Instruments:
         self.offload_recalls = _counter(meter, c.METRIC_OFFLOAD_RECALLS)
         self.offload_settled = _counter(meter, c.METRIC_OFFLOAD_SETTLED)
         self.model_input_tokens = _counter(meter, c.METRIC_MODEL_INPUT_TOKENS)
+        self.middleware_decisions = _counter(meter, c.METRIC_MIDDLEWARE_DECISIONS)
         self.decision_duration = _histogram(meter, c.METRIC_DECISION_DURATION)
 
 

@@ -57,14 +57,17 @@ from seamscope import __version__
 from seamscope.decisions._messages import message_text
 from seamscope.decisions._policy import DispatchContext
 from seamscope.decisions.records import (
+    CompactionAccount,
     ContainedError,
     DispatchRecord,
     GateCall,
     LedgerEntry,
+    MiddlewareDecision,
     ModelCallAccount,
     OffloadCostKind,
     OffloadGateDecision,
     OffloadGateInputs,
+    OffloadMechanism,
     OffloadOutcome,
     PaletteVerdict,
     PolicyEvaluation,
@@ -84,6 +87,7 @@ from seamscope.telemetry import conventions as c
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
+from seamscope.telemetry._middleware import record_middleware_decision
 
 __all__ = ["OTelObserver"]
 
@@ -500,9 +504,7 @@ class OTelObserver:
         try:
             attrs[c.ATTR_ITERATION_INDEX] = ctx.iteration
             if self.config.capture_content and ctx.messages:
-                attrs[c.ATTR_MESSAGE_CONTENT] = self._limits.content(
-                    message_text(ctx.messages[-1])
-                )
+                attrs[c.ATTR_MESSAGE_CONTENT] = self._limits.content(message_text(ctx.messages[-1]))
         except Exception as exc:
             telemetry_error("start_pre_model", exc)
         return self._start("start_pre_model", c.SPAN_SEAM_PRE_MODEL, attrs, ctx)
@@ -680,6 +682,31 @@ class OTelObserver:
         )
         return link
 
+    # -- a framework's own middlewares -------------------------------------------------
+
+    def on_middleware_decision(self, decision: MiddlewareDecision) -> object:
+        """A framework middleware's decision: a span of the family its kind belongs
+        to (see :mod:`._middleware`), a metric and a log event. Returns the
+        span's context (a compaction's settlement links to it)."""
+        try:
+            return record_middleware_decision(
+                decision,
+                tracer=None if self._spans_off else self._tracer,
+                limits=self._limits,
+                count=(
+                    None
+                    if not self._metrics_on
+                    else lambda attrs: self._add(
+                        self.instruments.middleware_decisions,
+                        1,
+                        {k: self._label(k, v) for k, v in attrs.items()},
+                    )
+                ),
+            )
+        except Exception as exc:
+            telemetry_error("on_middleware_decision", exc)
+            return None
+
     # -- the ledger ----------------------------------------------------------------
 
     def on_offload_accounted(self, entry: LedgerEntry) -> None:
@@ -688,8 +715,9 @@ class OTelObserver:
         try:
             inst = self.instruments
             model = self._label(c.ATTR_GEN_AI_REQUEST_MODEL, entry.model)
-            by_model = {c.ATTR_GEN_AI_REQUEST_MODEL: model}
-            costs: list[tuple[OffloadCostKind, Any]] = []
+            # (mechanism, cost kind, amount); savings by mechanism
+            costs: list[tuple[str, OffloadCostKind, Any]] = []
+            savings: list[tuple[str, Any]] = []
             if isinstance(entry, ModelCallAccount):
                 usage = entry.usage
                 active = flag(entry.offload_active)
@@ -708,16 +736,41 @@ class OTelObserver:
                                 c.ATTR_OFFLOAD_ACTIVE: active,
                             },
                         )
-                if entry.saving > 0:
-                    self._add(inst.offload_realized_savings, float(entry.saving), by_model)
-                costs = [
-                    (OffloadCostKind.STUB_CARRY, entry.stub_carry_cost),
-                    (OffloadCostKind.CACHE_DISRUPTION, entry.cache_disruption_cost),
-                ]
+                shares = entry.by_mechanism or (
+                    (
+                        OffloadMechanism.SEAMSCOPE_GATE,
+                        entry.saving,
+                        entry.stub_carry_cost,
+                        entry.cache_disruption_cost,
+                    ),
+                )
+                for mechanism, saving, stub, cache in shares:
+                    savings.append((mechanism.value, saving))
+                    costs.append((mechanism.value, OffloadCostKind.STUB_CARRY, stub))
+                    costs.append((mechanism.value, OffloadCostKind.CACHE_DISRUPTION, cache))
             elif isinstance(entry, RecallAccount):
-                self._add(inst.offload_recalls, 1, by_model)
-                costs = [(OffloadCostKind.RECALL, entry.cost)]
-            for kind_cost, amount in costs:
+                self._add(
+                    inst.offload_recalls,
+                    1,
+                    {
+                        c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                        c.ATTR_OFFLOAD_MECHANISM: entry.mechanism.value,
+                    },
+                )
+                costs = [(entry.mechanism.value, OffloadCostKind.RECALL, entry.cost)]
+            elif isinstance(entry, CompactionAccount):
+                costs = [(entry.mechanism.value, OffloadCostKind.COMPACTION_CALL, entry.cost)]
+            for mechanism_value, amount in savings:
+                if amount > 0:
+                    self._add(
+                        inst.offload_realized_savings,
+                        float(amount),
+                        {
+                            c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                            c.ATTR_OFFLOAD_MECHANISM: mechanism_value,
+                        },
+                    )
+            for mechanism_value, kind_cost, amount in costs:
                 if amount > 0:
                     self._add(
                         inst.offload_realized_costs,
@@ -725,6 +778,7 @@ class OTelObserver:
                         {
                             c.ATTR_GEN_AI_REQUEST_MODEL: model,
                             c.ATTR_OFFLOAD_COST_KIND: kind_cost.value,
+                            c.ATTR_OFFLOAD_MECHANISM: mechanism_value,
                         },
                     )
         except Exception as exc:
@@ -747,14 +801,13 @@ class OTelObserver:
                             c.ATTR_GEN_AI_REQUEST_MODEL, s.model
                         ),
                         c.ATTR_OFFLOAD_OUTCOME: outcome,
+                        c.ATTR_OFFLOAD_MECHANISM: s.mechanism.value,
                     },
                 )
             if not self._spans_off:
                 link = s.link
                 links = (
-                    [Link(link)]
-                    if isinstance(link, trace.SpanContext) and link.is_valid
-                    else []
+                    [Link(link)] if isinstance(link, trace.SpanContext) and link.is_valid else []
                 )
                 parent = (
                     otel_context.Context()
@@ -777,6 +830,7 @@ class OTelObserver:
                 model=self._limits.text(s.model),
                 outcome=outcome,
                 trigger=s.trigger.value,
+                mechanism=s.mechanism.value,
                 predicted_net_saving_usd=float(s.predicted_net_saving),
                 realized_net_saving_usd=float(s.realized_net_saving),
                 turns_carried=s.turns_carried,

@@ -27,7 +27,9 @@ from typing import Final
 
 from seamscope.decisions.records import (
     GuardResult,
+    MiddlewareDecisionKind,
     OffloadCostKind,
+    OffloadMechanism,
     OffloadOutcome,
     OffloadReasonCode,
     PaletteVerdict,
@@ -153,6 +155,26 @@ __all__ = [
     "ATTR_STAGE_PROTECTS_FORCED",
     "ATTR_STAGE_REASON",
     "ATTR_USAGE_CACHE",
+    "ATTR_OFFLOAD_MECHANISM",
+    "ATTR_COMPACTION_REMOVED_TOKENS",
+    "ATTR_COMPACTION_KEPT_TOKENS",
+    "ATTR_COMPACTION_TOOL_CALL_IDS",
+    "ATTR_COMPACTION_MESSAGES_REMOVED",
+    "ATTR_COMPACTION_COST_USD",
+    "ATTR_MIDDLEWARE_NAME",
+    "ATTR_MIDDLEWARE_DECISION",
+    "ATTR_MIDDLEWARE_FRAMEWORK",
+    "ATTR_MIDDLEWARE_REASON",
+    "ATTR_MIDDLEWARE_DECISION_MODEL",
+    "ATTR_MIDDLEWARE_FAILED_MODELS",
+    "ATTR_MIDDLEWARE_ERROR_TYPES",
+    "ATTR_SEAM_CHOSEN_MODEL",
+    "ATTR_DISPATCH_BLOCKED",
+    "LOG_MIDDLEWARE_DECIDED",
+    "METRIC_MIDDLEWARE_DECISIONS",
+    "SPAN_COMPACTION",
+    "OffloadMechanism",
+    "MiddlewareDecisionKind",
     "ATTR_TOOL_CALL_RESULT",
     "ATTRIBUTES",
     "CacheUsage",
@@ -251,6 +273,8 @@ SPAN_DISPATCH: Final = "seamscope.dispatch"
 """One emitted tool call through policies, the adopter callback and the palette gate."""
 SPAN_OFFLOAD_GATE: Final = "seamscope.offload_gate"
 """One offload-gate call with its priced terms."""
+SPAN_COMPACTION: Final = "seamscope.compaction"
+"""A framework middleware's compaction (context editing, a summary), priced like an offload."""
 SPAN_OFFLOAD_SETTLE: Final = "seamscope.offload.settle"
 """A fired offload settled by the ledger; linked to its gate span."""
 
@@ -262,6 +286,7 @@ SPANS: Final = (
     SPAN_SEAM_POST_MODEL,
     SPAN_DISPATCH,
     SPAN_OFFLOAD_GATE,
+    SPAN_COMPACTION,
     SPAN_OFFLOAD_SETTLE,
 )
 
@@ -439,6 +464,36 @@ ATTR_OFFLOAD_CACHE_DELTA_USD: Final = "seamscope.offload.cache_delta_usd"
 """float USD: realized cost of prompt-cache disruption after the offload."""
 ATTR_OFFLOAD_ACTIVE: Final = "seamscope.offload.active"
 """Metric attribute ``"true"``/``"false"``: the conversation has a live offload."""
+ATTR_OFFLOAD_MECHANISM: Final = "seamscope.offload.mechanism"
+"""What took the content out of the prompt (:class:`OffloadMechanism`)."""
+ATTR_COMPACTION_REMOVED_TOKENS: Final = "seamscope.compaction.removed_tokens"
+"""float: estimated tokens a compaction took out of the prompt (chars / 4)."""
+ATTR_COMPACTION_KEPT_TOKENS: Final = "seamscope.compaction.kept_tokens"
+"""int: tokens of what replaced them (placeholder, summary), carried by every later call."""
+ATTR_COMPACTION_TOOL_CALL_IDS: Final = "seamscope.compaction.tool_call_ids"
+"""The tool results a compaction cleared, by tool call id."""
+ATTR_COMPACTION_MESSAGES_REMOVED: Final = "seamscope.compaction.messages_removed"
+"""int: messages a compaction removed (a summary)."""
+ATTR_COMPACTION_COST_USD: Final = "seamscope.compaction.cost_usd"
+"""float USD: the compaction's own model call (a summary)."""
+ATTR_MIDDLEWARE_NAME: Final = "seamscope.middleware.name"
+"""The framework middleware whose decision a span records (its name in the framework)."""
+ATTR_MIDDLEWARE_DECISION: Final = "seamscope.middleware.decision"
+"""What the middleware decided (:class:`MiddlewareDecisionKind`)."""
+ATTR_MIDDLEWARE_FRAMEWORK: Final = "seamscope.middleware.framework"
+"""The framework the middleware belongs to (``langchain``)."""
+ATTR_MIDDLEWARE_REASON: Final = "seamscope.middleware.reason"
+"""The reason the middleware gives (a selector's choice and limits, a limit, a risk verdict)."""
+ATTR_MIDDLEWARE_DECISION_MODEL: Final = "seamscope.middleware.decision_model"
+"""The model the middleware asked to decide, when it asked one."""
+ATTR_MIDDLEWARE_FAILED_MODELS: Final = "seamscope.middleware.failed_models"
+"""A fallback: the models whose calls failed, in order."""
+ATTR_MIDDLEWARE_ERROR_TYPES: Final = "seamscope.middleware.error_types"
+"""A fallback: the error type of each failed call, in the order of failed_models."""
+ATTR_SEAM_CHOSEN_MODEL: Final = "seamscope.seam.chosen_model"
+"""A middleware's model choice: the model chosen (a fallback: the model that answered)."""
+ATTR_DISPATCH_BLOCKED: Final = "seamscope.dispatch.blocked"
+"""bool: a middleware blocked the call; it never ran (the reason is seamscope.middleware.reason)."""
 ATTR_USAGE_CACHE: Final = "seamscope.usage.cache"
 """Metric attribute: how input tokens met the prompt cache (:class:`CacheUsage`)."""
 
@@ -487,6 +542,8 @@ LOG_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
 """INFO (WARN on loss): an offload settled."""
 LOG_MODEL_UNAVAILABLE: Final = "seamscope.model.unavailable"
 """WARN: the PRE seam chose a model the adapter cannot call; the request's model ran."""
+LOG_MIDDLEWARE_DECIDED: Final = "seamscope.middleware.decided"
+"""INFO: a framework middleware's decision (name, kind, reason)."""
 LOG_TELEMETRY_ERROR: Final = "seamscope.telemetry.error"
 """ERROR: seamscope's own telemetry code failed; the loop went on."""
 
@@ -499,6 +556,7 @@ LOG_EVENTS: Final = (
     LOG_OFFLOAD_DECIDED,
     LOG_OFFLOAD_SETTLED,
     LOG_MODEL_UNAVAILABLE,
+    LOG_MIDDLEWARE_DECIDED,
     LOG_TELEMETRY_ERROR,
 )
 
@@ -600,29 +658,31 @@ METRIC_OFFLOAD_REALIZED_SAVINGS: Final = MetricSpec(
     "seamscope.offload.realized_savings",
     "counter",
     "{USD}",
-    "Realized savings of offloads in USD: each later model call that carried the stub.",
-    (ATTR_GEN_AI_REQUEST_MODEL,),
+    "Realized savings of offloads and compactions in USD: each later model call that "
+    "carried the stub (placeholder, summary), by mechanism.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_MECHANISM),
 )
 METRIC_OFFLOAD_REALIZED_COSTS: Final = MetricSpec(
     "seamscope.offload.realized_costs",
     "counter",
     "{USD}",
-    "Realized costs of offloads in USD by kind: stub carry, recall, cache disruption.",
-    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_COST_KIND),
+    "Realized costs of offloads and compactions in USD by kind (stub carry, recall, "
+    "cache disruption, compaction call) and mechanism.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_COST_KIND, ATTR_OFFLOAD_MECHANISM),
 )
 METRIC_OFFLOAD_RECALLS: Final = MetricSpec(
     "seamscope.offload.recalls",
     "counter",
     "{recall}",
-    "Recalls of offloaded tool outputs.",
-    (ATTR_GEN_AI_REQUEST_MODEL,),
+    "Recalls of offloaded tool outputs (re-reads of compacted data), by mechanism.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_MECHANISM),
 )
 METRIC_OFFLOAD_SETTLED: Final = MetricSpec(
     "seamscope.offload.settled",
     "counter",
     "{offload}",
-    "Settled offloads by outcome (gain, loss).",
-    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_OUTCOME),
+    "Settled offloads and compactions by outcome (gain, loss, break_even) and mechanism.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_OUTCOME, ATTR_OFFLOAD_MECHANISM),
 )
 METRIC_MODEL_INPUT_TOKENS: Final = MetricSpec(
     "seamscope.model.input_tokens",
@@ -630,6 +690,13 @@ METRIC_MODEL_INPUT_TOKENS: Final = MetricSpec(
     "{token}",
     "Model input tokens by prompt-cache use and whether an offload is live.",
     (ATTR_GEN_AI_REQUEST_MODEL, ATTR_USAGE_CACHE, ATTR_OFFLOAD_ACTIVE),
+)
+METRIC_MIDDLEWARE_DECISIONS: Final = MetricSpec(
+    "seamscope.middleware.decisions",
+    "counter",
+    "{decision}",
+    "Decisions a framework's own middlewares took, by middleware and kind.",
+    (ATTR_MIDDLEWARE_NAME, ATTR_MIDDLEWARE_DECISION),
 )
 METRIC_DECISION_DURATION: Final = MetricSpec(
     "seamscope.decision.duration",
@@ -652,6 +719,7 @@ METRICS: Final = (
     METRIC_OFFLOAD_RECALLS,
     METRIC_OFFLOAD_SETTLED,
     METRIC_MODEL_INPUT_TOKENS,
+    METRIC_MIDDLEWARE_DECISIONS,
     METRIC_DECISION_DURATION,
 )
 

@@ -150,7 +150,6 @@ def messages(instructions: str | None, items: str | Sequence[Any]) -> list[Messa
     return out
 
 
-
 def stub_input(
     items: Sequence[Any], offloaded: Mapping[str, Offloaded]
 ) -> tuple[list[Any], tuple[str, ...]]:

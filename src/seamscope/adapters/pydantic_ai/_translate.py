@@ -227,7 +227,6 @@ def usage(raw: Any) -> ModelUsage | None:
 # -- tool results and the offloads a request carries ----------------------------------------
 
 
-
 def carried(history: Iterable[Any], offloaded: Mapping[str, Offloaded]) -> tuple[str, ...]:
     """The offload ids whose stub a request's messages hold (a tool return of
     the offloaded call, by call id, whose content is still the stub)."""

@@ -189,8 +189,6 @@ class SelectionContext:
         return last_user_text(self.messages)
 
 
-
-
 @runtime_checkable
 class SelectionStage(Protocol):
     """One narrowing (or widening) lever in the selection pipeline.
