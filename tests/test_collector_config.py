@@ -221,6 +221,13 @@ def test_tail_sampling_keeps_the_interesting_traces(name: str) -> None:
     strings = {(p["key"], tuple(p["values"])) for p in by_kind["string_attribute"]}
     assert (c.ATTR_DISPATCH_PALETTE_GATE, (c.PaletteVerdict.DROPPED.value,)) in strings
     assert (c.ATTR_OFFLOAD_OUTCOME, (c.OffloadOutcome.LOSS.value,)) in strings
+    assert (
+        c.ATTR_MIDDLEWARE_DECISION,
+        (
+            c.MiddlewareDecisionKind.MODEL_FALLBACK.value,
+            c.MiddlewareDecisionKind.TOOL_CALL_BLOCKED.value,
+        ),
+    ) in strings
     booleans = {(p["key"], p["value"]) for p in by_kind["boolean_attribute"]}
     assert {(c.ATTR_STAGE_DEGRADED, True), (c.ATTR_OFFLOAD_FIRE, True)} <= booleans
     assert [["ERROR"]] == [p["status_codes"] for p in by_kind["status_code"]]

@@ -377,6 +377,7 @@ KEPT_KINDS = (
     "offload_loss",
     "adopter_error",
     "policy_error",
+    "middleware_block",
 )
 PLAIN = "plain"
 
@@ -468,6 +469,18 @@ class TraceSender:
                 )
                 if kind == "adopter_error":
                     seam.add_event(c.EVENT_ADOPTER_ERROR, {c.ATTR_ADOPTER_SOURCE: "e2e"})
+            if kind == "middleware_block":
+                with tracer.start_as_current_span(
+                    c.SPAN_DISPATCH,
+                    attributes={
+                        c.ATTR_MIDDLEWARE_NAME: "ToolCallLimitMiddleware",
+                        c.ATTR_MIDDLEWARE_DECISION: (
+                            c.MiddlewareDecisionKind.TOOL_CALL_BLOCKED.value
+                        ),
+                        c.ATTR_DISPATCH_BLOCKED: True,
+                    },
+                ):
+                    pass
             with tracer.start_as_current_span(
                 c.SPAN_DISPATCH,
                 attributes={
