@@ -107,6 +107,9 @@ L_COST_KIND = label(c.ATTR_OFFLOAD_COST_KIND)
 L_OUTCOME = label(c.ATTR_OFFLOAD_OUTCOME)
 L_CACHE = label(c.ATTR_USAGE_CACHE)
 L_OFFLOAD_ACTIVE = label(c.ATTR_OFFLOAD_ACTIVE)
+L_MECHANISM = label(c.ATTR_OFFLOAD_MECHANISM)
+L_MIDDLEWARE = label(c.ATTR_MIDDLEWARE_NAME)
+L_MIDDLEWARE_DECISION = label(c.ATTR_MIDDLEWARE_DECISION)
 
 POLICY_EVALUATIONS = c.METRIC_POLICY_EVALUATIONS.prometheus
 POLICY_WINS = c.METRIC_POLICY_WINS.prometheus
@@ -120,6 +123,7 @@ REALIZED_COSTS = c.METRIC_OFFLOAD_REALIZED_COSTS.prometheus
 RECALLS = c.METRIC_OFFLOAD_RECALLS.prometheus
 SETTLED = c.METRIC_OFFLOAD_SETTLED.prometheus
 INPUT_TOKENS = c.METRIC_MODEL_INPUT_TOKENS.prometheus
+MIDDLEWARE_DECISIONS = c.METRIC_MIDDLEWARE_DECISIONS.prometheus
 DECISION_DURATION_BUCKET = c.METRIC_DECISION_DURATION.prometheus + "_bucket"
 DECISION_DURATION_SUM = c.METRIC_DECISION_DURATION.prometheus + "_sum"
 DECISION_DURATION_COUNT = c.METRIC_DECISION_DURATION.prometheus + "_count"
@@ -167,6 +171,14 @@ def or_zero_like(expr: str, template: str) -> str:
 
 def per_hour(expr: str) -> str:
     return f"({expr}) * 3600"
+
+
+GATE = c.OffloadMechanism.SEAMSCOPE_GATE.value
+
+
+def gate_only(metric: str) -> str:
+    """``metric``'s series of the offload gate (mechanism ``seamscope_gate``)."""
+    return series(metric, **{L_MECHANISM: GATE})
 
 
 # --------------------------------------------------------------------------
@@ -683,7 +695,8 @@ DECISIONS = Dashboard(
     DECISIONS_UID,
     "seamscope / decisions",
     "Which policy won each seam, which redirects the palette gate dropped, what the "
-    "selection stages did, and how long each decision took.",
+    "selection stages and a framework's own middlewares did, and how long each decision "
+    "took.",
     (
         Row(
             "Seams: who decided",
@@ -928,6 +941,60 @@ DECISIONS = Dashboard(
             ),
         ),
         Row(
+            "Framework middlewares",
+            (
+                Graph(
+                    "Middleware decisions by middleware and kind",
+                    "Decisions a framework's own middlewares took, per second, by middleware "
+                    "(its name in the framework) and kind: tool selection or search, model "
+                    "route or fallback, a blocked tool call, a compaction.",
+                    (
+                        Query(
+                            sum_by(
+                                [L_MIDDLEWARE, L_MIDDLEWARE_DECISION], rate(MIDDLEWARE_DECISIONS)
+                            ),
+                            legend(L_MIDDLEWARE, L_MIDDLEWARE_DECISION),
+                        ),
+                    ),
+                    "ops",
+                    stacked=True,
+                    links=(
+                        Link(
+                            "Decisions of this middleware of this kind",
+                            spanset(
+                                span_attr(
+                                    c.ATTR_MIDDLEWARE_NAME, field_label(c.ATTR_MIDDLEWARE_NAME)
+                                ),
+                                span_attr(
+                                    c.ATTR_MIDDLEWARE_DECISION,
+                                    field_label(c.ATTR_MIDDLEWARE_DECISION),
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+                TraceTable(
+                    "Blocked calls, fallbacks and compactions (Tempo)",
+                    "TraceQL: tool calls a middleware blocked (they never ran), model calls a "
+                    "fallback answered, and compactions (context editing, summaries).",
+                    " || ".join(
+                        [
+                            spanset(
+                                span_name(c.SPAN_DISPATCH),
+                                span_attr(c.ATTR_DISPATCH_BLOCKED, TRUE, quote=False),
+                            ),
+                            spanset(
+                                span_name(c.SPAN_SEAM_PRE_MODEL),
+                                span_attr(c.ATTR_SEAM_WINNER_SOURCE, c.WinnerSource.FALLBACK.value),
+                            ),
+                            spanset(span_name(c.SPAN_COMPACTION)),
+                        ]
+                    ),
+                    h=8,
+                ),
+            ),
+        ),
+        Row(
             "Decision latency",
             (
                 Graph(
@@ -999,11 +1066,21 @@ _PREDICTED = sum_by([], rate(PREDICTED_NET_SAVING))
 _SAVINGS = sum_by([], rate(REALIZED_SAVINGS))
 _COSTS = sum_by([], rate(REALIZED_COSTS))
 _REALIZED_NET = f"(({_SAVINGS}) or vector(0))\n-\n(({_COSTS}) or vector(0))"
+# Only the gate predicts: realized against predicted compares the gate's terms.
+_GATE_SAVINGS = sum_by([], rate(gate_only(REALIZED_SAVINGS)))
+_GATE_COSTS = sum_by([], rate(gate_only(REALIZED_COSTS)))
+_GATE_NET = f"(({_GATE_SAVINGS}) or vector(0))\n-\n(({_GATE_COSTS}) or vector(0))"
 _DECISIONS = rate(OFFLOAD_DECISIONS)
 _FIRED = rate(series(OFFLOAD_DECISIONS, **{L_FIRE: TRUE}))
-_SAVINGS_BY_MODEL = sum_by([L_MODEL], rate(REALIZED_SAVINGS))
-_COSTS_BY_MODEL = sum_by([L_MODEL], rate(REALIZED_COSTS))
+_GATE_SAVINGS_BY_MODEL = sum_by([L_MODEL], rate(gate_only(REALIZED_SAVINGS)))
+_GATE_COSTS_BY_MODEL = sum_by([L_MODEL], rate(gate_only(REALIZED_COSTS)))
 _PREDICTED_BY_MODEL = sum_by([L_MODEL], rate(PREDICTED_NET_SAVING))
+_MODEL_MECHANISM = [L_MODEL, L_MECHANISM]
+_SAVINGS_BY_MODEL_MECHANISM = sum_by(_MODEL_MECHANISM, rate(REALIZED_SAVINGS))
+_COSTS_BY_MODEL_MECHANISM = sum_by(_MODEL_MECHANISM, rate(REALIZED_COSTS))
+_SAVINGS_BY_MECHANISM = sum_by([L_MECHANISM], rate(REALIZED_SAVINGS))
+_COSTS_BY_MECHANISM = sum_by([L_MECHANISM], rate(REALIZED_COSTS))
+_LOSS = c.OffloadOutcome.LOSS.value
 
 _FIRED_ON_MODEL_LINK = Link(
     "Fired offloads on this model",
@@ -1013,12 +1090,29 @@ _FIRED_ON_MODEL_LINK = Link(
         span_attr(c.ATTR_GEN_AI_REQUEST_MODEL, field_label(c.ATTR_GEN_AI_REQUEST_MODEL)),
     ),
 )
+_COMPACTIONS_ON_MODEL_LINK = Link(
+    "Compactions of this mechanism on this model",
+    spanset(
+        span_name(c.SPAN_COMPACTION),
+        span_attr(c.ATTR_OFFLOAD_MECHANISM, field_label(c.ATTR_OFFLOAD_MECHANISM)),
+        span_attr(c.ATTR_GEN_AI_REQUEST_MODEL, field_label(c.ATTR_GEN_AI_REQUEST_MODEL)),
+    ),
+)
+_LOSING_SETTLEMENTS_LINK = Link(
+    "Losing settlements of this mechanism",
+    spanset(
+        span_name(c.SPAN_OFFLOAD_SETTLE),
+        span_attr(c.ATTR_OFFLOAD_MECHANISM, field_label(c.ATTR_OFFLOAD_MECHANISM)),
+        span_attr(c.ATTR_OFFLOAD_OUTCOME, _LOSS),
+    ),
+)
 
 OFFLOAD = Dashboard(
     OFFLOAD_UID,
     "seamscope / offload economics",
-    "What the offload gate predicted, what offloads really saved and cost, recalls, "
-    "settled outcomes, and the prompt cache with and without a live offload.",
+    "What the offload gate predicted, what offloads and framework compactions (context "
+    "editing, summaries) really saved and cost, by mechanism, recalls, settled outcomes, "
+    "and the prompt cache with and without a live offload.",
     (
         Row(
             "Overview",
@@ -1031,16 +1125,17 @@ OFFLOAD = Dashboard(
                 ),
                 Stat(
                     "Realized net saving (USD/h)",
-                    "Realized savings minus realized costs of offloads, per hour. Negative: "
-                    "offloading loses money.",
+                    "Realized savings minus realized costs of offloads and compactions, "
+                    "every mechanism, per hour. Negative: taking content out of the prompt "
+                    "loses money.",
                     per_hour(_REALIZED_NET),
                     "currencyUSD",
                 ),
                 Stat(
                     "Realized / predicted",
-                    "Realized net saving as a share of the predicted one. The realized side "
-                    "lags by the turns an offload is carried.",
-                    ratio(_REALIZED_NET, _PREDICTED),
+                    "The gate's realized net saving as a share of its predicted one. The "
+                    "realized side lags by the turns an offload is carried.",
+                    ratio(_GATE_NET, _PREDICTED),
                     "percentunit",
                 ),
                 Stat(
@@ -1106,17 +1201,20 @@ OFFLOAD = Dashboard(
                     "Predicted vs realized net saving (USD/h)",
                     "Predicted: the gate's net saving for fired offloads. Realized: savings "
                     "(later model calls that carried the stub) minus costs (stub carry, "
-                    "recalls, prompt-cache disruption), counted where they happen.",
+                    "recalls, prompt-cache disruption), counted where they happen: the "
+                    "gate's, and of every mechanism (with framework compactions).",
                     (
                         Query(per_hour(_PREDICTED), "predicted"),
-                        Query(per_hour(_REALIZED_NET), "realized"),
+                        Query(per_hour(_GATE_NET), "realized (gate)"),
+                        Query(per_hour(_REALIZED_NET), "realized (every mechanism)"),
                     ),
                     "currencyUSD",
                 ),
                 Graph(
                     "Realized costs by kind (USD/h)",
-                    "What offloads cost, per hour: the stub carried on later turns, recalls "
-                    "of the offloaded output, and prompt-cache disruption.",
+                    "What offloads and compactions cost, per hour: the stub, placeholder or "
+                    "summary carried on later turns, recalls of the removed content, "
+                    "prompt-cache disruption, and summaries' own model calls.",
                     (
                         Query(
                             per_hour(sum_by([L_COST_KIND], rate(REALIZED_COSTS))),
@@ -1127,33 +1225,40 @@ OFFLOAD = Dashboard(
                     stacked=True,
                 ),
                 Graph(
-                    "Realized loss by model (USD/h)",
-                    "Realized costs minus realized savings per model, where positive: the "
-                    "offloads on that model lose money.",
+                    "Realized loss by model and mechanism (USD/h)",
+                    "Realized costs minus realized savings per model and mechanism, where "
+                    "positive: what that mechanism takes out of the prompt on that model "
+                    "loses money (what SeamscopeOffloadRealizedLoss alerts on).",
                     (
                         Query(
                             per_hour(
-                                f"{_COSTS_BY_MODEL}\n-\n"
-                                + or_zero_like(_SAVINGS_BY_MODEL, _COSTS_BY_MODEL)
+                                f"{_COSTS_BY_MODEL_MECHANISM}\n-\n"
+                                + or_zero_like(
+                                    _SAVINGS_BY_MODEL_MECHANISM, _COSTS_BY_MODEL_MECHANISM
+                                )
                             )
                             + " > 0",
-                            legend(L_MODEL),
+                            legend(L_MODEL, L_MECHANISM),
                         ),
                     ),
                     "currencyUSD",
-                    links=(_FIRED_ON_MODEL_LINK,),
+                    links=(
+                        _FIRED_ON_MODEL_LINK,
+                        _COMPACTIONS_ON_MODEL_LINK,
+                        _LOSING_SETTLEMENTS_LINK,
+                    ),
                 ),
                 Graph(
                     "Realized / predicted by model",
-                    "Realized net saving as a share of the predicted one, per model. Below "
-                    "100%: the gate's priors (horizon, recall probability) are optimistic for "
-                    "this workload.",
+                    "The gate's realized net saving as a share of its predicted one, per "
+                    "model. Below 100%: the gate's priors (horizon, recall probability) are "
+                    "optimistic for this workload.",
                     (
                         Query(
                             ratio(
-                                or_zero_like(_SAVINGS_BY_MODEL, _PREDICTED_BY_MODEL)
+                                or_zero_like(_GATE_SAVINGS_BY_MODEL, _PREDICTED_BY_MODEL)
                                 + "\n-\n"
-                                + or_zero_like(_COSTS_BY_MODEL, _PREDICTED_BY_MODEL),
+                                + or_zero_like(_GATE_COSTS_BY_MODEL, _PREDICTED_BY_MODEL),
                                 _PREDICTED_BY_MODEL,
                             ),
                             legend(L_MODEL),
@@ -1164,22 +1269,79 @@ OFFLOAD = Dashboard(
             ),
         ),
         Row(
+            "Mechanisms: the gate and framework compactions",
+            (
+                Graph(
+                    "Realized net saving by mechanism (USD/h)",
+                    "Savings minus costs per hour of each mechanism: the offload gate "
+                    "(seamscope_gate), a framework's context editing (cleared tool results) "
+                    "and summarization. Negative: that mechanism loses money.",
+                    (
+                        Query(
+                            per_hour(
+                                or_zero_like(_SAVINGS_BY_MECHANISM, _COSTS_BY_MECHANISM)
+                                + "\n-\n"
+                                + or_zero_like(_COSTS_BY_MECHANISM, _SAVINGS_BY_MECHANISM)
+                            ),
+                            legend(L_MECHANISM),
+                        ),
+                    ),
+                    "currencyUSD",
+                    w=8,
+                    links=(_LOSING_SETTLEMENTS_LINK,),
+                ),
+                Graph(
+                    "Realized savings by mechanism (USD/h)",
+                    "Re-prefill avoided per hour by each mechanism: later model calls that "
+                    "carried the stub, placeholder or summary instead of the content.",
+                    (Query(per_hour(_SAVINGS_BY_MECHANISM), legend(L_MECHANISM)),),
+                    "currencyUSD",
+                    w=8,
+                    stacked=True,
+                ),
+                Graph(
+                    "Realized costs by mechanism and kind (USD/h)",
+                    "What each mechanism costs per hour, by kind: carry, recalls (re-reads "
+                    "of cleared or summarized data), cache disruption, compaction calls.",
+                    (
+                        Query(
+                            per_hour(sum_by([L_MECHANISM, L_COST_KIND], rate(REALIZED_COSTS))),
+                            legend(L_MECHANISM, L_COST_KIND),
+                        ),
+                    ),
+                    "currencyUSD",
+                    w=8,
+                    stacked=True,
+                    links=(_LOSING_SETTLEMENTS_LINK,),
+                ),
+            ),
+        ),
+        Row(
             "Recalls and settled offloads",
             (
                 Graph(
-                    "Recalls by model",
-                    "Recalls of offloaded tool outputs per second.",
-                    (Query(sum_by([L_MODEL], rate(RECALLS)), legend(L_MODEL)),),
+                    "Recalls by model and mechanism",
+                    "Recalls per second: of offloaded tool outputs (seamscope_gate), and "
+                    "re-reads of data a compaction cleared or summarized.",
+                    (
+                        Query(
+                            sum_by(_MODEL_MECHANISM, rate(RECALLS)),
+                            legend(L_MODEL, L_MECHANISM),
+                        ),
+                    ),
                     "ops",
                     w=8,
                 ),
                 Graph(
                     "Recalls per fired offload",
-                    "Recalls per offload the gate fired, per model: compare with the recall "
-                    "probability prior the gate priced.",
+                    "The gate's recalls per offload it fired, per model: compare with the "
+                    "recall probability prior the gate priced.",
                     (
                         Query(
-                            ratio(sum_by([L_MODEL], rate(RECALLS)), sum_by([L_MODEL], _FIRED)),
+                            ratio(
+                                sum_by([L_MODEL], rate(gate_only(RECALLS))),
+                                sum_by([L_MODEL], _FIRED),
+                            ),
                             legend(L_MODEL),
                         ),
                     ),
@@ -1187,18 +1349,27 @@ OFFLOAD = Dashboard(
                     w=8,
                 ),
                 Graph(
-                    "Settled offloads by outcome",
-                    "Offloads settled per second by outcome (gain or loss), where one process "
-                    "saw the whole conversation.",
-                    (Query(sum_by([L_OUTCOME], rate(SETTLED)), legend(L_OUTCOME)),),
+                    "Settled by mechanism and outcome",
+                    "Offloads and compactions settled per second by mechanism and outcome "
+                    "(gain, loss, break_even), where one process saw the whole conversation.",
+                    (
+                        Query(
+                            sum_by([L_MECHANISM, L_OUTCOME], rate(SETTLED)),
+                            legend(L_MECHANISM, L_OUTCOME),
+                        ),
+                    ),
                     "ops",
                     w=8,
                     stacked=True,
                     links=(
                         Link(
-                            "Settlements with this outcome",
+                            "Settlements of this mechanism with this outcome",
                             spanset(
                                 span_name(c.SPAN_OFFLOAD_SETTLE),
+                                span_attr(
+                                    c.ATTR_OFFLOAD_MECHANISM,
+                                    field_label(c.ATTR_OFFLOAD_MECHANISM),
+                                ),
                                 span_attr(
                                     c.ATTR_OFFLOAD_OUTCOME, field_label(c.ATTR_OFFLOAD_OUTCOME)
                                 ),
@@ -1257,16 +1428,21 @@ OFFLOAD = Dashboard(
             "Offload traces",
             (
                 TraceTable(
-                    "Fired offloads and losing settlements (Tempo)",
-                    "TraceQL: offload-gate calls that fired, and settled offloads that lost money.",
-                    spanset(
-                        span_name(c.SPAN_OFFLOAD_GATE),
-                        span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
-                    )
-                    + " || "
-                    + spanset(
-                        span_name(c.SPAN_OFFLOAD_SETTLE),
-                        span_attr(c.ATTR_OFFLOAD_OUTCOME, c.OffloadOutcome.LOSS.value),
+                    "Fired offloads, compactions and losing settlements (Tempo)",
+                    "TraceQL: offload-gate calls that fired, framework compactions (context "
+                    "editing, summaries), and settled offloads or compactions that lost money.",
+                    " || ".join(
+                        [
+                            spanset(
+                                span_name(c.SPAN_OFFLOAD_GATE),
+                                span_attr(c.ATTR_OFFLOAD_FIRE, TRUE, quote=False),
+                            ),
+                            spanset(span_name(c.SPAN_COMPACTION)),
+                            spanset(
+                                span_name(c.SPAN_OFFLOAD_SETTLE),
+                                span_attr(c.ATTR_OFFLOAD_OUTCOME, _LOSS),
+                            ),
+                        ]
                     ),
                 ),
                 TraceTable(

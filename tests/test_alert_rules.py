@@ -89,12 +89,26 @@ CLOSED_VALUES: dict[str, frozenset[str]] = {
         (c.ATTR_OFFLOAD_COST_KIND, c.OffloadCostKind),
         (c.ATTR_USAGE_CACHE, c.CacheUsage),
         (c.ATTR_DECISION_KIND, c.DecisionKind),
+        (c.ATTR_OFFLOAD_MECHANISM, c.OffloadMechanism),
+        (c.ATTR_MIDDLEWARE_DECISION, c.MiddlewareDecisionKind),
     )
 } | {
     _label(c.ATTR_STAGE_DEGRADED): _BOOLEAN,
     _label(c.ATTR_OFFLOAD_FIRE): _BOOLEAN,
     _label(c.ATTR_OFFLOAD_ACTIVE): _BOOLEAN,
 }
+
+L_MECHANISM = _label(c.ATTR_OFFLOAD_MECHANISM)
+# The realized offload series: what the rules must tell apart by mechanism.
+REALIZED_SERIES = frozenset(
+    spec.prometheus
+    for spec in (
+        c.METRIC_OFFLOAD_REALIZED_SAVINGS,
+        c.METRIC_OFFLOAD_REALIZED_COSTS,
+        c.METRIC_OFFLOAD_RECALLS,
+        c.METRIC_OFFLOAD_SETTLED,
+    )
+)
 
 
 # --------------------------------------------------------------------------
@@ -423,6 +437,7 @@ def test_amtool_check_config(amtool: str) -> None:
                 "alertname=SeamscopeOffloadRealizedLoss",
                 "severity=critical",
                 "gen_ai_request_model=claude-opus-4-6",
+                "seamscope_offload_mechanism=context_editing",
             ],
             "seamscope-critical",
         ),
@@ -444,6 +459,36 @@ def test_alertmanager_routes_critical_seamscope_alerts_to_the_webhook(
 # --------------------------------------------------------------------------
 # Static checks: always run.
 # --------------------------------------------------------------------------
+
+
+def _alert_labels(alert: dict[str, Any]) -> set[str]:
+    """The labels every instance of ``alert`` carries."""
+    return set(alert["labels"]) | PromQLUse(alert["expr"]).grouping | {"alertname"}
+
+
+def test_alertmanager_groups_critical_alerts_by_every_label_they_are_split_by() -> None:
+    config = _load(ALERTMANAGER)
+    (critical,) = [r for r in config["route"]["routes"] if 'severity="critical"' in r["matchers"]]
+    for alert in _alerts():
+        if alert["labels"]["severity"] == "critical":
+            assert _alert_labels(alert) - {"severity"} <= set(critical["group_by"])
+
+
+def test_alertmanager_inhibitions_compare_labels_both_alerts_carry() -> None:
+    alerts = {a["alert"]: a for a in _alerts()}
+    rules = _load(ALERTMANAGER)["inhibit_rules"]
+    assert rules
+    for rule in rules:
+        (source,) = [m.split("=", 1)[1].strip('"') for m in rule["source_matchers"]]
+        (target,) = [m.split("=", 1)[1].strip('"') for m in rule["target_matchers"]]
+        equal = set(rule["equal"])
+        assert equal <= _alert_labels(alerts[source]), source
+        assert equal <= _alert_labels(alerts[target]), target
+    loss, drift = alerts["SeamscopeOffloadRealizedLoss"], alerts["SeamscopeOffloadPredictionDrift"]
+    # a losing compaction never hides the gate's drift
+    assert {L_MECHANISM, _label(c.ATTR_GEN_AI_REQUEST_MODEL)} <= set(rules[0]["equal"])
+    assert L_MECHANISM in PromQLUse(loss["expr"]).grouping
+    assert c.OffloadMechanism.SEAMSCOPE_GATE.value == drift["labels"][L_MECHANISM]
 
 
 def test_rule_groups_and_alerts_are_the_expected_ones() -> None:
@@ -522,6 +567,13 @@ def _series_labels(series: str) -> tuple[str, dict[str, str]]:
     return name, labels
 
 
+def _input_series() -> Iterator[tuple[str, dict[str, str]]]:
+    for path in RULE_TESTS:
+        for group in _load(path)["tests"]:
+            for item in group["input_series"]:
+                yield _series_labels(item["series"])
+
+
 @pytest.mark.parametrize("path", RULE_TESTS, ids=lambda p: p.name)
 def test_input_series_have_the_label_sets_a_scrape_produces(path: Path) -> None:
     for group in _load(path)["tests"]:
@@ -536,6 +588,53 @@ def test_input_series_have_the_label_sets_a_scrape_produces(path: Path) -> None:
             for key, value in labels.items():
                 closed = CLOSED_VALUES.get(key)
                 assert closed is None or value in closed, f"{key}={value!r}"
+
+
+def test_unit_tests_cover_every_mechanism_and_cost_kind() -> None:
+    """The realized costs and savings come in every mechanism, the costs in
+    every cost kind."""
+    every = {m.value for m in c.OffloadMechanism}
+    for metric in (c.METRIC_OFFLOAD_REALIZED_COSTS, c.METRIC_OFFLOAD_REALIZED_SAVINGS):
+        seen = {
+            labels[L_MECHANISM] for name, labels in _input_series() if name == metric.prometheus
+        }
+        assert every == seen, metric.prometheus
+    kinds = {
+        labels[_label(c.ATTR_OFFLOAD_COST_KIND)]
+        for name, labels in _input_series()
+        if name == c.METRIC_OFFLOAD_REALIZED_COSTS.prometheus
+    }
+    assert {k.value for k in c.OffloadCostKind} == kinds
+
+
+def _realized_series_used(alert: dict[str, Any]) -> set[str]:
+    return PromQLUse(alert["expr"]).series & REALIZED_SERIES
+
+
+@pytest.mark.parametrize(
+    "alert", [a for a in _alerts() if _realized_series_used(a)], ids=lambda a: a["alert"]
+)
+def test_realized_offload_alerts_say_which_mechanism(alert: dict[str, Any]) -> None:
+    """An alert over the realized series either sums by mechanism and names it
+    in its summary and description, or is about one mechanism: it selects
+    that mechanism's series and carries it as a fixed label."""
+    use = PromQLUse(alert["expr"])
+    if L_MECHANISM in use.grouping:
+        assert f"$labels.{L_MECHANISM}" in alert["annotations"]["summary"]
+        assert f"$labels.{L_MECHANISM}" in alert["annotations"]["description"]
+        return
+    fixed = alert["labels"].get(L_MECHANISM)
+    assert fixed in CLOSED_VALUES[L_MECHANISM], f"{alert['alert']}: no mechanism"
+    selected = [
+        (series, op, value)
+        for series, label, op, value in use.matchers
+        if series in REALIZED_SERIES and label == L_MECHANISM
+    ]
+    # every selector of a realized series: its own mechanism
+    assert len(selected) == len(
+        re.findall(r"\b(?:" + "|".join(REALIZED_SERIES) + r")\b", alert["expr"])
+    )
+    assert {("=", fixed)} == {(op, value) for _, op, value in selected}
 
 
 def test_every_alert_has_firing_and_quiet_test_cases() -> None:

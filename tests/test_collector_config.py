@@ -226,6 +226,7 @@ def test_tail_sampling_keeps_the_interesting_traces(name: str) -> None:
         (
             c.MiddlewareDecisionKind.MODEL_FALLBACK.value,
             c.MiddlewareDecisionKind.TOOL_CALL_BLOCKED.value,
+            c.MiddlewareDecisionKind.COMPACTION.value,
         ),
     ) in strings
     booleans = {(p["key"], p["value"]) for p in by_kind["boolean_attribute"]}

@@ -80,6 +80,19 @@ LABEL_VALUES: dict[str, set[str]] = {
     _label(c.ATTR_OFFLOAD_COST_KIND): {m.value for m in c.OffloadCostKind},
     _label(c.ATTR_USAGE_CACHE): {m.value for m in c.CacheUsage},
     _label(c.ATTR_DECISION_KIND): {m.value for m in c.DecisionKind},
+    _label(c.ATTR_OFFLOAD_MECHANISM): {m.value for m in c.OffloadMechanism},
+    _label(c.ATTR_MIDDLEWARE_DECISION): {m.value for m in c.MiddlewareDecisionKind},
+}
+L_MECHANISM = _label(c.ATTR_OFFLOAD_MECHANISM)
+# The realized offload series, which carry the mechanism.
+REALIZED = {
+    spec.prometheus
+    for spec in (
+        c.METRIC_OFFLOAD_REALIZED_SAVINGS,
+        c.METRIC_OFFLOAD_REALIZED_COSTS,
+        c.METRIC_OFFLOAD_RECALLS,
+        c.METRIC_OFFLOAD_SETTLED,
+    )
 }
 
 PROMQL_KEYWORDS = {
@@ -385,6 +398,52 @@ def test_every_label_belongs_to_its_metric_and_every_value_to_its_value_set() ->
                     assert value in LABEL_VALUES[name], f"{title}: {name}={value!r}"
         extra = _grouping_labels(expr) - metric_labels
         assert not extra, f"{title}: labels {sorted(extra)} are on none of its series"
+
+
+def _queries_of(dashboards: dict[str, dict[str, Any]], uid: str) -> list[tuple[str, str]]:
+    model = dashboards[EXPECTED_UIDS[uid]]
+    return [
+        (panel["title"], target["expr"])
+        for panel in _panels(model["panels"])
+        for target in panel.get("targets") or []
+        if target["datasource"]["type"] == "prometheus"
+    ]
+
+
+def test_offload_dashboard_shows_each_realized_series_by_mechanism(
+    dashboards: dict[str, dict[str, Any]],
+) -> None:
+    by_mechanism = {
+        metric
+        for _, expr in _queries_of(dashboards, "seamscope-offload-economics")
+        if L_MECHANISM in _grouping_labels(expr)
+        for metric in _metric_names(expr)
+    }
+    assert REALIZED <= by_mechanism
+    decisions = _queries_of(dashboards, "seamscope-decisions")
+    grouped = [
+        _grouping_labels(expr)
+        for _, expr in decisions
+        if c.METRIC_MIDDLEWARE_DECISIONS.prometheus in _metric_names(expr)
+    ]
+    wanted = {_label(c.ATTR_MIDDLEWARE_NAME), _label(c.ATTR_MIDDLEWARE_DECISION)}
+    assert [wanted] == grouped
+
+
+def test_queries_against_the_prediction_read_only_the_gates_realized_series() -> None:
+    """Only the gate predicts: a query that compares realized terms with the
+    prediction reads only the gate's realized series."""
+    gate = c.OffloadMechanism.SEAMSCOPE_GATE.value
+    predicted = c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.prometheus
+    checked = 0
+    for title, expr in generate.all_promql():
+        if predicted not in _metric_names(expr) or not _metric_names(expr) & REALIZED:
+            continue
+        realized = [m for m, _ in _selectors(expr) if m in REALIZED]
+        gate_only = re.findall(rf'\b(\w+)\{{{L_MECHANISM}="{gate}"\}}', expr)
+        assert realized and sorted(realized) == sorted(gate_only), title
+        checked += 1
+    assert checked
 
 
 # --------------------------------------------------------------------------

@@ -99,7 +99,7 @@ KIND_POLICY = {
     "offload_loss": "offload-loss",
     "adopter_error": "contained-errors",
     "policy_error": "contained-errors",
-    "middleware_block": "middleware-fallback-or-block",
+    "middleware_block": "middleware-fallback-block-compaction",
 }
 
 # The builder names of the components, and the names the configurations use
