@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.decisions import BaseDecisionModel, ClassifierResponse
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult
@@ -181,3 +182,84 @@ def tree(span: ReadableSpan, spans: Sequence[ReadableSpan]) -> tuple[str, list[A
         return node.name, sorted((build(k) for k in kids), key=lambda t: t[0])
 
     return build(span)
+
+
+# -- decision middlewares' doubles ----------------------------------------------------
+
+
+class ProviderChatModel(ScriptedChatModel):
+    """A scripted chat model that reports a provider (``ls_provider``), as
+    ProviderToolSearchMiddleware needs to pick the provider's search tool."""
+
+    provider: str = "anthropic"
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        """Also logs (in ``ModelCall.settings["deferred"]``) the tools bound with
+        ``defer_loading``: the provider would load them only on a search."""
+        deferred = [
+            t.name
+            for t in tools
+            if isinstance(t, BaseTool) and (t.extras or {}).get("defer_loading") is True
+        ]
+        return super().bind_tools(tools, tool_choice=tool_choice, deferred=deferred, **kwargs)
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = self.provider
+        return params
+
+
+@dataclass
+class Classified:
+    """One request a scripted decision model answered (state and question ids)."""
+
+    model: str
+    state: Any
+    questions: list[str]
+
+
+class ScriptedDecisionModel(BaseDecisionModel):
+    """A decision model (a router's or a risk check's classifier) answering from a
+    script of ``ClassifierResponse``s, logging every request it answers."""
+
+    answers: Any  # deque of ClassifierResponse (Any so pydantic does not copy it)
+    log: Any
+
+    @property
+    def _provider(self) -> str:
+        return "scripted"
+
+    def _classify(self, state: Any, questions: dict[str, Any]) -> ClassifierResponse:
+        self.log.append(Classified(self.model, state, sorted(questions)))
+        return self.answers.popleft()
+
+
+def choice(label: str, confidence: float, *, model: str, usage: tuple[int, int]) -> Any:
+    """A router classifier's answer: ``label`` for the question ``model_route``."""
+    return ClassifierResponse(
+        model=model,
+        answers={
+            "model_route": {
+                "type": "choice",
+                "choice": label,
+                "probabilities": {label: confidence},
+                "confidence": confidence,
+            }
+        },
+        usage={"input_tokens": usage[0], "output_tokens": usage[1]},
+    )
+
+
+def risk(probability: float, *, model: str, usage: tuple[int, int]) -> Any:
+    """A risk classifier's answer to the question ``is_risky``."""
+    return ClassifierResponse(
+        model=model,
+        answers={"is_risky": {"type": "noul", "noul": probability}},
+        usage={"input_tokens": usage[0], "output_tokens": usage[1]},
+    )
+
+
+def selection(*tools: str, usage: tuple[int, int, int, int] | None = None) -> AIMessage:
+    """What a tool selector model answers: the structured-output tool call
+    ``ToolSelectionResponse`` with the tools it picks."""
+    return ai(("ToolSelectionResponse", {"tools": list(tools)}, "select"), usage=usage)

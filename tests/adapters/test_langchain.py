@@ -448,9 +448,9 @@ def test_a_conversation_through_create_agent(
     )
     assert 5 == evaluations[flaky_errors]
     # the recall happened on turn 2's model
-    assert {((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS),): 1} == points(
-        metric_reader, c.METRIC_OFFLOAD_RECALLS.name
-    )
+    assert {
+        ((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS), (c.ATTR_OFFLOAD_MECHANISM, "seamscope_gate")): 1
+    } == points(metric_reader, c.METRIC_OFFLOAD_RECALLS.name)
     settlements = layer.end_conversation(THREAD)
     # carried on the two model calls between the offload and its recall; once
     # recalled, the output is back in the prompt and no later call carries its stub

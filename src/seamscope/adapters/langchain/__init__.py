@@ -46,13 +46,61 @@ output is kept in memory, and the model can bring it back with the
 offered only while the conversation has offloaded outputs). A recall is a
 real cost in the ledger.
 
+LangChain's own decision middlewares
+------------------------------------
+Keep them, and wrap them in one call::
+
+    agent = create_agent(opus, tools, middleware=seamscope.watching(
+        LLMToolSelectorMiddleware(model=selector, max_tools=2),
+        ModelFallbackMiddleware(backup),
+        ToolCallLimitMiddleware(run_limit=3),
+        ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=50_000, keep=1)]),
+        SummarizationMiddleware(model=summarizer, trigger=("tokens", 80_000)),
+    ))
+
+``watching`` returns ``[seamscope, *watched, model tail]``. A watched
+middleware behaves exactly as itself (same name, state schema, tools and
+hooks with their jumps: the same graph, the same messages and state); its
+decision is read from its effect and recorded in the span family seamscope's
+own decisions of that kind use, with ``seamscope.middleware.*`` attributes:
+
+* a tool selection or provider tool search (the tools it passed inward):
+  ``seamscope.stage``;
+* a route or a fallback (the model it passed inward; each attempt and its
+  error): ``seamscope.seam.pre_model`` with ``winner_source`` ``router`` /
+  ``fallback``;
+* a tool call blocked by a limit (error results its ``after_model``
+  injected) or a risk check (an error result without running the tool):
+  one ``seamscope.dispatch`` per call, ``dispatch.blocked``;
+* a compaction: tool results context editing replaced by a placeholder
+  (once per conversation and tool call, ``context_editing:{call id}``), or
+  messages a summary replaced (in the iteration of the next model call, with
+  the summary call's cost): ``seamscope.compaction``, followed by the offload
+  ledger like an offload (``seamscope.offload.mechanism``). A later call of
+  the same tool with the same arguments as a cleared result is a re-read
+  (a recall).
+
+The model tail, innermost, opens the ``chat {model}`` span of every real
+model call (a fallback's failed attempt too) instead of the outer step,
+naming the model really called, and reports to the ledger the stubs,
+placeholders and summaries the prompt really holds. The models a watched
+middleware asks for its decision are ``chat {model}`` spans of their own
+(``seamscope.middleware.decision_model``), never counted as conversation
+model calls: a LangChain callback handler, added with
+``register_configure_hook``, sees only the runs started while the wrapped
+middleware's own code runs (not while the handler it passed inward does).
+A failure of a watcher's own code is contained; the middleware runs
+unchanged, and its exceptions pass through as they are.
+
 Spans of one agent run (one ``invoke``) share one trace::
 
     invoke_agent {agent}
     └── seamscope.iteration              (one per model call)
         ├── seamscope.select_tools ─ seamscope.stage …
         ├── seamscope.seam.pre_model
-        ├── chat {model}
+        ├── seamscope.stage / .seam.pre_model / .compaction   (watched middlewares)
+        ├── chat {model}                 (with watching: one per real model call,
+        │                                 and one per decision-model call)
         ├── seamscope.seam.post_model ─ seamscope.dispatch …
         ├── execute_tool {tool} …        (the calls that model call emitted)
         └── seamscope.offload_gate …
@@ -112,8 +160,14 @@ Limitations
 * Put this middleware first in ``middleware=[...]`` (outermost): an
   exception crossing it is taken as the end of the run, so retries (e.g.
   ``ModelRetryMiddleware``) belong inside it. Middleware inside it may
-  still change the request it decided (a tool selector narrowing further)
-  and the spans will not show that.
+  still change the request it decided (a tool selector narrowing further):
+  the spans show that only for middlewares given to ``watching``.
+* Once ``watching`` is called, every agent using this middleware needs the
+  list it returns: its model calls are recorded by the tail. What a
+  provider does with deferred tools (ProviderToolSearchMiddleware) is not
+  observable here: the search runs at the provider. A call blocked by a
+  risk check (AutoModeMiddleware) ran inside the tool node: its
+  ``execute_tool`` span is an error result, though the tool never ran.
 * An interrupt raised where this middleware's hooks do not see it (e.g. in
   another middleware's ``after_model`` node) looks like an abandoned run:
   its spans end with ``abandoned`` and the resumed invocation is a new

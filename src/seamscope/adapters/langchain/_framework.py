@@ -18,12 +18,15 @@ try:
     from langchain.agents.middleware.types import PrivateStateAttr
     from langchain.agents.structured_output import ToolStrategy
     from langchain.tools import ToolRuntime
+    from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
+    from langchain_core.tracers.context import register_configure_hook
     from langgraph.channels.untracked_value import UntrackedValue
     from langgraph.config import get_config
     from langgraph.errors import GraphBubbleUp
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
     from langgraph.runtime import Runtime
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -32,9 +35,11 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 __all__ = [
+    "REMOVE_ALL_MESSAGES",
     "AIMessage",
     "AgentMiddleware",
     "AgentState",
+    "BaseCallbackHandler",
     "BaseChatModel",
     "BaseTool",
     "Command",
@@ -43,6 +48,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "PrivateStateAttr",
+    "RemoveMessage",
     "Runtime",
     "StructuredTool",
     "ToolCallRequest",
@@ -51,4 +57,5 @@ __all__ = [
     "ToolStrategy",
     "UntrackedValue",
     "get_config",
+    "register_configure_hook",
 ]

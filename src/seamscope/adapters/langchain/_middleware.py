@@ -29,12 +29,15 @@ from seamscope.adapters.langchain._framework import (
     ToolRuntime,
     UntrackedValue,
 )
-from seamscope.adapters.langchain._runs import Outputs, Runs, failed
-from seamscope.adapters.langchain._steps import ModelStep, ToolStep
+from seamscope.adapters.langchain._runs import Compactions, Outputs, Runs, failed
+from seamscope.adapters.langchain._steps import ModelStep, TailStep, ToolStep
+from seamscope.adapters.langchain._watch import Watcher, watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
 
 __all__ = ["SeamscopeMiddleware"]
+
+_MAX_CONVERSATIONS = 1024  # conversations whose compactions are remembered
 
 _RECALL_DESCRIPTION = (
     "Bring back the full text of a tool output that was offloaded from the "
@@ -103,7 +106,33 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
         self._offload = bool(offload)
         self._runs = Runs(layer, role, scope)
         self._outputs = Outputs(max_stored_outputs)
+        self._compactions = Compactions(_MAX_CONVERSATIONS)
+        self._tail: _ModelTail | None = None
         self.tools: Sequence[BaseTool] = [self._recall_tool()] if self._offload else []
+
+    def watching(self, *middlewares: AgentMiddleware[Any, Any, Any]) -> list[Any]:
+        """The middleware list for ``create_agent``: this middleware outermost,
+        each of ``middlewares`` (in order) behind a watcher that records its
+        decisions, and seamscope's model tail innermost, which opens the
+        ``chat {model}`` span of every real model call.
+
+        A watched middleware behaves exactly as itself (same name, state,
+        tools, hooks and graph). Once this is called, this middleware's model
+        calls are recorded by the tail: give every agent that uses it the
+        list this returns. Raises ValueError for an argument that is not a
+        LangChain ``AgentMiddleware`` (or is seamscope's own).
+        """
+        for position, middleware in enumerate(middlewares, start=1):
+            if not isinstance(middleware, AgentMiddleware) or isinstance(
+                middleware, SeamscopeMiddleware | _ModelTail | Watcher
+            ):
+                raise ValueError(
+                    f"SeamscopeMiddleware.watching: argument {position} must be a LangChain "
+                    f"AgentMiddleware other than seamscope's own, got {type(middleware).__name__}"
+                )
+        if self._tail is None:
+            self._tail = _ModelTail(self)
+        return [self, *(watched(self, m) for m in middlewares), self._tail]
 
     # -- public helpers -----------------------------------------------------------
 
@@ -232,3 +261,48 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
             name=RECALL_TOOL,
             description=_RECALL_DESCRIPTION,
         )
+
+
+class _ModelTail(AgentMiddleware[AgentState[Any], Any, Any]):
+    """seamscope innermost, when middlewares are watched: a ``chat {model}`` span
+    per real model call (a fallback's failed attempt too), naming the model
+    really called, with its usage and the ledger report of the prompt the
+    model really receives."""
+
+    def __init__(self, seamscope: SeamscopeMiddleware) -> None:
+        super().__init__()
+        self._seamscope = seamscope
+
+    @property
+    def name(self) -> str:
+        return "SeamscopeModelTail"
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        step = TailStep(self._seamscope, request)
+        try:
+            step.prepare()
+            with step.chat() as call:
+                response = handler(request)
+                step.report(call, response)
+            return response
+        finally:
+            step.close()
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        step = TailStep(self._seamscope, request)
+        try:
+            step.prepare()
+            with step.chat() as call:
+                response = await handler(request)
+                step.report(call, response)
+            return response
+        finally:
+            step.close()

@@ -3,8 +3,9 @@
 A :class:`Run` is one agent run (one ``invoke``): its ``invoke_agent`` and
 iteration spans and its decision state. The :class:`Runs` registry finds
 the run a hook belongs to; :class:`Outputs` holds offloaded tool outputs
-for the recall tool. :func:`failed` records seamscope's own contained
-failures for every module of the adapter.
+for the recall tool; :class:`Compactions` what watched middlewares took out
+of each conversation's prompts. :func:`failed` records seamscope's own
+contained failures for every module of the adapter.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import threading
 import uuid
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -30,7 +32,15 @@ from seamscope.telemetry import conventions as c
 from seamscope.telemetry._genai import record_error
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = ["LOG", "Outputs", "Run", "Runs", "active_parent", "failed"]
+__all__ = [
+    "LOG",
+    "Compactions",
+    "Outputs",
+    "Run",
+    "Runs",
+    "active_parent",
+    "failed",
+]
 
 LOG = logging.getLogger("seamscope.adapters.langchain")
 """The adapter's stdlib logger (the package's name, whichever module logs)."""
@@ -79,6 +89,12 @@ class Run:
         self.iteration: Iteration | None = None
         self.usage: ModelUsage | None = None
         self.watched: Any = None  # (weakref to the invocation's stream writer, finalizer)
+        # the model instance the PRE seam chose for the current call, and its name
+        self.chosen: tuple[Any, str] | None = None
+        # decisions a watched middleware took before the next model call (a summary)
+        self.pending: list[Callable[[Iteration], None]] = []
+        # what watched middlewares note for later hooks of this run, by middleware name
+        self.notes: dict[str, Any] = {}
         self._span: trace.Span = trace.INVALID_SPAN
         self._iteration: contextlib.AbstractContextManager[Any] | None = None
         self._iteration_context: contextvars.Context | None = None
@@ -131,6 +147,16 @@ class Run:
         self.iteration = iteration
         self.usage = None
         return iteration
+
+    def record_pending(self, iteration: Iteration) -> None:
+        """Record the decisions taken before this iteration's model call in it."""
+        with self.lock:
+            pending, self.pending = self.pending, []
+        for record in pending:
+            try:
+                record(iteration)
+            except Exception:
+                failed("langchain.watch.pending")
 
     def current_iteration(self) -> Iteration:
         """The open iteration, or a new one (a run resumed at its tools)."""
@@ -395,3 +421,97 @@ class Outputs:
         with self._lock:
             entry = self._store.get(offload_id)
         return entry[1] if entry is not None and entry[0] == scope else None
+
+
+@dataclass(slots=True)
+class _Kept:
+    """What watched middlewares took out of one conversation's prompts."""
+
+    cleared: dict[str, tuple[str, str, Any, str]] = field(default_factory=dict)
+    """tool call id -> (compaction id, tool, args, placeholder)"""
+    summaries: dict[str, str] = field(default_factory=dict)
+    """summary text -> compaction id"""
+    reread: set[str] = field(default_factory=set)
+    current: tuple[str, ...] = ()
+    """the cleared results (compaction ids) the last real prompt held"""
+
+
+class Compactions:
+    """Per conversation (scope), the tool results context editing cleared and the
+    summaries that replaced messages, so each is recorded once and counted as
+    carried by every later prompt that really holds its placeholder or summary;
+    at most ``limit`` conversations (the least recently used dropped first)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _of(self, scope: str) -> _Kept:
+        kept = self._kept.get(scope)
+        if kept is None:
+            kept = self._kept[scope] = _Kept()
+            while len(self._kept) > self._limit:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(scope)
+        return kept
+
+    def clear(
+        self, scope: str, tool_call_id: str, compaction_id: str, tool: str, args: Any, text: str
+    ) -> bool:
+        """Note a cleared tool result; False when it was already noted."""
+        with self._lock:
+            kept = self._of(scope)
+            if tool_call_id in kept.cleared:
+                return False
+            kept.cleared[tool_call_id] = (compaction_id, tool, args, text)
+            return True
+
+    def summary(self, scope: str, text: str, compaction_id: str) -> None:
+        with self._lock:
+            self._of(scope).summaries[text] = compaction_id
+
+    def carried(self, scope: str, messages: Sequence[Any]) -> tuple[str, ...]:
+        """The compaction ids whose placeholder or summary ``messages`` (a prompt
+        a model really receives) hold, minus the ones re-read; they become the
+        conversation's currently cleared results."""
+        with self._lock:
+            kept = self._kept.get(scope)
+            if kept is None:
+                return ()
+            found: list[str] = []
+            cleared: list[str] = []
+            for message in messages:
+                body = translate.text(getattr(message, "content", None))
+                if body is None:
+                    continue
+                entry = kept.cleared.get(getattr(message, "tool_call_id", None) or "")
+                if entry is not None and body == entry[3] and entry[0] not in kept.reread:
+                    found.append(entry[0])
+                    cleared.append(entry[0])
+                    continue
+                compaction_id = kept.summaries.get(body)
+                if compaction_id is not None and translate.is_summary(message):
+                    found.append(compaction_id)
+            kept.current = tuple(cleared)
+            return tuple(dict.fromkeys(found))
+
+    def reread(self, scope: str, tool: str, args: Any) -> str | None:
+        """The cleared result (its compaction id) a new call of ``tool`` with the
+        same ``args`` fetches again, if the last prompt held it cleared; it is
+        no longer counted as carried."""
+        with self._lock:
+            kept = self._kept.get(scope)
+            if kept is None:
+                return None
+            for compaction_id, name, old_args, _ in reversed(list(kept.cleared.values())):
+                if (
+                    compaction_id in kept.current
+                    and compaction_id not in kept.reread
+                    and name == tool
+                    and old_args == args
+                ):
+                    kept.reread.add(compaction_id)
+                    return str(compaction_id)
+            return None

@@ -1,7 +1,9 @@
 """One step per hook: the work a hook does, in the order it does it.
 
 A :class:`ModelStep` or :class:`ToolStep` is one hook call: ``prepare``,
-the span around the framework's handler, ``finish``, then ``fail``/``close``.
+the span around the framework's handler, ``finish``, then ``fail``/``close``;
+a :class:`TailStep` is one call of the model tail (the innermost hook when
+other middlewares are watched).
 Every step method contains seamscope's own failures; LangChain objects are
 read and built by :mod:`._translate`, runs are kept by :mod:`._runs`.
 """
@@ -35,7 +37,7 @@ from seamscope.telemetry._logging import log_event
 if TYPE_CHECKING:
     from seamscope.adapters.langchain._middleware import SeamscopeMiddleware
 
-__all__ = ["ModelStep", "ToolStep"]
+__all__ = ["Attached", "ModelStep", "TailStep", "ToolStep"]
 
 _T = TypeVar("_T")
 
@@ -79,7 +81,7 @@ def _contained(
             failed(what)
 
 
-class _Attached:
+class Attached:
     """An OpenTelemetry context attached for the duration of one hook."""
 
     __slots__ = ("_token",)
@@ -111,7 +113,7 @@ class _Step:
         self.mw = middleware
         self.run: Run | None = None
         self.iteration: Iteration | None = None
-        self.attached: _Attached | None = None
+        self.attached: Attached | None = None
 
     def fail(self, exc: BaseException) -> None:
         """The agent's own exception crossed the hook: close the run with it
@@ -148,7 +150,7 @@ class ModelStep(_Step):
                 return request
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
-            self.attached = _Attached(self.run.otel)
+            self.attached = Attached(self.run.otel)
             offered = translate.offered(request.tools, recall=mw._outputs.has(self.run.scope))
             self.structured = translate.structured_tools(request)
             selection = it.select_tools(offered, fixed=self.structured)
@@ -170,6 +172,9 @@ class ModelStep(_Step):
                     policy=pre.policy,
                 )
             self.model_name = choice.name
+            self.run.chosen = (choice.model, choice.name)
+            if self.run.pending:
+                self.run.record_pending(it)
             # LangChain binds the structured-output tools itself
             fixed = len(self.structured)
             chosen = selection.tools[: len(selection.tools) - fixed] if fixed else selection.tools
@@ -189,11 +194,14 @@ class ModelStep(_Step):
 
     def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
         it, name = self.iteration, self.model_name
-        if it is None or name is None:
+        if it is None or name is None or self.mw._tail is not None:
+            # watching: the model tail opens a chat span per real model call
             return _contained(None, "")
         return _contained(lambda: it.chat(name), "langchain.chat_span")
 
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
+        if self.mw._tail is not None:
+            return  # the model tail reported each real model call
         try:
             message = translate.last_ai(response.result)
             usage = None if message is None else translate.usage(message)
@@ -255,7 +263,7 @@ class ToolStep(_Step):
             if self.run is None:
                 return
             self.iteration = self.run.current_iteration()
-            self.attached = _Attached(self.run.otel)
+            self.attached = Attached(self.run.otel)
             self.call = translate.tool_call(request.tool_call)
         except Exception:
             failed("langchain.before_tool_call")
@@ -283,6 +291,8 @@ class ToolStep(_Step):
             if call.name == RECALL_TOOL:
                 self._account_recall(run, it, call)
                 return result
+            if self.mw._tail is not None and isinstance(result, ToolMessage):
+                self._account_reread(run, it, call, result)
             if not self.mw._offload or not isinstance(result, ToolMessage):
                 return result
             text = translate.offloadable_text(result)
@@ -297,6 +307,25 @@ class ToolStep(_Step):
             failed("langchain.after_tool_call")
             return result
 
+    def _account_reread(
+        self, run: Run, iteration: Iteration, call: ToolCall, result: ToolMessage
+    ) -> None:
+        """A call of the same tool with the same arguments as a result context
+        editing cleared from the prompt fetches that data again: a re-read (an
+        error result fetches nothing)."""
+        text = translate.offloadable_text(result)
+        if text is None:
+            return
+        compaction_id = self.mw._compactions.reread(run.scope, call.name, dict(call.args))
+        if compaction_id is None:
+            return
+        usage = run.usage
+        iteration.recall(
+            compaction_id,
+            input_tokens=int(estimate_tokens(text)),
+            output_tokens=0 if usage is None else usage.output_tokens,
+        )
+
     def _account_recall(self, run: Run, iteration: Iteration, call: ToolCall) -> None:
         """A recall of a stored output is a real cost: its text comes back as input."""
         offload_id = translate.recall_id(call)
@@ -309,3 +338,55 @@ class ToolStep(_Step):
             input_tokens=int(estimate_tokens(text)),
             output_tokens=0 if usage is None else usage.output_tokens,
         )
+
+
+class TailStep(_Step):
+    """One real model call, innermost, when middlewares are watched: the
+    ``chat {model}`` span names the model really called, and its report
+    counts as carried what the prompt really holds (seamscope's stubs, the
+    placeholders and summaries of watched middlewares' compactions)."""
+
+    def __init__(self, middleware: SeamscopeMiddleware, request: ModelRequest[Any]) -> None:
+        super().__init__(middleware)
+        self.request = request
+        self.model_name: str | None = None
+        self.compacted: tuple[str, ...] = ()
+
+    def prepare(self) -> None:
+        request, mw = self.request, self.mw
+        try:
+            self.run, _ = mw._runs.for_hook(request.state, request.runtime, create=False)
+            run = self.run
+            if run is None or run.iteration is None:
+                return
+            self.iteration = run.iteration
+            self.attached = Attached(run.otel)
+            self.model_name = translate.model_label(
+                request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
+            )
+            self.compacted = mw._compactions.carried(run.scope, request.messages)
+        except Exception:
+            failed("langchain.model_tail")
+
+    def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
+        it, name = self.iteration, self.model_name
+        if it is None or name is None:
+            return _contained(None, "")
+        return _contained(lambda: it.chat(name), "langchain.chat_span")
+
+    def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
+        try:
+            message = translate.last_ai(response.result)
+            usage = None if message is None else translate.usage(message)
+            if self.run is not None and usage is not None:
+                self.run.usage = usage
+            if call is None or usage is None or message is None:
+                return
+            carried = (*translate.carried(self.request.messages), *self.compacted)
+            call.report(
+                usage,
+                response_model=translate.response_model(message),
+                carried=tuple(dict.fromkeys(carried)),
+            )
+        except Exception:
+            failed("langchain.usage")

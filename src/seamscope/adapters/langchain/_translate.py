@@ -33,6 +33,8 @@ __all__ = [
     "bindable",
     "carried",
     "is_error_result",
+    "is_summary",
+    "model_label",
     "routed_calls",
     "structured_tools",
     "choose_model",
@@ -50,6 +52,7 @@ __all__ = [
     "thread_id",
     "tool_call",
     "usage",
+    "usage_of",
     "with_content",
     "with_message",
 ]
@@ -140,6 +143,27 @@ def choose_model(
     return ModelChoice(current, used, chosen != default)
 
 
+def model_label(
+    model: Any,
+    chosen: tuple[Any, str] | None,
+    models: Mapping[str, BaseChatModel],
+    default: str,
+) -> str:
+    """The name of the model instance a request really runs on: the PRE seam's
+    name for its chosen instance, the name ``models`` gives it, the name it
+    gives itself, else the default model's."""
+    if chosen is not None and chosen[0] is model:
+        return chosen[1]
+    found = next((name for name, m in models.items() if m is model), None)
+    if found is not None:
+        return found
+    for attribute in ("model_name", "model", "model_id"):
+        own = getattr(model, attribute, None)
+        if isinstance(own, str) and own:
+            return own
+    return default
+
+
 def prepared_request(
     request: ModelRequest[Any],
     *,
@@ -173,7 +197,11 @@ def usage(message: Any) -> ModelUsage | None:
     LangChain counts cache reads and writes inside ``input_tokens``; a
     provider that does not is corrected so the total covers them.
     """
-    meta = getattr(message, "usage_metadata", None)
+    return usage_of(getattr(message, "usage_metadata", None))
+
+
+def usage_of(meta: Any) -> ModelUsage | None:
+    """A ModelUsage from a LangChain ``UsageMetadata`` mapping (None when absent)."""
     if not isinstance(meta, Mapping):
         return None
     details = meta.get("input_token_details")
@@ -241,6 +269,13 @@ def carried(messages: Sequence[Any]) -> tuple[str, ...]:
             ):
                 answered.add(recall_ids[message.tool_call_id])
     return tuple(dict.fromkeys(o for o in stubs if o not in answered))
+
+
+def is_summary(message: Any) -> bool:
+    """Whether a message is the summary SummarizationMiddleware wrote in place of
+    earlier messages (``additional_kwargs["lc_source"] == "summarization"``)."""
+    extra = getattr(message, "additional_kwargs", None)
+    return isinstance(extra, Mapping) and extra.get("lc_source") == "summarization"
 
 
 def rewrite(

@@ -1,0 +1,599 @@
+"""Watching LangChain's own decision middlewares without changing what they do.
+
+:func:`watched` wraps a middleware in a watcher that LangChain cannot tell
+from it: the same ``name``, ``state_schema``, ``tools``, ``trace_policy``
+and ``transformers``, and exactly the hooks its class overrides (sync and
+async, each with the wrapped hook's signature and ``__can_jump_to__``), so
+``create_agent`` builds the same nodes, edges and jumps. Each hook calls
+the wrapped one with the same arguments and returns what it returns; its
+exceptions pass through unchanged. Around that call the watcher reads the
+middleware's decision from its effect (:mod:`._explain`) and records it in
+the run's current iteration:
+
+* ``wrap_model_call``: the wrapped middleware gets a handler of the
+  watcher's own, which sees every request it passes inward: the tools
+  (a selection or a provider tool search), the model (a route; several
+  attempts on different models are a fallback), the messages (tool
+  results replaced by context editing: a compaction, recorded once per
+  conversation and tool call);
+* ``before_model``: a summary that replaced messages (a compaction that
+  belongs to the next model call, kept pending on the run until seamscope
+  opens that call's iteration);
+* ``after_model``: error tool messages injected for calls of the last
+  AIMessage (calls blocked by a limit);
+* ``wrap_tool_call``: an error result returned without calling the tool
+  (a call blocked by a risk check);
+* ``before_agent``: the decision model a router asked (its route is read
+  at each model call from the agent state).
+
+Decision-model calls (a selector's model, a router's or a risk check's
+classifier, a summary model) are ``chat {model}`` spans of their own,
+found by :mod:`._calls` while the wrapped middleware's own code runs.
+
+A failure of the watcher's own code is contained (``failed("langchain.
+watch...")``): the middleware runs exactly as it would without seamscope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import inspect
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import langchain.agents.middleware as lc_middleware
+
+from seamscope.adapters.langchain import _explain as explain
+from seamscope.adapters.langchain import _translate as translate
+from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls, outside
+from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp
+from seamscope.adapters.langchain._runs import Run, failed
+from seamscope.adapters.langchain._steps import Attached
+from seamscope.adapters.loop import Iteration, estimate_tokens
+from seamscope.decisions.records import (
+    MiddlewareDecision,
+    MiddlewareDecisionKind,
+    OffloadMechanism,
+)
+
+__all__ = ["Watcher", "watched"]
+
+_K = MiddlewareDecisionKind
+
+_SYNC_NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
+_ASYNC_NODE_HOOKS = ("abefore_agent", "abefore_model", "aafter_model", "aafter_agent")
+_HOOKS = (
+    *_SYNC_NODE_HOOKS,
+    *_ASYNC_NODE_HOOKS,
+    "wrap_model_call",
+    "awrap_model_call",
+    "wrap_tool_call",
+    "awrap_tool_call",
+)
+
+
+def _is(middleware: Any, class_name: str) -> bool:
+    """Whether ``middleware`` is an instance of LangChain's class of that name
+    (False when the installed LangChain has none)."""
+    cls = getattr(lc_middleware, class_name, None)
+    return isinstance(cls, type) and isinstance(middleware, cls)
+
+
+def _classifier_model(middleware: Any) -> str | None:
+    """The model a middleware's decision model names (``classifier.model``, read
+    defensively: a public field of LangChain's ``BaseDecisionModel``)."""
+    model = getattr(getattr(middleware, "classifier", None), "model", None)
+    return model if isinstance(model, str) and model else None
+
+
+# -- one hook call -----------------------------------------------------------------------
+
+
+class _HookWatch:
+    """One call of a watched hook: its run, and the decision-model calls the
+    wrapped middleware's own code makes while it runs."""
+
+    def __init__(self, watcher: Watcher, state: Any, runtime: Any, hook: str) -> None:
+        self.watcher = watcher
+        self.middleware = watcher.wrapped
+        self.hook = hook
+        self.started = time.perf_counter()
+        self.start_ns = time.time_ns()
+        self.run: Run | None = None
+        self.calls: DecisionCalls | None = None
+        self._token: contextvars.Token[Any] | None = None
+        try:
+            self.run, _ = watcher.seamscope._runs.for_hook(state, runtime, create=False)
+            if self.run is not None:
+                self.calls = DecisionCalls(self.run)
+        except Exception:
+            failed(f"langchain.watch.{hook}")
+
+    def enter(self) -> None:
+        if self.calls is not None:
+            try:
+                self._token = DECISION_CALLS.set(self.calls)
+            except Exception:
+                failed(f"langchain.watch.{self.hook}")
+
+    def exit(self) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            try:
+                DECISION_CALLS.reset(token)
+            except Exception:
+                failed(f"langchain.watch.{self.hook}")
+
+    @property
+    def name(self) -> str:
+        return str(self.middleware.name)
+
+    @property
+    def decision_model(self) -> str | None:
+        return None if self.calls is None else self.calls.first_model
+
+    def record(self, iteration: Iteration, decision: MiddlewareDecision) -> None:
+        """Record a decision in ``iteration``, its span under the iteration's."""
+        attached = Attached(None if self.run is None else self.run.otel)
+        try:
+            iteration.middleware_decision(decision)
+        finally:
+            attached.detach()
+
+
+class _ModelWatch(_HookWatch):
+    """One ``wrap_model_call``: what the wrapped middleware passed inward."""
+
+    def __init__(self, watcher: Watcher, request: Any) -> None:
+        super().__init__(watcher, request.state, request.runtime, "wrap_model_call")
+        self.request = request
+        self.iteration = None if self.run is None else self.run.iteration
+        self.attempts: list[list[str | None]] = []  # [model, error type]
+
+    def inward(self, request: Any) -> None:
+        """The wrapped middleware calls the model with ``request``."""
+        try:
+            run, it = self.run, self.iteration
+            if run is None or it is None:
+                return
+            mw = self.watcher.seamscope
+            name = translate.model_label(
+                request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
+            )
+            self.attempts.append([name, None])
+            if len(self.attempts) == 1:
+                self._first(run, it, request, name)
+        except Exception:
+            failed("langchain.watch.wrap_model_call")
+
+    def failed_attempt(self, exc: BaseException) -> None:
+        if self.attempts and not isinstance(exc, GraphBubbleUp):
+            self.attempts[-1][1] = type(exc).__qualname__
+
+    def _first(self, run: Run, it: Iteration, request: Any, name: str) -> None:
+        received, middleware = self.request, self.middleware
+        if request.tools is not received.tools:
+            change = explain.narrowing(received.tools, request.tools)
+            if change is None and _is(middleware, "LLMToolSelectorMiddleware"):
+                names = explain.tool_names(received.tools)
+                change = explain.Narrowing(names, names)  # it kept every tool
+            if change is not None:
+                kind = _K.TOOL_SEARCH if change.search_kind else _K.TOOL_SELECTION
+                self.record(
+                    it,
+                    MiddlewareDecision(
+                        self.name,
+                        kind,
+                        explain.narrowing_reason(middleware, change),
+                        before=change.before,
+                        after=change.after,
+                        decision_model=self.decision_model,
+                        start_time_ns=self.start_ns,
+                    ),
+                )
+        routed = _is(middleware, "ModelRouterMiddleware")
+        if request.model is not received.model or routed:
+            answer = explain.route_answer(received.state) if routed else None
+            self.record(
+                it,
+                MiddlewareDecision(
+                    self.name,
+                    _K.MODEL_ROUTE,
+                    explain.model_route_reason(middleware, answer, name),
+                    model=name,
+                    decision_model=self.decision_model
+                    or run.notes.get(self.name)
+                    or _classifier_model(middleware),
+                    start_time_ns=self.start_ns,
+                ),
+            )
+        if request.messages is not received.messages:
+            self._cleared(run, it, request)
+
+    def _cleared(self, run: Run, it: Iteration, request: Any) -> None:
+        store = self.watcher.seamscope._compactions
+        for cleared in explain.cleared_results(self.request.messages, request.messages):
+            compaction_id = f"context_editing:{cleared.tool_call_id}"
+            if not store.clear(
+                run.scope,
+                cleared.tool_call_id,
+                compaction_id,
+                cleared.tool,
+                cleared.args,
+                cleared.placeholder,
+            ):
+                continue  # recomputed on every call: recorded the first time
+            compaction = it.compaction(
+                compaction_id,
+                OffloadMechanism.CONTEXT_EDITING,
+                removed_tokens=cleared.removed_tokens,
+                kept_tokens=int(estimate_tokens(cleared.placeholder)),
+                tool_call_ids=(cleared.tool_call_id,),
+            )
+            self.record(
+                it,
+                MiddlewareDecision(
+                    self.name,
+                    _K.COMPACTION,
+                    explain.context_editing_reason(self.middleware, cleared),
+                    compaction=compaction,
+                    start_time_ns=self.start_ns,
+                ),
+            )
+
+    def done(self, exc: BaseException | None) -> None:
+        """The wrapped middleware returned (or raised ``exc``): attempts on more
+        than one model are a fallback."""
+        try:
+            it, attempts = self.iteration, self.attempts
+            if it is None or len({a[0] for a in attempts}) < 2:
+                return
+            failures = tuple((str(m), str(e)) for m, e in attempts if e is not None)
+            answered = attempts[-1][0] if attempts[-1][1] is None and exc is None else None
+            self.record(
+                it,
+                MiddlewareDecision(
+                    self.name,
+                    _K.MODEL_FALLBACK,
+                    explain.model_fallback_reason(failures, answered),
+                    model=answered,
+                    failed=failures,
+                    start_time_ns=self.start_ns,
+                ),
+            )
+        except Exception:
+            failed("langchain.watch.wrap_model_call")
+
+
+class _ToolWatch(_HookWatch):
+    """One ``wrap_tool_call``: whether the tool's handler ran at all."""
+
+    def __init__(self, watcher: Watcher, request: Any) -> None:
+        super().__init__(watcher, request.state, request.runtime, "wrap_tool_call")
+        self.request = request
+        self.called = False
+
+    def done(self, result: Any) -> None:
+        try:
+            run = self.run
+            blocked = explain.blocked_call(self.request.tool_call, result, self.called)
+            if run is None or blocked is None:
+                return
+            self.record(
+                run.current_iteration(),
+                MiddlewareDecision(
+                    self.name,
+                    _K.TOOL_CALL_BLOCKED,
+                    explain.blocked_reason(self.middleware, [blocked]),
+                    calls=(blocked.call,),
+                    decision_model=self.decision_model,
+                    start_time_ns=self.start_ns,
+                ),
+            )
+        except Exception:
+            failed("langchain.watch.wrap_tool_call")
+
+
+class _NodeWatch(_HookWatch):
+    """One node hook (``before_agent``, ``before_model``, ``after_model``,
+    ``after_agent``): what its state update says it decided."""
+
+    def __init__(self, watcher: Watcher, state: Any, runtime: Any, hook: str) -> None:
+        super().__init__(watcher, state, runtime, hook)
+        self.state = state
+
+    def done(self, update: Any) -> None:
+        try:
+            if self.run is None or update is None:
+                return
+            base = self.hook[1:] if self.hook in _ASYNC_NODE_HOOKS else self.hook
+            if base == "before_agent":
+                self._routed(self.run, update)
+            elif base == "before_model":
+                self._summarized(self.run, update)
+            elif base == "after_model":
+                self._blocked(self.run, update)
+        except Exception:
+            failed(f"langchain.watch.{self.hook}")
+
+    def _messages(self) -> list[Any]:
+        messages = self.state.get("messages") if isinstance(self.state, Mapping) else None
+        return list(messages) if isinstance(messages, list | tuple) else []
+
+    def _routed(self, run: Run, update: Any) -> None:
+        """A router's answer is read at each model call; its decision model here."""
+        if isinstance(update, Mapping) and "model_route" in update:
+            model = self.decision_model or _classifier_model(self.middleware)
+            if model is not None:
+                run.notes[self.name] = model
+
+    def _blocked(self, run: Run, update: Any) -> None:
+        blocked = explain.blocked_calls(self._messages(), update)
+        if not blocked:
+            return
+        self.record(
+            run.current_iteration(),
+            MiddlewareDecision(
+                self.name,
+                _K.TOOL_CALL_BLOCKED,
+                explain.blocked_reason(self.middleware, blocked),
+                calls=tuple(b.call for b in blocked),
+                decision_model=self.decision_model,
+                start_time_ns=self.start_ns,
+            ),
+        )
+
+    def _summarized(self, run: Run, update: Any) -> None:
+        """A summary belongs to the model call that follows: recorded when
+        seamscope opens that call's iteration (priced at its model)."""
+        summary = explain.summarized(self._messages(), update)
+        if summary is None:
+            return
+        compaction_id = f"summarization:{uuid.uuid4().hex[:16]}"
+        self.watcher.seamscope._compactions.summary(run.scope, summary.summary, compaction_id)
+        usages = [] if self.calls is None else self.calls.usages()
+        name, middleware = self.name, self.middleware
+        decision_model = self.decision_model
+        duration = time.perf_counter() - self.started
+        reason = explain.summarization_reason(middleware, summary)
+
+        def record(it: Iteration) -> None:
+            cost = sum(
+                (it.model_call_cost(model, usage) for model, usage in usages), start=Decimal(0)
+            )
+            compaction = it.compaction(
+                compaction_id,
+                OffloadMechanism.SUMMARIZATION,
+                removed_tokens=summary.removed_tokens,
+                kept_tokens=int(estimate_tokens(summary.summary)),
+                messages_removed=summary.messages_removed,
+                cost=cost,
+                rereadable=False,
+            )
+            self.record(
+                it,
+                MiddlewareDecision(
+                    name,
+                    _K.COMPACTION,
+                    reason,
+                    compaction=compaction,
+                    decision_model=decision_model,
+                    duration_s=duration,
+                ),
+            )
+
+        with run.lock:
+            run.pending.append(record)
+
+
+# -- the watcher ---------------------------------------------------------------------------
+
+
+class Watcher(AgentMiddleware[Any, Any, Any]):
+    """A LangChain middleware, watched: LangChain sees the wrapped one."""
+
+    def __init__(self, seamscope: Any, wrapped: AgentMiddleware[Any, Any, Any]) -> None:
+        super().__init__()
+        self.seamscope = seamscope
+        self.wrapped = wrapped
+
+    @property
+    def name(self) -> str:
+        return self.wrapped.name
+
+    @property
+    def state_schema(self) -> Any:  # type: ignore[override]
+        return self.wrapped.state_schema
+
+    @property
+    def tools(self) -> Any:  # type: ignore[override]
+        return getattr(self.wrapped, "tools", [])
+
+    @property
+    def trace_policy(self) -> Any:  # type: ignore[override]
+        return getattr(self.wrapped, "trace_policy", None)
+
+    @property
+    def transformers(self) -> Any:  # type: ignore[override]
+        return getattr(self.wrapped, "transformers", ())
+
+    def __repr__(self) -> str:
+        return f"watched({self.wrapped!r})"
+
+
+def _runtime(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    return kwargs.get("runtime", args[0] if args else None)
+
+
+def _node_hook(hook: str) -> Callable[..., Any]:
+    if hook in _ASYNC_NODE_HOOKS:
+
+        async def anode(self: Watcher, state: Any, *args: Any, **kwargs: Any) -> Any:
+            watch = _NodeWatch(self, state, _runtime(args, kwargs), hook)
+            watch.enter()
+            try:
+                update = await getattr(self.wrapped, hook)(state, *args, **kwargs)
+            finally:
+                watch.exit()
+            watch.done(update)
+            return update
+
+        return anode
+
+    def node(self: Watcher, state: Any, *args: Any, **kwargs: Any) -> Any:
+        watch = _NodeWatch(self, state, _runtime(args, kwargs), hook)
+        watch.enter()
+        try:
+            update = getattr(self.wrapped, hook)(state, *args, **kwargs)
+        finally:
+            watch.exit()
+        watch.done(update)
+        return update
+
+    return node
+
+
+def _wrap_model_call() -> Callable[..., Any]:
+    def wrap_model_call(self: Watcher, request: Any, handler: Callable[[Any], Any]) -> Any:
+        watch = _ModelWatch(self, request)
+
+        def inward(req: Any) -> Any:
+            watch.inward(req)
+            with outside():
+                try:
+                    return handler(req)
+                except BaseException as exc:
+                    watch.failed_attempt(exc)
+                    raise
+
+        watch.enter()
+        try:
+            response = self.wrapped.wrap_model_call(request, inward)
+        except BaseException as exc:
+            watch.exit()
+            watch.done(exc)
+            raise
+        watch.exit()
+        watch.done(None)
+        return response
+
+    return wrap_model_call
+
+
+def _awrap_model_call() -> Callable[..., Any]:
+    async def awrap_model_call(
+        self: Watcher, request: Any, handler: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        watch = _ModelWatch(self, request)
+
+        async def inward(req: Any) -> Any:
+            watch.inward(req)
+            with outside():
+                try:
+                    return await handler(req)
+                except BaseException as exc:
+                    watch.failed_attempt(exc)
+                    raise
+
+        watch.enter()
+        try:
+            response = await self.wrapped.awrap_model_call(request, inward)
+        except BaseException as exc:
+            watch.exit()
+            watch.done(exc)
+            raise
+        watch.exit()
+        watch.done(None)
+        return response
+
+    return awrap_model_call
+
+
+def _wrap_tool_call() -> Callable[..., Any]:
+    def wrap_tool_call(self: Watcher, request: Any, handler: Callable[[Any], Any]) -> Any:
+        watch = _ToolWatch(self, request)
+
+        def inward(req: Any) -> Any:
+            watch.called = True
+            with outside():
+                return handler(req)
+
+        watch.enter()
+        try:
+            result = self.wrapped.wrap_tool_call(request, inward)
+        finally:
+            watch.exit()
+        watch.done(result)
+        return result
+
+    return wrap_tool_call
+
+
+def _awrap_tool_call() -> Callable[..., Any]:
+    async def awrap_tool_call(
+        self: Watcher, request: Any, handler: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        watch = _ToolWatch(self, request)
+
+        async def inward(req: Any) -> Any:
+            watch.called = True
+            with outside():
+                return await handler(req)
+
+        watch.enter()
+        try:
+            result = await self.wrapped.awrap_tool_call(request, inward)
+        finally:
+            watch.exit()
+        watch.done(result)
+        return result
+
+    return awrap_tool_call
+
+
+_WRAP_HOOKS: dict[str, Callable[[], Callable[..., Any]]] = {
+    "wrap_model_call": _wrap_model_call,
+    "awrap_model_call": _awrap_model_call,
+    "wrap_tool_call": _wrap_tool_call,
+    "awrap_tool_call": _awrap_tool_call,
+}
+
+
+@functools.lru_cache(maxsize=256)
+def _watcher_class(cls: type) -> type[Watcher]:
+    """The watcher class for middlewares of ``cls``: it overrides exactly the
+    hooks ``cls`` overrides, each carrying the original's signature and
+    ``__can_jump_to__`` (what ``create_agent`` reads to build the graph)."""
+    namespace: dict[str, Any] = {"__module__": __name__, "__doc__": Watcher.__doc__}
+    for hook in _HOOKS:
+        original = getattr(cls, hook, None)
+        if original is None or original is getattr(AgentMiddleware, hook):
+            continue
+        make = _WRAP_HOOKS.get(hook)
+        function = make() if make is not None else _node_hook(hook)
+        if make is None:
+            with contextlib.suppress(TypeError, ValueError):
+                function.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
+        jump = getattr(original, "__can_jump_to__", None)
+        if jump is not None:
+            function.__can_jump_to__ = jump  # type: ignore[attr-defined]
+        function.__name__ = hook
+        function.__qualname__ = f"Watched{cls.__name__}.{hook}"
+        namespace[hook] = function
+    return type(f"Watched{cls.__name__}", (Watcher,), namespace)
+
+
+def watched(seamscope: Any, middleware: AgentMiddleware[Any, Any, Any]) -> Any:
+    """``middleware`` behind a watcher (itself, unwatched, if no watcher can be
+    built for its class: seamscope's failure never changes the agent)."""
+    try:
+        cls: Any = type(middleware)
+        return _watcher_class(cls)(seamscope, middleware)
+    except Exception:
+        failed("langchain.watch")
+        return middleware
