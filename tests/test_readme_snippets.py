@@ -204,6 +204,25 @@ def check_langchain(run: Run) -> None:
     assert 1 == len(run.named(c.SPAN_OFFLOAD_SETTLE))
 
 
+def check_langchain_middlewares(run: Run) -> None:
+    """The selector narrowed the tools of each model call; context editing
+    cleared the first log once, and its settlement says which mechanism."""
+    stages = [
+        s
+        for s in run.named(c.SPAN_STAGE)
+        if s.attributes.get(c.ATTR_MIDDLEWARE_NAME) == "LLMToolSelectorMiddleware"
+    ]
+    assert [("send_email",)] * 3 == [tuple(s.attributes[c.ATTR_STAGE_DROPPED]) for s in stages]
+    [compaction] = run.named(c.SPAN_COMPACTION)
+    assert ("context_editing", ("c1",)) == (
+        compaction.attributes[c.ATTR_OFFLOAD_MECHANISM],
+        tuple(compaction.attributes[c.ATTR_COMPACTION_TOOL_CALL_IDS]),
+    )
+    [settle] = run.named(c.SPAN_OFFLOAD_SETTLE)
+    assert "context_editing" == settle.attributes[c.ATTR_OFFLOAD_MECHANISM]
+    assert "Both services time out on the database." in run.stdout.splitlines()
+
+
 def check_symfonic(run: Run) -> None:
     _decision_spans(run)
     assert 2 == len(run.named(c.SPAN_ITERATION))
@@ -223,6 +242,7 @@ class Case:
 CASES = [
     Case("A hand-written loop (framework-free API)", check_hand_written_loop),
     Case("LangChain v1 agents", check_langchain),
+    Case("LangChain's own decision middlewares", check_langchain_middlewares),
     Case("symfonic-core", check_symfonic),
     Case("Configuration", check_configuration),
 ]
