@@ -311,6 +311,36 @@ def test_a_tool_selector_records_the_tools_the_model_was_really_bound_with(
     } == points(metric_reader, c.METRIC_MIDDLEWARE_DECISIONS.name)
 
 
+def test_what_a_priced_selector_costs_is_on_its_decision_and_counted(
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    """A selector running on claude-haiku-4-5 ($1/M input, $5/M output):
+    300 + 8 tokens = $0.00034, then 310 + 5 tokens = $0.000335; $0.000675
+    in all, counted under the middleware and its decision model."""
+
+    def world() -> World:
+        built = selector_world()
+        selector = built.middlewares[0]
+        selector.model.model_name = HAIKU
+        return built
+
+    layer = make_layer(tracer_provider, meter_provider)
+    assert_same_with_and_without(world, layer)
+    stages = decided(span_exporter.get_finished_spans(), "tool_selection")
+    assert [0.00034, 0.000335] == [attrs(s)[c.ATTR_MIDDLEWARE_COST_USD] for s in stages]
+    assert [HAIKU, HAIKU] == [attrs(s)[c.ATTR_MIDDLEWARE_DECISION_MODEL] for s in stages]
+    spent = points(metric_reader, c.METRIC_MIDDLEWARE_COST.name)
+    assert {
+        (
+            (c.ATTR_GEN_AI_REQUEST_MODEL, HAIKU),
+            (c.ATTR_MIDDLEWARE_NAME, "LLMToolSelectorMiddleware"),
+        ): pytest.approx(0.000675)
+    } == spent
+
+
 def provider_search_world() -> World:
     log: list[ModelCall] = []
     main = ProviderChatModel(
@@ -340,12 +370,12 @@ def test_a_provider_tool_search_records_the_tools_it_deferred(
     assert c.ATTR_MIDDLEWARE_DECISION_MODEL not in values  # the search runs at the provider
 
 
-def router_world() -> World:
+def router_world(classifier_model: str = "router-clf") -> World:
     models, log = scripted_models([OPUS, HAIKU], [ai(text="It is noon.", usage=(200, 6, 0, 0))])
     classified: list[Classified] = []
     classifier = ScriptedDecisionModel(
-        model="router-clf",
-        answers=deque([choice("fast", 0.92, model="router-clf", usage=(60, 2))]),
+        model=classifier_model,
+        answers=deque([choice("fast", 0.92, model=classifier_model, usage=(60, 2))]),
         log=classified,
     )
     with warnings.catch_warnings():
@@ -398,6 +428,25 @@ def test_a_router_records_the_model_really_called_and_its_classifier(
     (main_chat,) = named(spans, f"chat {HAIKU}")
     assert c.SPAN_ITERATION == parent_of(main_chat, spans).name
     assert parent_of(route, spans) is parent_of(main_chat, spans)
+
+
+def test_a_priced_router_classifier_is_charged_to_its_route(
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    """The classifier runs once per run, before the first iteration: its
+    60 + 2 tokens on claude-haiku-4-5 ($1/M, $5/M) = $0.00007, on the route."""
+    layer = make_layer(tracer_provider, meter_provider)
+    assert_same_with_and_without(lambda: router_world(HAIKU), layer)
+    (route,) = decided(span_exporter.get_finished_spans(), "model_route")
+    assert 0.00007 == attrs(route)[c.ATTR_MIDDLEWARE_COST_USD]
+    assert {
+        ((c.ATTR_GEN_AI_REQUEST_MODEL, HAIKU), (c.ATTR_MIDDLEWARE_NAME, "ModelRouterMiddleware")): (
+            pytest.approx(0.00007)
+        )
+    } == points(metric_reader, c.METRIC_MIDDLEWARE_COST.name)
 
 
 class ProviderDown(ConnectionError):

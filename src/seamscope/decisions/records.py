@@ -760,7 +760,8 @@ class MiddlewareDecision:
     fallback the model that answered) and ``failed`` ((model, error type)
     of each failed attempt); a block has ``calls`` (the calls that never
     ran); a compaction has ``compaction``. ``decision_model`` names the
-    model the middleware asked, when it asked one.
+    model the middleware asked, when it asked one, and ``cost`` what its
+    own model calls cost at their rates (exact USD; 0 when unpriced).
     """
 
     middleware: str
@@ -774,6 +775,7 @@ class MiddlewareDecision:
     calls: tuple[ToolCall, ...] = ()
     compaction: Compaction | None = None
     decision_model: str | None = None
+    cost: Decimal = _ZERO
     start_time_ns: int | None = field(default=None, compare=False)
     duration_s: float = field(default=0.0, compare=False)
 

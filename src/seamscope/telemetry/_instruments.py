@@ -98,6 +98,7 @@ class Instruments:
     __slots__ = (
         "decision_duration",
         "enabled",
+        "middleware_cost",
         "middleware_decisions",
         "model_input_tokens",
         "offload_decisions",
@@ -130,6 +131,7 @@ class Instruments:
         self.offload_settled = _counter(meter, c.METRIC_OFFLOAD_SETTLED)
         self.model_input_tokens = _counter(meter, c.METRIC_MODEL_INPUT_TOKENS)
         self.middleware_decisions = _counter(meter, c.METRIC_MIDDLEWARE_DECISIONS)
+        self.middleware_cost = _counter(meter, c.METRIC_MIDDLEWARE_COST)
         self.decision_duration = _histogram(meter, c.METRIC_DECISION_DURATION)
 
 

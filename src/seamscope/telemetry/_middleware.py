@@ -22,8 +22,9 @@ kind                   span                       what it says
                                                   cleared tool results, predicted terms
 =====================  =========================  ==================================
 
-Plus one ``seamscope.middleware.decisions`` count and a
-``seamscope.middleware.decided`` log event per decision.
+Plus one ``seamscope.middleware.decisions`` count, the cost of the
+middleware's own model calls (``seamscope.middleware.cost``, by decision
+model) and a ``seamscope.middleware.decided`` log event per decision.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def middleware_attributes(decision: MiddlewareDecision, limits: a.Limits) -> a.A
     }
     if d.decision_model:
         attrs[c.ATTR_MIDDLEWARE_DECISION_MODEL] = limits.text(d.decision_model)
+    if d.cost:
+        attrs[c.ATTR_MIDDLEWARE_COST_USD] = float(d.cost)
     if d.kind in (_K.TOOL_SELECTION, _K.TOOL_SEARCH):
         kept = set(d.after)
         dropped = [name for name in d.before if name not in kept]
@@ -122,17 +125,27 @@ def record_middleware_decision(
     tracer: trace.Tracer | None,
     limits: a.Limits,
     count: Callable[[dict[str, str]], None] | None,
+    spend: Callable[[float, dict[str, str]], None] | None = None,
 ) -> object:
     """Record one decision; return the (first) span's context, or None.
 
     ``tracer`` None: spans are off. ``count``: adds one to the decisions
-    counter with the given attributes (None: metrics are off).
+    counter with the given attributes; ``spend``: adds an amount to the
+    cost counter (None: metrics are off).
     """
     d = decision
     if not isinstance(d, MiddlewareDecision):
         raise TypeError(f"not a MiddlewareDecision: {type(d).__name__}")
     if count is not None:
         count({c.ATTR_MIDDLEWARE_NAME: d.middleware, c.ATTR_MIDDLEWARE_DECISION: d.kind.value})
+    if spend is not None and d.cost > 0:
+        spend(
+            float(d.cost),
+            {
+                c.ATTR_MIDDLEWARE_NAME: d.middleware,
+                c.ATTR_GEN_AI_REQUEST_MODEL: d.decision_model or "unknown",
+            },
+        )
     log_event(
         "info",
         c.LOG_MIDDLEWARE_DECIDED,

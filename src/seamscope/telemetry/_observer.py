@@ -702,6 +702,15 @@ class OTelObserver:
                         {k: self._label(k, v) for k, v in attrs.items()},
                     )
                 ),
+                spend=(
+                    None
+                    if not self._metrics_on
+                    else lambda amount, attrs: self._add(
+                        self.instruments.middleware_cost,
+                        amount,
+                        {k: self._label(k, v) for k, v in attrs.items()},
+                    )
+                ),
             )
         except Exception as exc:
             telemetry_error("on_middleware_decision", exc)

@@ -172,6 +172,8 @@ __all__ = [
     "ATTR_DISPATCH_BLOCKED",
     "LOG_MIDDLEWARE_DECIDED",
     "METRIC_MIDDLEWARE_DECISIONS",
+    "METRIC_MIDDLEWARE_COST",
+    "ATTR_MIDDLEWARE_COST_USD",
     "SPAN_COMPACTION",
     "OffloadMechanism",
     "MiddlewareDecisionKind",
@@ -486,6 +488,8 @@ ATTR_MIDDLEWARE_REASON: Final = "seamscope.middleware.reason"
 """The reason the middleware gives (a selector's choice and limits, a limit, a risk verdict)."""
 ATTR_MIDDLEWARE_DECISION_MODEL: Final = "seamscope.middleware.decision_model"
 """The model the middleware asked to decide, when it asked one."""
+ATTR_MIDDLEWARE_COST_USD: Final = "seamscope.middleware.cost_usd"
+"""float USD: what the middleware's own model calls for this decision cost."""
 ATTR_MIDDLEWARE_FAILED_MODELS: Final = "seamscope.middleware.failed_models"
 """A fallback: the models whose calls failed, in order."""
 ATTR_MIDDLEWARE_ERROR_TYPES: Final = "seamscope.middleware.error_types"
@@ -698,6 +702,14 @@ METRIC_MIDDLEWARE_DECISIONS: Final = MetricSpec(
     "Decisions a framework's own middlewares took, by middleware and kind.",
     (ATTR_MIDDLEWARE_NAME, ATTR_MIDDLEWARE_DECISION),
 )
+METRIC_MIDDLEWARE_COST: Final = MetricSpec(
+    "seamscope.middleware.cost",
+    "counter",
+    "{USD}",
+    "What framework middlewares' own model calls (selector, router, risk check, summary) "
+    "cost in USD, by middleware and decision model.",
+    (ATTR_MIDDLEWARE_NAME, ATTR_GEN_AI_REQUEST_MODEL),
+)
 METRIC_DECISION_DURATION: Final = MetricSpec(
     "seamscope.decision.duration",
     "histogram",
@@ -720,6 +732,7 @@ METRICS: Final = (
     METRIC_OFFLOAD_SETTLED,
     METRIC_MODEL_INPUT_TOKENS,
     METRIC_MIDDLEWARE_DECISIONS,
+    METRIC_MIDDLEWARE_COST,
     METRIC_DECISION_DURATION,
 )
 

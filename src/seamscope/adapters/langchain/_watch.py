@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
 import time
@@ -138,12 +139,20 @@ class _HookWatch:
         return None if self.calls is None else self.calls.first_model
 
     def record(self, iteration: Iteration, decision: MiddlewareDecision) -> None:
-        """Record a decision in ``iteration``, its span under the iteration's."""
+        """Record a decision in ``iteration``, its span under the iteration's,
+        with what the middleware's own model calls cost."""
+        if self.calls is not None and not decision.cost:
+            decision = dataclasses.replace(decision, cost=_cost(iteration, self.calls.usages()))
         attached = Attached(None if self.run is None else self.run.otel)
         try:
             iteration.middleware_decision(decision)
         finally:
             attached.detach()
+
+
+def _cost(iteration: Iteration, usages: list[tuple[str, Any]]) -> Decimal:
+    """What these model calls cost at their models' rates (0 for an unpriced one)."""
+    return sum((iteration.model_call_cost(model, usage) for model, usage in usages), Decimal(0))
 
 
 class _ModelWatch(_HookWatch):
@@ -199,6 +208,7 @@ class _ModelWatch(_HookWatch):
         routed = _is(middleware, "ModelRouterMiddleware")
         if request.model is not received.model or routed:
             answer = explain.route_answer(received.state) if routed else None
+            classified = run.notes.pop(f"{self.name}:usages", None) or []
             self.record(
                 it,
                 MiddlewareDecision(
@@ -209,6 +219,7 @@ class _ModelWatch(_HookWatch):
                     decision_model=self.decision_model
                     or run.notes.get(self.name)
                     or _classifier_model(middleware),
+                    cost=_cost(it, classified),
                     start_time_ns=self.start_ns,
                 ),
             )
@@ -331,6 +342,9 @@ class _NodeWatch(_HookWatch):
             model = self.decision_model or _classifier_model(self.middleware)
             if model is not None:
                 run.notes[self.name] = model
+            if self.calls is not None:
+                # the classifier's calls, paid once per run: charged to the first route
+                run.notes[f"{self.name}:usages"] = self.calls.usages()
 
     def _blocked(self, run: Run, update: Any) -> None:
         blocked = explain.blocked_calls(self._messages(), update)
@@ -363,9 +377,7 @@ class _NodeWatch(_HookWatch):
         reason = explain.summarization_reason(middleware, summary)
 
         def record(it: Iteration) -> None:
-            cost = sum(
-                (it.model_call_cost(model, usage) for model, usage in usages), start=Decimal(0)
-            )
+            cost = _cost(it, usages)
             compaction = it.compaction(
                 compaction_id,
                 OffloadMechanism.SUMMARIZATION,
@@ -383,6 +395,7 @@ class _NodeWatch(_HookWatch):
                     reason,
                     compaction=compaction,
                     decision_model=decision_model,
+                    cost=cost,
                     duration_s=duration,
                 ),
             )
