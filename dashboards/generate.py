@@ -124,6 +124,7 @@ RECALLS = c.METRIC_OFFLOAD_RECALLS.prometheus
 SETTLED = c.METRIC_OFFLOAD_SETTLED.prometheus
 INPUT_TOKENS = c.METRIC_MODEL_INPUT_TOKENS.prometheus
 MIDDLEWARE_DECISIONS = c.METRIC_MIDDLEWARE_DECISIONS.prometheus
+MIDDLEWARE_COST = c.METRIC_MIDDLEWARE_COST.prometheus
 DECISION_DURATION_BUCKET = c.METRIC_DECISION_DURATION.prometheus + "_bucket"
 DECISION_DURATION_SUM = c.METRIC_DECISION_DURATION.prometheus + "_sum"
 DECISION_DURATION_COUNT = c.METRIC_DECISION_DURATION.prometheus + "_count"
@@ -972,6 +973,20 @@ DECISIONS = Dashboard(
                             ),
                         ),
                     ),
+                ),
+                Graph(
+                    "Middlewares' own model calls: cost by middleware and model (USD/h)",
+                    "What the models a middleware asks for its own decisions (a tool "
+                    "selector, a router's or a risk check's classifier, a summary model) "
+                    "cost per hour, by middleware and decision model.",
+                    (
+                        Query(
+                            per_hour(sum_by([L_MIDDLEWARE, L_MODEL], rate(MIDDLEWARE_COST))),
+                            legend(L_MIDDLEWARE, L_MODEL),
+                        ),
+                    ),
+                    "currencyUSD",
+                    stacked=True,
                 ),
                 TraceTable(
                     "Blocked calls, fallbacks and compactions (Tempo)",
