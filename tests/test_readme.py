@@ -89,7 +89,8 @@ def test_every_extra_has_both_install_lines() -> None:
 
 def test_the_readme_first_command_installs_and_runs_the_demo(tmp_path: Path) -> None:
     """The first screen's first command, as written, in a copy of the checkout:
-    a fresh venv, a plain ``pip install .`` and ``seamscope demo`` (no server)."""
+    a fresh venv, ``pip install '.[langchain]'`` and ``seamscope demo`` (no server):
+    the reference loop's turns and the LangChain turns."""
     import shutil
     import subprocess
 
@@ -116,4 +117,9 @@ def test_the_readme_first_command_installs_and_runs_the_demo(tmp_path: Path) -> 
         timeout=900,
         stdin=subprocess.DEVNULL,
     )
-    assert (0, True) == (done.returncode, "turn 1" in done.stdout), done.stderr[-3000:]
+    shown = (
+        "turn 1 · conversation demo-7 · agent analyst" in done.stdout,
+        "turn 1 · conversation demo-7-langchain · agent triage" in done.stdout,
+        "LangChain turns not run" in done.stdout,
+    )
+    assert (0, (True, True, False)) == (done.returncode, shown), done.stderr[-3000:]

@@ -16,7 +16,8 @@ Explain = Callable[..., tuple[int, str, str]]
 
 @pytest.fixture(scope="session")
 def demo_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The OTLP-JSON file of ``seamscope demo`` (4 turns, seed 7), written once."""
+    """The OTLP-JSON file of ``seamscope demo`` (4 reference turns and 3 LangChain turns,
+    seed 7), written once."""
     out = tmp_path_factory.mktemp("demo") / "trace.jsonl"
     with contextlib.redirect_stdout(io.StringIO()):
         assert 0 == main(["demo", "--quiet", "--output", str(out)])

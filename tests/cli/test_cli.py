@@ -48,6 +48,7 @@ def test_demo_prints_one_tree_per_turn_with_every_decision(demo: Any) -> None:
     code, out, _, _ = demo
     assert 0 == code
     assert 4 == out.count("conversation demo-7 · agent analyst · trace ")
+    assert 3 == out.count("conversation demo-7-langchain · agent triage · trace ")
     expected_lines = [
         # forced tool, then released once it ran
         "forced_choice  select  forced 'hydrate_context' (resolver)",
@@ -86,22 +87,70 @@ def test_demo_prints_one_tree_per_turn_with_every_decision(demo: Any) -> None:
     assert [] == missing, out
 
 
-def test_demo_summary_has_one_losing_and_one_paying_offload(demo: Any) -> None:
+def _table(out: str) -> list[list[str]]:
+    """The closing table's rows, as their cells."""
+    return [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in out.splitlines()
+        if line.startswith("│ ") and line.rstrip().endswith(" │")
+    ]
+
+
+def test_demo_summary_has_each_settlement_with_its_mechanism(demo: Any) -> None:
     _, out, _, _ = demo
-    rows = [line for line in out.splitlines() if "│ off-" in line]
-    outcomes = sorted(
-        (cells[2].strip(), cells[-2].strip()) for cells in (row.split("│") for row in rows)
+    rows = _table(out)
+    assert [
+        ("off-52e6b438", "seamscope_gate", "gpt-4o", "loss"),
+        ("off-f2a74de4", "seamscope_gate", "claude-opus-4-6", "gain"),
+        ("context_editing:call_0b20f645", "context_editing", "claude-sonnet-4-5", "loss"),
+    ] == [(row[0], row[1], row[2], row[-1]) for row in rows]
+    # the compaction: carried by one call, then re-read once
+    assert ["+$0.2154", "−$0.0264", "1", "1"] == rows[2][3:7]
+    assert (
+        "7 turns · 7 traces · offloads and compactions predicted +$0.7876, realized −$0.0039"
+    ) in out.splitlines()
+
+
+def test_demo_langchain_turns_show_the_selector_and_the_compaction(demo: Any) -> None:
+    _, out, _, _ = demo
+    langchain = out.split("conversation demo-7-langchain", 1)[1].split("offload economics")[0]
+    lines = [line.lstrip("│├└─ ") for line in langchain.splitlines()]
+    selector = [line for line in lines if "LLMToolSelectorMiddleware" in line]
+    assert 6 == len(selector)  # one per model call: 2 + 3 + 1 iterations
+    assert (
+        "middleware  LLMToolSelectorMiddleware  6 offered → 2 selected (−4: create_ticket, "
+        "page_oncall, fetch_data, export_report): "
+    ) in selector[0]
+    assert selector[0].endswith(" · asked claude-haiku-4-5 (in 76 tok · out 19 tok)")
+    [compaction] = [i for i, line in enumerate(lines) if "ContextEditingMiddleware" in line]
+    assert lines[compaction].startswith(
+        "middleware  ContextEditingMiddleware  compaction context_editing:call_0b20f645  "
+        "−15 749 tok, kept 14 tok (cleared call_0b20f645): "
     )
-    assert [("claude-opus-4-6", "gain"), ("gpt-4o", "loss")] == outcomes
+    # turn 2, iteration 1: the prompt carries the placeholder, and the model reads the
+    # logs again; iteration 2 holds them in full
+    assert [
+        "predicted net +$0.2154 = $0.2362 − $0.0002 − $0.0206 (H=5, p=0.50, claude-sonnet-4-5, "
+        "genai-prices)",
+        "chat        claude-sonnet-4-5  in 1 323 tok · out 29 tok",
+        "post_model  get_logs as emitted",
+        "execute_tool get_logs",
+        "iteration 2",
+    ] == lines[compaction + 1 : compaction + 6]
+    assert "chat        claude-sonnet-4-5  in 17 093 tok · out 36 tok" in lines
 
 
 def test_demo_writes_the_spans_it_printed(demo: Any) -> None:
     _, _, _, path = demo
     spans = _spans(path)
     names = [s["name"] for s in spans]
-    assert 4 == names.count("invoke_agent analyst")
-    assert 6 * names.count(c.SPAN_SELECT_TOOLS) == names.count(c.SPAN_STAGE)
-    assert 2 == names.count(c.SPAN_OFFLOAD_SETTLE)
+    assert (4, 3) == (names.count("invoke_agent analyst"), names.count("invoke_agent triage"))
+    analyst = {s["traceId"] for s in spans if s["name"] == "invoke_agent analyst"}
+    own = [s for s in spans if c.ATTR_MIDDLEWARE_NAME not in _attrs(s)]
+    assert 6 * sum(
+        1 for s in own if s["name"] == c.SPAN_SELECT_TOOLS and s["traceId"] in analyst
+    ) == sum(1 for s in own if s["name"] == c.SPAN_STAGE)  # fmt: skip
+    assert 3 == names.count(c.SPAN_OFFLOAD_SETTLE)
     gates = [_attrs(s) for s in spans if s["name"] == c.SPAN_OFFLOAD_GATE]
     fired = sorted(
         (a[c.ATTR_GEN_AI_REQUEST_MODEL], a[c.ATTR_OFFLOAD_NET_SAVING_USD])
@@ -125,6 +174,41 @@ def test_demo_writes_the_spans_it_printed(demo: Any) -> None:
             a[c.ATTR_POLICY_WINNER],
         )
         for a in dropped
+    ]
+
+
+def test_demo_writes_the_compaction_and_links_its_settlement_to_it(demo: Any) -> None:
+    _, _, _, path = demo
+    spans = _spans(path)
+    [compaction] = [s for s in spans if s["name"] == c.SPAN_COMPACTION]
+    a = _attrs(compaction)
+    assert (
+        "ContextEditingMiddleware",
+        "compaction",
+        "context_editing",
+        "context_editing:call_0b20f645",
+        "claude-sonnet-4-5",
+        {"values": [{"stringValue": "call_0b20f645"}]},
+    ) == (
+        a[c.ATTR_MIDDLEWARE_NAME],
+        a[c.ATTR_MIDDLEWARE_DECISION],
+        a[c.ATTR_OFFLOAD_MECHANISM],
+        a[c.ATTR_OFFLOAD_ID],
+        a[c.ATTR_GEN_AI_REQUEST_MODEL],
+        a[c.ATTR_COMPACTION_TOOL_CALL_IDS],
+    )
+    [settle] = [
+        s
+        for s in spans
+        if s["name"] == c.SPAN_OFFLOAD_SETTLE
+        and _attrs(s)[c.ATTR_OFFLOAD_ID] == a[c.ATTR_OFFLOAD_ID]
+    ]
+    assert ("context_editing", "loss") == (
+        _attrs(settle)[c.ATTR_OFFLOAD_MECHANISM],
+        _attrs(settle)[c.ATTR_OFFLOAD_OUTCOME],
+    )
+    assert [(compaction["traceId"], compaction["spanId"])] == [
+        (link["traceId"], link["spanId"]) for link in settle["links"]
     ]
 
 
@@ -281,7 +365,10 @@ def test_explain_names_corrupt_lines_and_still_shows_the_good_traces(
     lines = len(good.splitlines())
     assert f"{corrupt}:{lines + 1}: not an OTLP trace export (no resourceSpans)" in captured.err
     assert f"{corrupt}:{lines + 2}: line looks truncated" in captured.err
-    assert 4 == captured.out.count("conversation demo-7")
+    assert (4, 3) == (
+        captured.out.count("conversation demo-7 ·"),
+        captured.out.count("conversation demo-7-langchain ·"),
+    )
 
 
 def test_explain_exit_codes_for_missing_and_unreadable_files(
@@ -322,13 +409,13 @@ def test_demo_serves_metrics_on_a_free_port_and_more_turns_start_new_conversatio
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert 0 == main(["demo", "--turns", "6", "--metrics-port", "0", "--quiet"])
+    assert 0 == main(["demo", "--turns", "9", "--metrics-port", "0", "--quiet"])
     captured = capsys.readouterr()
     assert "" == captured.err
-    assert "6 turns · 6 traces" in captured.out
+    assert "9 turns · 9 traces" in captured.out
     assert "metrics: http://127.0.0.1:" in captured.out
     conversations = {
         _attrs(s).get(c.ATTR_GEN_AI_CONVERSATION_ID)
         for s in _spans(tmp_path / "seamscope-trace.jsonl")
     }
-    assert {"demo-7", "demo-7-2"} <= conversations
+    assert {"demo-7", "demo-7-langchain", "demo-7-2"} <= conversations

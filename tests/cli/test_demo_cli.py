@@ -162,7 +162,7 @@ def test_a_full_traces_url_is_not_doubled(
     assert (0, "") == (code, err)
     assert {"/v1/traces", "/v1/metrics"} == set(receiver.paths)
     assert (
-        f"otlp: 142 spans sent to http://127.0.0.1:{port}/v1/traces; metrics pushed to "
+        f"otlp: 192 spans sent to http://127.0.0.1:{port}/v1/traces; metrics pushed to "
         f"http://127.0.0.1:{port}/v1/metrics"
     ) == out.splitlines()[-1]
 
@@ -179,7 +179,7 @@ def test_an_endpoint_that_refuses_the_spans_is_named_once_without_sdk_noise(
         "not sending more\n"
     ) == err
     assert (
-        f"otlp: 0 spans sent to http://127.0.0.1:{port}/v1/traces, 142 not sent "
+        f"otlp: 0 spans sent to http://127.0.0.1:{port}/v1/traces, 192 not sent "
         "(HTTP 404 Not Found)"
     ) == out.splitlines()[-1]
 
@@ -210,7 +210,7 @@ def test_quiet_prints_only_the_summary(in_tmp: Path, capsys: pytest.CaptureFixtu
     code, out, err = _demo(capsys, "--quiet", "--turns", "12")
     assert (0, "") == (code, err)  # no progress either
     assert [
-        "12 turns · 12 traces · offloads predicted +$1.7164, realized +$0.0673",
+        "12 turns · 12 traces · offloads and compactions predicted +$1.3597, realized +$0.0185",
         f"spans: {DEFAULT_OUTPUT}   logs: seamscope-trace.log.jsonl   explain: seamscope "
         f"explain {DEFAULT_OUTPUT}",
     ] == out.splitlines()

@@ -128,7 +128,7 @@ def test_the_plain_table_is_the_rich_table(demo_trace: Path) -> None:
     rich_buffer = io.StringIO()
     _console(rich_buffer).print(render_settlements(outcome.settlements))
     assert rich_buffer.getvalue() == "\n".join(plain_settlements(outcome.settlements)) + "\n"
-    assert 2 == len(outcome.settlements)
+    assert 3 == len(outcome.settlements)
 
 
 def test_a_terminal_shows_the_same_trees_as_a_pipe(demo_trace: Path) -> None:
@@ -312,7 +312,10 @@ def test_a_truncated_line_says_it_looks_truncated(
         f"error: {cut}:{n}: line looks truncated: the JSON stops at column 452 before the "
         "export request is complete\n"
     ) == err
-    assert 4 == out.count("conversation demo-7")
+    assert (4, 3) == (
+        out.count("conversation demo-7 ·"),
+        out.count("conversation demo-7-langchain ·"),
+    )
     bad = write_lines(tmp_path / "bad.jsonl", ['{"resourceSpans": [} ]'])
     assert "not valid JSON: Expecting value (column 20)" in explain(str(bad))[2]
 
@@ -325,8 +328,12 @@ def test_json_output_is_one_strict_json_document(demo_trace: Path, explain: Expl
 
     report = json.loads(out, parse_constant=refuse)
     assert 0 == code
-    assert [1, 2, 3, 4] == [t["turn"] for t in report["turns"]]
-    assert ["loss", "gain"] == [s["outcome"] for s in report["settlements"]]
+    assert [1, 2, 3, 4, 1, 2, 3] == [t["turn"] for t in report["turns"]]
+    assert [
+        ("seamscope_gate", "loss"),
+        ("seamscope_gate", "gain"),
+        ("context_editing", "loss"),
+    ] == [(s["mechanism"], s["outcome"]) for s in report["settlements"]]
     assert "fetch_data" == report["tool"]["name"]
     first = report["tool"]["story"][0]
     assert (1, 0) == (first["turn"], first["iteration"])

@@ -1,14 +1,17 @@
 """Real Prometheus and Alertmanager against a real ``seamscope demo`` run.
 
 One demo run exposes its metrics on a loopback port for about half a minute
-(``--turns``/``--pace``: six conversations, so every counter keeps
-increasing across many 1 s scrapes). One Prometheus scrapes it and evaluates
+(``--turns``/``--pace``: four cycles of the demo's two conversations, the
+reference loop's and the LangChain one, so every counter keeps increasing
+across many 1 s scrapes). One Prometheus scrapes it and evaluates
 the shipped alert rules; one Alertmanager, configured from the shipped
 example with its webhook pointed at a receiver this module runs, routes the
 alerts. Against that one setup:
 
-* the money-losing offload on gpt-4o fires ``SeamscopeOffloadRealizedLoss``
-  and the webhook receives it with the rule's labels and annotations;
+* the money-losing offload on gpt-4o and the money-losing context edit on
+  claude-sonnet-4-5 each fire ``SeamscopeOffloadRealizedLoss`` (one per model
+  and mechanism), and the webhook receives both with the rule's labels and
+  annotations;
 * every PromQL expression of every dashboard panel returns a series;
 * every alert rule's expression returns the series the demo should make it
   fire for; a rule the demo legitimately does not trip has its threshold
@@ -54,22 +57,31 @@ ALERTMANAGER_EXAMPLE = ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
 DASHBOARD_GENERATOR = ROOT / "dashboards" / "generate.py"
 APT_HINT = "apt-get install -y --no-install-recommends prometheus prometheus-alertmanager"
 
-# 24 turns = six 4-turn conversations, one turn a second: every series the
-# first conversation creates grows five more times while Prometheus scrapes
-# each second, so rate() over RATE_INTERVAL sees real increases.
-DEMO_TURNS = 24
+# 28 turns = four cycles of a 4-turn reference-loop conversation and a 3-turn
+# LangChain one, one turn a second: every series the first cycle creates grows
+# three more times while Prometheus scrapes each second, so rate() over
+# RATE_INTERVAL sees real increases.
+DEMO_TURNS = 28
 DEMO_PACE_S = 1.0
 # Far longer than the module needs; the fixture stops the demo by PID.
 DEMO_LINGER_S = 600
 # What `$__rate_interval` becomes: it covers the whole demo run at 1 s scrapes.
-RATE_INTERVAL = "30s"
+RATE_INTERVAL = "40s"
 GRAFANA_VARIABLES = {"__rate_interval": RATE_INTERVAL}
 
 LOSS_ALERT = "SeamscopeOffloadRealizedLoss"
 LOSING_MODEL = "gpt-4o"
 PAYING_MODEL = "claude-opus-4-6"
+EDITING_MODEL = "claude-sonnet-4-5"  # the LangChain agent's; its context edit loses
+GATE = c.OffloadMechanism.SEAMSCOPE_GATE.value
+CONTEXT_EDITING = c.OffloadMechanism.CONTEXT_EDITING.value
 L_MODEL = c.ATTR_GEN_AI_REQUEST_MODEL.replace(".", "_")
+L_MECHANISM = c.ATTR_OFFLOAD_MECHANISM.replace(".", "_")
 L_POLICY = c.ATTR_POLICY_NAME.replace(".", "_")
+LOSSES = (
+    {L_MODEL: LOSING_MODEL, L_MECHANISM: GATE},
+    {L_MODEL: EDITING_MODEL, L_MECHANISM: CONTEXT_EDITING},
+)
 
 
 # --------------------------------------------------------------------------
@@ -95,23 +107,30 @@ class Quiet:
 
 RULE_EXPECTATIONS: dict[str, Fires | Quiet] = {
     "SeamscopeOffloadRealizedLoss": Fires(
-        ({L_MODEL: LOSING_MODEL},),
-        "the gpt-4o offload of the error logs is recalled twice and disrupts the "
-        "prompt cache: its realized costs exceed its savings. The claude-opus-4-6 "
-        "export pays for itself and must not appear.",
+        LOSSES,
+        "the gate's gpt-4o offload of the error logs is recalled twice and disrupts "
+        "the prompt cache: its realized costs exceed its savings. In the LangChain "
+        "conversation, ContextEditingMiddleware clears the checkout logs on "
+        "claude-sonnet-4-5, one call carries the placeholder, then the model reads "
+        "the logs again and the cache writes them again: a loss on context_editing. "
+        "The gate's claude-opus-4-6 export pays for itself and must not appear.",
     ),
     "SeamscopeOffloadPredictionDrift": Fires(
         ({L_MODEL: LOSING_MODEL}, {L_MODEL: PAYING_MODEL}),
-        "each offload is carried by one later model call before its conversation "
+        "each gate offload is carried by one later model call before its conversation "
         "ends, while the gate priced a horizon of 5: gpt-4o realizes a loss, "
-        "claude-opus-4-6 about a fifth of the predicted net saving, both below 50%.",
+        "claude-opus-4-6 about a fifth of the predicted net saving, both below 50%. "
+        "The rule follows the gate only: the context edit on claude-sonnet-4-5 has "
+        "no prediction series and must not appear.",
     ),
     "SeamscopeOffloadCacheHitCollapse": Fires(
         ({L_MODEL: LOSING_MODEL},),
         "gpt-4o calls with the log offload live read about two thirds of their "
         "input from the prompt cache, against nearly all of it before. claude-opus-4-6 only "
         "runs with an offload live and claude-haiku-4-5 only without one, so "
-        "neither has both sides of the ratio.",
+        "neither has both sides of the ratio. claude-sonnet-4-5 reads about as much "
+        "with the context edit live (55%) as without it (52%: its first calls write "
+        "the logs), so it stays above 70% of its baseline.",
     ),
     "SeamscopeRedirectsDroppedByPaletteGate": Fires(
         ({L_POLICY: "escalate_incidents"},),
@@ -394,46 +413,57 @@ def test_every_rule_has_an_expectation() -> None:
     assert set(STRIPPED_EMPTY) <= {n for n, e in RULE_EXPECTATIONS.items() if isinstance(e, Quiet)}
 
 
+def _losing(labels: dict[str, str]) -> tuple[str | None, str | None]:
+    return labels.get(L_MODEL), labels.get(L_MECHANISM)
+
+
 @pytest.mark.e2e
 def test_realized_loss_alert_reaches_the_webhook(stack: Stack) -> None:
+    """One notification per losing model and mechanism: the gate's offload on
+    gpt-4o and LangChain's context edit on claude-sonnet-4-5."""
     rule = RULES[LOSS_ALERT]
+    expected = sorted(_losing(labels) for labels in LOSSES)
 
-    def loss_notifications() -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        return [
+    def loss_notifications() -> list[tuple[dict[str, Any], dict[str, Any]]] | None:
+        found = [
             (payload["body"], alert)
             for payload in stack.webhook.payloads()
             for alert in payload["body"].get("alerts", [])
             if alert.get("labels", {}).get("alertname") == LOSS_ALERT
         ]
+        return found if sorted({_losing(a["labels"]) for _, a in found}) == expected else None
 
     # `for:` of the shipped rule, plus the first scrapes and some slack for slow CI
     timeout = parse_duration(rule.get("for", "0s")) + 90
     notifications = wait_for(
         loss_notifications,
         timeout=timeout,
-        what=f"Alertmanager to send {LOSS_ALERT} to the webhook",
+        what=f"Alertmanager to send {LOSS_ALERT} for {expected} to the webhook",
         diagnostics=stack.diagnostics,
         interval=0.5,
     )
 
-    body, alert = notifications[0]
     context = f"\nnotifications: {json.dumps(notifications, indent=1)}\n{stack.diagnostics()}"
-    assert {
-        "alertname": LOSS_ALERT,
-        "severity": "critical",
-        L_MODEL: LOSING_MODEL,
-    } == alert["labels"], context
-    assert "firing" == alert["status"], context
-    assert "firing" == body["status"], context
-    assert body["receiver"] in stack.webhook_receivers, context
-    assert sorted(rule["annotations"]) == sorted(alert["annotations"]), context
-    for key, text in alert["annotations"].items():
-        assert text.strip(), f"annotation {key} is empty{context}"
-        assert "{{" not in text, f"annotation {key} is not rendered{context}"
-    assert LOSING_MODEL in alert["annotations"]["summary"], context
-    assert rule["annotations"]["runbook_url"] == alert["annotations"]["runbook_url"], context
-    # no other model is reported as losing money
-    assert [LOSING_MODEL] == sorted({a["labels"].get(L_MODEL) for _, a in notifications}), context
+    for body, alert in notifications:
+        assert {
+            "alertname": LOSS_ALERT,
+            "severity": "critical",
+            **dict(zip((L_MODEL, L_MECHANISM), _losing(alert["labels"]), strict=True)),
+        } == alert["labels"], context
+        assert "firing" == alert["status"], context
+        assert "firing" == body["status"], context
+        assert body["receiver"] in stack.webhook_receivers, context
+        # grouped by model and mechanism: one losing series per notification
+        assert 1 == len({_losing(a["labels"]) for a in body["alerts"]}), context
+        assert sorted(rule["annotations"]) == sorted(alert["annotations"]), context
+        for key, text in alert["annotations"].items():
+            assert text.strip(), f"annotation {key} is empty{context}"
+            assert "{{" not in text, f"annotation {key} is not rendered{context}"
+        model, mechanism = _losing(alert["labels"])
+        assert f"{mechanism} on {model}" in alert["annotations"]["summary"], context
+        assert rule["annotations"]["runbook_url"] == alert["annotations"]["runbook_url"], context
+    # no other model or mechanism is reported as losing money
+    assert expected == sorted({_losing(a["labels"]) for _, a in notifications}), context
 
 
 @pytest.mark.e2e

@@ -2,7 +2,8 @@
 
 Commands:
 
-* ``seamscope demo``: run the scripted scenario, write OTLP-JSON, print trees.
+* ``seamscope demo``: run the scripted scenarios (the reference loop's and, with
+  the ``langchain`` extra, a LangChain agent's), write OTLP-JSON, print trees.
 * ``seamscope explain FILE``: read OTLP-JSON back and print the same trees.
 
 Exit codes:

@@ -1,4 +1,9 @@
-"""``seamscope demo``: the scripted scenario through the reference loop.
+"""``seamscope demo``: the scripted scenarios, through the reference loop and LangChain.
+
+The turns of a run and their conversations are planned in ``_plan``: the
+reference loop's conversation (``_scenario``), then, when the ``langchain``
+extra is installed, the LangChain one (``_langchain_scenario``); without it
+the summary says in one line how to add those turns.
 
 Every flag is checked before anything is written: flags that do nothing
 alone are refused, the OTLP endpoint is parsed (``host:4318`` and
@@ -77,15 +82,21 @@ def log_path_for(output: Path) -> Path:
 def add_demo_parser(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
-        help="run the scripted scenario and print its decision trace",
+        help="run the scripted scenarios and print their decision trace",
         description=(
-            "Run a scripted, deterministic multi-turn conversation through the reference "
-            "ReAct loop (no network, no server). Writes OTLP-JSON to --output and prints, "
-            "per turn, the decision trace as a tree, then predicted versus realized "
-            "offload economics."
+            "Run scripted, deterministic conversations (no network, no server): one through "
+            "the reference ReAct loop and, with the langchain extra, one through LangChain's "
+            "create_agent with its tool selector and context editing watched by seamscope. "
+            "Writes OTLP-JSON to --output and prints, per turn, the decision trace as a tree, "
+            "then predicted versus realized economics of each offload and compaction."
         ),
     )
-    p.add_argument("--turns", type=int, default=4, help="turns to run (4 per conversation)")
+    p.add_argument(
+        "--turns",
+        type=int,
+        help="turns to run (default 7: a 4-turn reference-loop conversation, then a 3-turn "
+        "LangChain one; 4 without the langchain extra; more turns start new conversations)",
+    )
     p.add_argument("--seed", type=int, default=7, help="seed for ids (default 7)")
     p.add_argument(
         "--output",
@@ -124,7 +135,7 @@ def add_demo_parser(sub: Any) -> None:
 
 def _check(args: argparse.Namespace) -> str | None:
     """Why the flags cannot run, or None."""
-    if args.turns < 1:
+    if args.turns is not None and args.turns < 1:
         return "--turns must be >= 1"
     if args.pace < 0 or (args.linger is not None and args.linger < 0):
         return "--pace and --linger must be >= 0"
@@ -406,27 +417,17 @@ def _run(
     console: Console,
     err: Console,
 ) -> int:
-    from seamscope.adapters import DecisionLayer, ReActAgent
-    from seamscope.cli._scenario import AGENT_NAME, DEFAULT_MODEL, build_scenario
+    from seamscope.cli._plan import langchain_part, plan, reference_part
+    from seamscope.cli._scenario import POLICIES
     from seamscope.telemetry import TelemetryConfig
 
-    scenario = build_scenario()
-    ids = random.Random(args.seed)
-    layer = DecisionLayer(
-        default_model=DEFAULT_MODEL,
-        policies=scenario.policies,
-        role_model_resolver=scenario.role_model_resolver,
-        stages=scenario.stages,
-        catalog=scenario.catalog,
-        agent_name=AGENT_NAME,
-        provider_name="scripted",
-        tracer_provider=handle.tracer_provider,
-        meter_provider=handle.meter_provider,
-        telemetry_config=TelemetryConfig.create(known_labels=[p.name for p in scenario.policies]),
-        offload_id_factory=lambda: f"off-{ids.getrandbits(32):08x}",
-    )
-    agent = ReActAgent(layer, scenario.chat, scenario.tools)
-    per_conversation = len(scenario.turns)
+    config = TelemetryConfig.create(known_labels=[p.name for p in POLICIES])
+    parts = [reference_part(handle, config, args.seed)]
+    langchain = langchain_part(handle, config)
+    skipped = langchain if isinstance(langchain, str) else None
+    if not isinstance(langchain, str):
+        parts.append(langchain)
+    turns = args.turns if args.turns is not None else sum(p.turns for p in parts)
     metrics_url = None
     if handle.prometheus_address:
         host, port = handle.prometheus_address
@@ -434,28 +435,15 @@ def _run(
         if not args.quiet:
             err.print(f"serving Prometheus metrics on {metrics_url}", markup=False)
 
-    long_run = args.turns > 8 or (args.pace > 0 and args.turns > 1)
-    progress = _Progress(err, args.turns, long_run and not args.quiet)
-    history: list[Any] = []
-    conversation = ""
+    long_run = turns > 8 or (args.pace > 0 and turns > 1)
+    progress = _Progress(err, turns, long_run and not args.quiet)
     try:
-        for index in range(args.turns):
-            number_, position = divmod(index, per_conversation)
-            if position == 0:
-                conversation = f"demo-{args.seed}" + (f"-{number_ + 1}" if number_ else "")
-                history = []
-            script = scenario.turns[position]
-            agent.run_turn(
-                conversation,
-                script.user,
-                messages=history,
-                role=scenario.role,
-                scope=scenario.scope,
-            )
-            if position == per_conversation - 1 or index == args.turns - 1:
-                layer.end_conversation(conversation)
+        for index, turn in enumerate(plan(parts, turns, args.seed)):
+            turn.part.run(turn.conversation, turn.position)
+            if turn.last:
+                turn.part.end(turn.conversation)
             progress.advance(index + 1)
-            if args.pace and index < args.turns - 1:
+            if args.pace and index < turns - 1:
                 time.sleep(args.pace)
     finally:
         progress.stop()
@@ -469,7 +457,7 @@ def _run(
     with reopen() as spans:
         outcome = explain(str(output), spans, shown, console, err, reopen)
     spans_at = "standard output" if log_path is None else str(output)
-    for line in _summary(args, outcome, spans_at, log_path, metrics_url, otlp):
+    for line in _summary(turns, outcome, spans_at, log_path, metrics_url, otlp, skipped):
         console.print(line, markup=False, highlight=False)
     if outcome.code != 0:
         err.print(f"error: {output} did not read back whole", markup=False)
@@ -484,19 +472,24 @@ def _signed(value: float) -> str:
 
 
 def _summary(
-    args: argparse.Namespace,
+    turns: int,
     outcome: Outcome,
     spans_at: str,
     log_path: Path | None,
     metrics_url: str | None,
     otlp: _Otlp | None,
+    skipped: str | None,
 ) -> list[str]:
+    from seamscope.cli._plan import LANGCHAIN_HINT
+
     predicted = sum(number(s["predicted_net_saving_usd"]) or 0 for s in outcome.settlements)
     realized = sum(number(s["realized_net_saving_usd"]) or 0 for s in outcome.settlements)
     lines = [
-        f"{args.turns} turns · {outcome.turns_total} traces · offloads predicted "
+        f"{turns} turns · {outcome.turns_total} traces · offloads and compactions predicted "
         f"{_signed(predicted)}, realized {_signed(realized)}"
     ]
+    if skipped:
+        lines.append(f"LangChain turns not run ({skipped}): {LANGCHAIN_HINT} adds them")
     if log_path is None:
         lines.append("spans: standard output   logs: not written")
     else:

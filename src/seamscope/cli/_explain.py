@@ -47,6 +47,7 @@ from seamscope.cli._views import (
     tool_story,
     turn_view,
 )
+from seamscope.telemetry import conventions as c
 
 __all__ = ["Options", "Outcome", "add_explain_parser", "explain", "run_explain"]
 
@@ -97,7 +98,8 @@ def add_explain_parser(sub: Any) -> None:
     p.add_argument(
         "--only-offloads",
         action="store_true",
-        help="only iterations where the offload gate priced an output (at or above its threshold)",
+        help="only iterations where the offload gate priced an output (at or above its "
+        "threshold) or a framework middleware compacted the context",
     )
     p.add_argument(
         "--tool",
@@ -142,10 +144,12 @@ class Options:
             d.get("policy") or d.get("adopter_override") for d in it.get("dispatches", [])
         ):
             return False
-        priced = [
-            g for g in it.get("offload_gates", []) if g.get("reason_code") != "below_threshold"
-        ]
-        return not (self.only_offloads and not priced)
+        if not self.only_offloads:
+            return True
+        priced = any(
+            g.get("reason_code") != "below_threshold" for g in it.get("offload_gates", [])
+        )
+        return priced or any(d.get("span") == c.SPAN_COMPACTION for d in it.get("middleware", []))
 
 
 @dataclass

@@ -22,7 +22,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from seamscope.cli._views import number, tool_story
+from seamscope.cli._views import middleware_story, number, tool_story
+from seamscope.telemetry import conventions as c
 
 __all__ = [
     "Node",
@@ -194,6 +195,92 @@ def _stage(stage: dict[str, Any]) -> list[Frag]:
     return frags
 
 
+def _names(tools: list[str]) -> str:
+    names = ", ".join(_t(tool) for tool in tools[:_MAX_NAMES])
+    if len(tools) > _MAX_NAMES:
+        names += f", … ({len(tools) - _MAX_NAMES} more)"
+    return names
+
+
+def _terms(d: dict[str, Any]) -> str:
+    """The gate's priced terms on a compaction's sizes, as the gate line shows them."""
+    p = number(d.get("recall_probability"))
+    horizon = number(d.get("horizon"))
+    return (
+        f"predicted net {usd(d.get('net_saving_usd'), True)} = "
+        f"{usd(d.get('reprefill_saving_usd'))} − {usd(d.get('stub_carry_cost_usd'))} − "
+        f"{usd(d.get('expected_recall_hop_cost_usd'))} (H={'?' if horizon is None else horizon}, "
+        f"p={'?' if p is None else f'{p:.2f}'}, {_t(d.get('model'))}, "
+        f"{_t(d.get('pricing_source'))})"
+    )
+
+
+def _compaction(d: dict[str, Any], reason: str) -> list[Frag]:
+    """A compaction: what it took out and kept, and the gate's formula on those sizes."""
+    compaction_id, mechanism = _t(d.get("compaction_id")), _t(d.get("mechanism"))
+    head = compaction_id if mechanism in compaction_id else f"{compaction_id} ({mechanism})"
+    what = []
+    cleared = d.get("tool_call_ids") or []
+    if cleared:
+        what.append(f"cleared {_names(cleared)}")
+    removed = number(d.get("messages_removed")) or 0
+    if removed:
+        what.append(f"{removed} message{'s' if removed != 1 else ''} removed")
+    cost = number(d.get("cost_usd"))
+    if cost:
+        what.append(f"its call {usd(cost)}")
+    line = f"  −{_tokens(d.get('removed_tokens'))} tok, kept {_tokens(d.get('kept_tokens'))} tok"
+    if what:
+        line += f" ({'; '.join(what)})"
+    if reason:
+        line += f": {reason}"
+    terms = _terms(d) if d.get("pricing_source") else "(unpriced model: no prediction)"
+    return [("  compaction ", "green"), (head, "bold"), (f"{line}\n{terms}", "")]
+
+
+def _decision(d: dict[str, Any]) -> list[Frag]:
+    """One framework middleware's decision: its name, what it did, its reason."""
+    span = d.get("span")
+    frags: list[Frag] = [("middleware", "cyan"), ("  ", ""), (_t(d.get("middleware")), "bold")]
+    reason = _t(d.get("reason") or "")
+    if span == c.SPAN_STAGE:
+        offered, selected = d.get("offered") or [], d.get("selected") or []
+        dropped = d.get("dropped") or []
+        frags.append((f"  {len(offered)} offered → {len(selected)} selected", ""))
+        if dropped:
+            frags.append((f" (−{len(dropped)}: {_names(dropped)})", ""))
+    elif span == c.SPAN_SEAM_PRE_MODEL:
+        frags += [(f"  {_t(d.get('winner_source'))} → ", ""), (_t(d.get("model")), "bold")]
+        failed = d.get("failed_models") or []
+        if failed:
+            errors = d.get("error_types") or []
+            shown = [
+                f"{_t(m)} {_t(errors[i])}" if i < len(errors) else _t(m)
+                for i, m in enumerate(failed[:_MAX_NAMES])
+            ]
+            frags.append((f" (failed: {', '.join(shown)})", "red"))
+    elif span == c.SPAN_DISPATCH:
+        call = f" ({_t(d['tool_call_id'])})" if d.get("tool_call_id") else ""
+        frags += [("  blocked ", "red"), (f"{_t(d.get('tool'))}{call}", "")]
+    elif span == c.SPAN_COMPACTION:
+        frags += _compaction(d, reason)
+        reason = ""
+    else:
+        frags.append((f"  {_t(d.get('decision'))}", ""))
+    if reason:
+        frags.append((f": {reason}", ""))
+    if d.get("decision_model"):
+        asked = f" · asked {_t(d['decision_model'])}"
+        calls = [call for call in d.get("decision_calls") or [] if call.get("input_tokens")]
+        if calls:
+            tokens_in = sum(number(call["input_tokens"]) or 0 for call in calls)
+            tokens_out = sum(number(call.get("output_tokens")) or 0 for call in calls)
+            times = f"{len(calls)} calls, " if len(calls) > 1 else ""
+            asked += f" ({times}in {_tokens(tokens_in)} tok · out {_tokens(tokens_out)} tok)"
+        frags.append((asked, "dim"))
+    return frags
+
+
 def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
     node = parent.add((f"iteration {_t(it.get('index'))}", "bold"))
     sel = it.get("selection")
@@ -206,6 +293,11 @@ def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
             branch.add(*_stage(stage))
     if it.get("pre_model"):
         node.add(*_pre(it["pre_model"]))
+    decisions = it.get("middleware") or []
+    blocked = [d for d in decisions if d.get("span") == c.SPAN_DISPATCH]
+    for d in decisions:
+        if d.get("span") != c.SPAN_DISPATCH:
+            node.add(*_decision(d))
     chat = it.get("chat")
     if chat:
         usage = ""
@@ -214,6 +306,8 @@ def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
         node.add(("chat", "cyan"), (f"        {_t(chat.get('model'))}{usage}", ""))
     for d in it.get("dispatches", []):
         node.add(*_dispatch(d))
+    for d in blocked:
+        node.add(*_decision(d))
     for e in it.get("executed", []):
         error = [(f" error {_t(e['error_type'])}", "red")] if e.get("error_type") else []
         node.add(("execute_tool", "cyan"), (f" {_t(e.get('tool'))}", ""), *error)
@@ -238,6 +332,8 @@ def _turn_label(turn: dict[str, Any]) -> list[Frag]:
 def turn_tree(turn: dict[str, Any], *, tool: str | None = None) -> Node:
     """A turn's decision tree; with ``tool``, each iteration ends with its story."""
     root = Node(_turn_label(turn))
+    for d in turn.get("middleware") or []:
+        root.add(*_decision(d))
     for it in turn["iterations"]:
         _iteration(root, it, tool=tool)
     return root
@@ -246,6 +342,10 @@ def turn_tree(turn: dict[str, Any], *, tool: str | None = None) -> Node:
 def tool_tree(turn: dict[str, Any], tool: str) -> Node:
     """The answer first: one line per iteration with ``tool``'s story."""
     root = Node(_turn_label(turn))
+    before = middleware_story(turn.get("middleware") or [], tool)
+    if before:
+        root.add(("before the iterations", "bold"), ("  ", ""), (_t(tool), "magenta"),
+                 (f": {_t('; '.join(before))}", ""))  # fmt: skip
     for it in turn["iterations"]:
         root.add(
             (f"iteration {_t(it.get('index'))}", "bold"),
@@ -345,6 +445,7 @@ def write_tree(console: Console, node: Node) -> None:
 
 _COLUMNS = (
     ("offload", False),
+    ("mechanism", False),
     ("model", False),
     ("predicted net", True),
     ("realized net", True),
@@ -360,6 +461,7 @@ def _settlement_rows(settlements: list[dict[str, Any]]) -> list[list[str]]:
     return [
         [
             _t(s.get("offload_id")),
+            _t(s.get("mechanism")),
             _t(s.get("model")),
             usd(s.get("predicted_net_saving_usd"), True),
             usd(s.get("realized_net_saving_usd"), True),

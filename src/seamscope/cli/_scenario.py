@@ -48,10 +48,12 @@ from seamscope.decisions._messages import last_user_text, message_text
 __all__ = [
     "AGENT_NAME",
     "DEFAULT_MODEL",
+    "SYSTEM_TOKENS",
     "TURNS",
     "Scenario",
     "ScriptedChatModel",
     "build_scenario",
+    "tool_output",
 ]
 
 AGENT_NAME = "analyst"
@@ -256,7 +258,7 @@ def _stages() -> list[Any]:
     ]
 
 
-def _tool_output(name: str, args: Mapping[str, Any]) -> str:
+def tool_output(name: str, args: Mapping[str, Any]) -> str:
     if name == "export_report":
         rows = [f"brand-{i:03d},Q3,{1000 + i * 37}.00,{(i * 7) % 100}%" for i in range(2_600)]
         return "brand,quarter,revenue,share\n" + "\n".join(rows)  # ~78 000 chars
@@ -280,7 +282,7 @@ def _tool_output(name: str, args: Mapping[str, Any]) -> str:
 
 def _tools() -> dict[str, Callable[[Mapping[str, Any]], str]]:
     def make(name: str) -> Callable[[Mapping[str, Any]], str]:
-        return lambda args: _tool_output(name, args)
+        return lambda args: tool_output(name, args)
 
     return {name: make(name) for name in CATALOG}
 

@@ -12,6 +12,12 @@ A trace is assembled first (:func:`assemble`): spans that repeat a span id
 are dropped and counted, spans whose parent chain never reaches a root (a
 span that is its own parent, a cycle) are named and skipped, and the rest
 are walked without recursion, whatever their depth.
+
+A framework middleware's decision (a span with ``seamscope.middleware.name``,
+in the span family of its kind: ``seamscope.stage``, ``.seam.pre_model``,
+``.dispatch``, ``.compaction``) is never read as one of seamscope's own: it
+is a ``"middleware"`` entry of the iteration it belongs to (of the turn,
+when it precedes every iteration).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from seamscope.telemetry import conventions as c
 __all__ = [
     "TraceTree",
     "assemble",
+    "middleware_story",
     "number",
     "settlements",
     "span_rows",
@@ -39,6 +46,8 @@ __all__ = [
 _EVENTS = (c.EVENT_POLICY_EVALUATED, c.EVENT_ADOPTER_ERROR)
 _GENAI_CHAT = "chat"
 _GENAI_TOOL = "execute_tool"
+_GATE = c.OffloadMechanism.SEAMSCOPE_GATE.value
+_MIDDLEWARE = c.ATTR_MIDDLEWARE_NAME  # present on every framework middleware's decision span
 _MAX_TOOL_NAMES = 64  # names of one attribute considered for "did you mean"
 
 
@@ -201,7 +210,9 @@ def _selection(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
         "forced_tool": a.text(c.ATTR_SELECTION_FORCED_TOOL),
         "reinstated": a.flag(c.ATTR_SELECTION_REINSTATED),
         "stages": [
-            _stage(s, tree) for s in tree.kids.get(span.span_id, ()) if s.name == c.SPAN_STAGE
+            _stage(s, tree)
+            for s in tree.kids.get(span.span_id, ())
+            if s.name == c.SPAN_STAGE and _MIDDLEWARE not in s.attributes
         ],
     }
 
@@ -240,7 +251,61 @@ def _gate(a: Values) -> dict[str, Any]:
     }
 
 
-def _iteration(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
+def _middleware(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
+    """A framework middleware's decision, read by the span family it is recorded in."""
+    a = _values(span, tree)
+    view: dict[str, Any] = {
+        "span": span.name,
+        "middleware": a.text(c.ATTR_MIDDLEWARE_NAME),
+        "decision": a.text(c.ATTR_MIDDLEWARE_DECISION),
+        "framework": a.text(c.ATTR_MIDDLEWARE_FRAMEWORK),
+        "reason": a.text(c.ATTR_MIDDLEWARE_REASON) or "",
+        "decision_model": a.text(c.ATTR_MIDDLEWARE_DECISION_MODEL),
+    }
+    name = span.name
+    if name == c.SPAN_STAGE:
+        view["offered"] = a.texts(c.ATTR_SELECTION_OFFERED)
+        view["selected"] = a.texts(c.ATTR_SELECTION_SELECTED)
+        view["dropped"] = a.texts(c.ATTR_STAGE_DROPPED)
+    elif name == c.SPAN_SEAM_PRE_MODEL:
+        view["winner_source"] = a.text(c.ATTR_SEAM_WINNER_SOURCE)
+        view["model"] = a.text(c.ATTR_SEAM_CHOSEN_MODEL) or a.text(c.ATTR_GEN_AI_REQUEST_MODEL)
+        view["failed_models"] = a.texts(c.ATTR_MIDDLEWARE_FAILED_MODELS)
+        view["error_types"] = a.texts(c.ATTR_MIDDLEWARE_ERROR_TYPES)
+    elif name == c.SPAN_DISPATCH:
+        view["blocked"] = a.flag(c.ATTR_DISPATCH_BLOCKED)
+        view["tool"] = a.text(c.ATTR_GEN_AI_TOOL_NAME) or a.text(c.ATTR_DISPATCH_EMITTED_TOOL)
+        view["tool_call_id"] = a.text(c.ATTR_GEN_AI_TOOL_CALL_ID)
+    elif name == c.SPAN_COMPACTION:
+        view.update(
+            {
+                "compaction_id": a.text(c.ATTR_OFFLOAD_ID),
+                "mechanism": a.text(c.ATTR_OFFLOAD_MECHANISM),
+                "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+                "removed_tokens": a.number(c.ATTR_COMPACTION_REMOVED_TOKENS),
+                "kept_tokens": a.number(c.ATTR_COMPACTION_KEPT_TOKENS),
+                "tool_call_ids": a.texts(c.ATTR_COMPACTION_TOOL_CALL_IDS),
+                "messages_removed": a.number(c.ATTR_COMPACTION_MESSAGES_REMOVED),
+                "cost_usd": a.number(c.ATTR_COMPACTION_COST_USD),
+                "net_saving_usd": a.number(c.ATTR_OFFLOAD_NET_SAVING_USD),
+                "reprefill_saving_usd": a.number(c.ATTR_OFFLOAD_REPREFILL_SAVING_USD),
+                "stub_carry_cost_usd": a.number(c.ATTR_OFFLOAD_STUB_CARRY_COST_USD),
+                "expected_recall_hop_cost_usd": a.number(
+                    c.ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD
+                ),
+                "horizon": a.number(c.ATTR_OFFLOAD_HORIZON),
+                "recall_probability": a.number(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
+                "pricing_source": a.text(c.ATTR_OFFLOAD_PRICING_SOURCE),
+            }
+        )
+    return view
+
+
+def _iteration(
+    span: SpanRecord, tree: TraceTree, chats: list[tuple[int, dict[str, Any]]]
+) -> dict[str, Any]:
+    """An iteration's view; its ``chat`` spans go to ``chats`` (start, view), for
+    :func:`turn_view` to tell the agent's own call from a middleware's."""
     a = _values(span, tree)
     view: dict[str, Any] = {
         "index": a.number(c.ATTR_ITERATION_INDEX),
@@ -250,10 +315,13 @@ def _iteration(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
         "dispatches": [],
         "executed": [],
         "offload_gates": [],
+        "middleware": [],
         "error_type": a.text(c.ATTR_ERROR_TYPE),
     }
     for child in tree.kids.get(span.span_id, ()):
         name = child.name
+        if _MIDDLEWARE in child.attributes:
+            continue  # a framework middleware's decision: see turn_view
         if name == c.SPAN_SELECT_TOOLS:
             view["selection"] = _selection(child, tree)
             continue
@@ -261,7 +329,7 @@ def _iteration(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
             view["dispatches"] = [
                 _dispatch(d, tree)
                 for d in tree.kids.get(child.span_id, ())
-                if d.name == c.SPAN_DISPATCH
+                if d.name == c.SPAN_DISPATCH and _MIDDLEWARE not in d.attributes
             ]
             continue
         a = _values(child, tree)
@@ -277,11 +345,13 @@ def _iteration(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
         else:
             op = a.text(c.ATTR_GEN_AI_OPERATION_NAME)
             if op == _GENAI_CHAT:
-                view["chat"] = {
+                chat = {
                     "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
                     "input_tokens": a.number(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS),
                     "output_tokens": a.number(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS),
                 }
+                view["chat"] = chat
+                chats.append((child.start_ns, chat))
             elif op == _GENAI_TOOL:
                 view["executed"].append(
                     {
@@ -293,17 +363,71 @@ def _iteration(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
     return view
 
 
+def _decision_calls(
+    iterations: list[dict[str, Any]],
+    chats: dict[int, list[tuple[int, dict[str, Any]]]],
+    asked: list[tuple[dict[str, Any], SpanRecord, dict[str, Any]]],
+) -> None:
+    """Tell a middleware's own model calls from the agent's.
+
+    A middleware that asks a model (a tool selector, a risk classifier) makes
+    that call inside its hook, before it records its decision: a ``chat``
+    span of the decision model that starts within the decision span's time
+    is that decision's call (``decision_calls``), not the iteration's
+    ``chat``, which is the agent's own call that remains (the last one).
+    """
+    position = {id(it): n for n, it in enumerate(iterations)}
+    for owner, span, decision in asked:
+        mine = chats[position[id(owner)]]
+        calls = [
+            (start, chat)
+            for start, chat in mine
+            if chat["model"] == decision["decision_model"] and span.start_ns <= start <= span.end_ns
+        ]
+        decision["decision_calls"] = [chat for _, chat in calls]
+        for call in calls:
+            mine.remove(call)
+    for n, owner in enumerate(iterations):
+        owner["chat"] = chats[n][-1][1] if chats[n] else None
+
+
 def turn_view(
     tree: TraceTree, *, trace_id: str, turn: int, conversation_id: str | None
 ) -> dict[str, Any] | None:
-    """The turn a trace holds, or None when it has no iteration span."""
+    """The turn a trace holds, or None when it has no iteration span.
+
+    A framework middleware's decision (a span with ``seamscope.middleware.name``)
+    belongs to the nearest iteration above it, however deep the framework's
+    own spans nest it; one above every iteration (a router deciding once per
+    run) belongs to the turn (``"middleware"`` of the turn).
+    """
     iterations: list[dict[str, Any]] = []
+    top: list[dict[str, Any]] = []
     agent = None
-    for _, span in tree.order:
+    # the iteration whose subtree the walk is in (iterations do not nest)
+    owner: dict[str, Any] | None = None
+    owner_depth = -1
+    chats: dict[int, list[tuple[int, dict[str, Any]]]] = {}  # by position of the iteration
+    asked: list[tuple[dict[str, Any], SpanRecord, dict[str, Any]]] = []
+    for depth, span in tree.order:
+        if depth <= owner_depth:
+            owner, owner_depth = None, -1
         if agent is None and c.ATTR_GEN_AI_AGENT_NAME in span.attributes:
             agent = _values(span, tree).text(c.ATTR_GEN_AI_AGENT_NAME)
         if span.name == c.SPAN_ITERATION:
-            iterations.append(_iteration(span, tree))
+            owner = _iteration(span, tree, chats.setdefault(len(iterations), []))
+            owner_depth = depth
+            iterations.append(owner)
+        elif _MIDDLEWARE in span.attributes:
+            decision = _middleware(span, tree)
+            if owner is None:
+                top.append(decision)
+            else:
+                owner["middleware"].append(decision)
+                if decision["decision_model"]:
+                    asked.append((owner, span, decision))
+    if asked:
+        _decision_calls(iterations, chats, asked)
     if not iterations:
         return None
     return {
@@ -312,6 +436,7 @@ def turn_view(
         "conversation_id": conversation_id,
         "agent": agent,
         "start_ns": min(s.start_ns for _, s in tree.order),
+        "middleware": top,
         "iterations": iterations,
     }
 
@@ -326,6 +451,8 @@ def settlements(tree: TraceTree) -> list[dict[str, Any]]:
         out.append(
             {
                 "offload_id": a.text(c.ATTR_OFFLOAD_ID),
+                # settle spans written before mechanisms existed were all the gate's
+                "mechanism": a.text(c.ATTR_OFFLOAD_MECHANISM) or _GATE,
                 "conversation_id": a.text(c.ATTR_GEN_AI_CONVERSATION_ID),
                 "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
                 "outcome": a.text(c.ATTR_OFFLOAD_OUTCOME),
@@ -384,8 +511,37 @@ def tool_names(span: SpanRecord) -> set[str]:
     return names
 
 
+def _said(who: str, reason: str) -> str:
+    return f"{who}: {reason}" if reason else who
+
+
+def middleware_story(decisions: Sequence[dict[str, Any]], tool: str) -> list[str]:
+    """What framework middlewares decided about ``tool``: narrowings that kept
+    or dropped it, and its calls they blocked."""
+    parts: list[str] = []
+    for d in decisions:
+        who = _name(d.get("middleware"))
+        if d.get("span") == c.SPAN_STAGE:
+            if tool in d.get("dropped", ()):
+                parts.append(_said(f"dropped by {who}", d.get("reason") or ""))
+            elif tool in d.get("selected", ()):
+                parts.append(f"kept by {who}")
+            elif d.get("offered") and tool not in d["offered"]:
+                parts.append(f"not offered to {who}")
+        elif d.get("blocked") and d.get("tool") == tool:
+            call = f"call {d['tool_call_id']}" if d.get("tool_call_id") else "a call"
+            reason = (d.get("reason") or "").rstrip(". ")
+            parts.append(_said(f"{call} blocked by {who}", reason) + "; never ran")
+    return parts
+
+
+def _name(value: Any) -> str:
+    return value if type(value) is str else "?"
+
+
 def tool_story(iteration: dict[str, Any], tool: str) -> str:
-    """Why ``tool`` was or was not offered, selected, dispatched and run."""
+    """Why ``tool`` was or was not offered, selected, dispatched and run: by
+    seamscope's stages and seams, then by the framework's own middlewares."""
     sel = iteration.get("selection") or {}
     offered = sel.get("offered", [])
     if sel and tool not in offered:
@@ -397,10 +553,15 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
                 parts.append(f"dropped by {stage['name']} ({stage['reason']})")
         if tool not in sel.get("selected", []):
             parts.append("not selected")
-        else:
+        elif sel.get("stages"):  # a pipeline without stages decided nothing
             if parts:
                 parts.append("re-added later")
             parts.append("selected")
+    decisions: Sequence[dict[str, Any]] = iteration.get("middleware", [])
+    narrowed = [d for d in decisions if d.get("span") == c.SPAN_STAGE]
+    blocked = [d for d in decisions if d.get("blocked") and d.get("tool") == tool]
+    blocked_ids = {d.get("tool_call_id") for d in blocked}
+    parts.extend(middleware_story(narrowed, tool))
     dispatches: Sequence[dict[str, Any]] = iteration.get("dispatches", [])
     emitted = [d for d in dispatches if d["emitted_tool"] == tool]
     targeted = [
@@ -415,6 +576,8 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
                     f"emitted; redirect to {d['redirect_to']} dropped by the palette gate, "
                     "ran as emitted"
                 )
+            elif d["tool_call_id"] in blocked_ids:
+                parts.append("emitted")
             else:
                 parts.append("emitted and dispatched")
         else:
@@ -428,7 +591,8 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
             parts.append(
                 f"target of a redirect from {d['emitted_tool']} that the palette gate dropped"
             )
-    if not emitted and not targeted and sel:
+    parts.extend(middleware_story(blocked, tool))
+    if not emitted and not targeted and not blocked and (sel or narrowed):
         parts.append("not called by the model")
     if any(e["tool"] == tool for e in iteration.get("executed", [])):
         parts.append("executed")
