@@ -469,18 +469,6 @@ class TraceSender:
                 )
                 if kind == "adopter_error":
                     seam.add_event(c.EVENT_ADOPTER_ERROR, {c.ATTR_ADOPTER_SOURCE: "e2e"})
-            if kind == "middleware_block":
-                with tracer.start_as_current_span(
-                    c.SPAN_DISPATCH,
-                    attributes={
-                        c.ATTR_MIDDLEWARE_NAME: "ToolCallLimitMiddleware",
-                        c.ATTR_MIDDLEWARE_DECISION: (
-                            c.MiddlewareDecisionKind.TOOL_CALL_BLOCKED.value
-                        ),
-                        c.ATTR_DISPATCH_BLOCKED: True,
-                    },
-                ):
-                    pass
             with tracer.start_as_current_span(
                 c.SPAN_DISPATCH,
                 attributes={
@@ -494,6 +482,16 @@ class TraceSender:
             ) as dispatch:
                 if kind == "error_status":
                     dispatch.set_status(Status(StatusCode.ERROR, "tool raised"))
+                if kind == "middleware_block":  # a framework middleware blocked the call
+                    dispatch.set_attributes(
+                        {
+                            c.ATTR_MIDDLEWARE_NAME: "ToolCallLimitMiddleware",
+                            c.ATTR_MIDDLEWARE_DECISION: (
+                                c.MiddlewareDecisionKind.TOOL_CALL_BLOCKED.value
+                            ),
+                            c.ATTR_DISPATCH_BLOCKED: True,
+                        }
+                    )
             with tracer.start_as_current_span(
                 c.SPAN_OFFLOAD_GATE,
                 attributes={

@@ -78,7 +78,7 @@ pytestmark = pytest.mark.e2e
 
 DASHBOARDS = ROOT / "dashboards"
 DATASOURCES = DASHBOARDS / "provisioning" / "datasources" / "seamscope.yaml"
-DEMO_TURNS = 4
+DEMO_TURNS = 7  # one cycle of the demo: the reference turns, then the LangChain ones
 DEMO_SERVICE = "seamscope-demo"  # the dashboards' default `service`
 SAMPLING_SERVICE = "seamscope-e2e-sampling"
 TIER_SERVICE = "seamscope-e2e-tiers"

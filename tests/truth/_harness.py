@@ -271,14 +271,21 @@ class Ground:
 
     def messages_of(self, conversation: str) -> list[Seen]:
         """The framework's messages: the last transcript, plus any message a model
-        received that it no longer holds (summarised away)."""
+        received that it no longer holds (summarised away). A tool message is
+        one answer whatever text a model received for it (a middleware may
+        clear its text in the request only)."""
         out = list(self.transcripts.get(conversation, []))
         keys = {_key(m) for m in out}
+        answers = {m.call_id for m in out if m.role == "tool" and m.call_id}
         for call in self.calls_of(conversation):
             for message in call.messages:
+                if message.role == "tool" and message.call_id in answers:
+                    continue
                 if _key(message) not in keys:
                     keys.add(_key(message))
                     out.append(message)
+                    if message.role == "tool" and message.call_id:
+                        answers.add(message.call_id)
         return out
 
     def decisions(self) -> dict[str, list[Any]]:
@@ -742,9 +749,9 @@ def _dispatches(
             and json.loads(a[c.ATTR_DISPATCH_ARGS]) != json.loads(_json(finals[i].args))
         ):
             out.append(
-                    f"{label}: dispatch arguments {a[c.ATTR_DISPATCH_ARGS]}, "
-                    f"the framework kept {_json(finals[i].args)}"
-                )
+                f"{label}: dispatch arguments {a[c.ATTR_DISPATCH_ARGS]}, "
+                f"the framework kept {_json(finals[i].args)}"
+            )
         target = a.get(c.ATTR_DISPATCH_REDIRECT_TO)
         verdict = a.get(c.ATTR_DISPATCH_PALETTE_GATE)
         override = a.get(c.ATTR_DISPATCH_ADOPTER_OVERRIDE)
@@ -851,7 +858,10 @@ def _metrics(
     if decisions != len(gates):
         out.append(f"offload decisions metric {decisions}, {len(gates)} gate spans")
     recalls = sum(len(_recalls(ground, conv, recall_tool)) for conv in ground.conversations())
-    counted = _total(points.get(c.METRIC_OFFLOAD_RECALLS.name, []))
+    counted = _total(
+        points.get(c.METRIC_OFFLOAD_RECALLS.name, []),
+        **{c.ATTR_OFFLOAD_MECHANISM: c.OffloadMechanism.SEAMSCOPE_GATE.value},
+    )  # a framework compaction's re-reads: see _compactions
     if counted != recalls:
         out.append(f"recalls metric {counted}, {recalls} recalls brought an output back")
     redirects = [
@@ -888,14 +898,22 @@ def _economics(
     recall_tool: str | None,
     check_metrics: bool,
 ) -> list[str]:
-    """Carried turns, recalls and realized USD of every fired offload, from the
-    prompts the models really received."""
+    """Carried turns, recalls and realized USD of every fired offload of the
+    gate, from the prompts the models really received; then every compaction
+    a framework middleware made (:func:`_compactions`)."""
     out: list[str] = []
-    settles = {
+    gated = c.OffloadMechanism.SEAMSCOPE_GATE.value
+    every = {
         (sp.attributes or {}).get(c.ATTR_OFFLOAD_ID): sp
         for sp in own.all
         if sp.name == c.SPAN_OFFLOAD_SETTLE
     }
+    settles = {
+        k: sp
+        for k, sp in every.items()
+        if (sp.attributes or {}).get(c.ATTR_OFFLOAD_MECHANISM, gated) == gated
+    }
+    out += _compactions(ground, own, every)
     savings = costs = 0.0
     for conv, gate in gates:
         a = _attrs(gate)
@@ -958,11 +976,73 @@ def _economics(
             f"the prompts say ${savings:.6f}, ${costs:.6f}"
         )
     if check_metrics:
-        metric_savings = _total(points.get(c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, []))
-        metric_costs = _total(points.get(c.METRIC_OFFLOAD_REALIZED_COSTS.name, []))
+        by_gate = {c.ATTR_OFFLOAD_MECHANISM: gated}
+        metric_savings = _total(points.get(c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, []), **by_gate)
+        metric_costs = _total(points.get(c.METRIC_OFFLOAD_REALIZED_COSTS.name, []), **by_gate)
         if abs(metric_savings - savings) > 1e-9 or abs(metric_costs - costs) > 1e-9:
             out.append(
                 f"realized metrics ${metric_savings:.6f} saved, ${metric_costs:.6f} spent; "
                 f"the prompts say ${savings:.6f}, ${costs:.6f}"
+            )
+    return out
+
+
+def _compactions(ground: Ground, own: _Spans, settles: Mapping[Any, ReadableSpan]) -> list[str]:
+    """Every compaction a framework middleware made settles once; one that
+    cleared tool results (context editing) settles with as many carried turns
+    as later model calls really received a cleared text for one of them and
+    not its output again (a re-read of the same tool and arguments brings it back),
+    and as many recalls as such re-reads."""
+    out: list[str] = []
+    for span in own.all:
+        if span.name != c.SPAN_COMPACTION:
+            continue
+        a = _attrs(span)
+        compaction_id = a.get(c.ATTR_OFFLOAD_ID)
+        settle = settles.get(compaction_id)
+        if settle is None:
+            out.append(f"compaction {compaction_id} never settled")
+            continue
+        call_ids = tuple(a.get(c.ATTR_COMPACTION_TOOL_CALL_IDS) or ())
+        if a.get(c.ATTR_OFFLOAD_MECHANISM) != c.OffloadMechanism.CONTEXT_EDITING.value:
+            continue
+        conv = a.get(c.ATTR_GEN_AI_CONVERSATION_ID) or _attrs(settle).get(
+            c.ATTR_GEN_AI_CONVERSATION_ID
+        )
+        runs = {r.call_id: r for r in ground.runs_of(conv)} if conv else {}
+        carried = 0
+        for call in ground.calls_of(conv) if conv else ():
+            if call.raised is not None:
+                continue
+            tool_texts = {m.call_id: m.text for m in call.messages if m.role == "tool"}
+            outputs = {m.text for m in call.messages if m.role == "tool"}
+            for call_id in call_ids:
+                run = runs.get(call_id)
+                if run is None or call_id not in tool_texts:
+                    continue
+                if tool_texts[call_id] != run.output and run.output not in outputs:
+                    carried += 1
+                    break
+        turns = _attrs(settle).get(c.ATTR_OFFLOAD_TURNS_CARRIED)
+        if turns != carried:
+            out.append(
+                f"{conv}: compaction {compaction_id} settled with {turns} carried turns; "
+                f"the prompts held its cleared text and not its output {carried} times"
+            )
+        # a re-read: a later run of the same tool with the same arguments
+        cleared = [runs[i] for i in call_ids if i in runs]
+        reread = sum(
+            1
+            for r in (ground.runs_of(conv) if conv else ())
+            for x in cleared
+            if r.seq > x.seq
+            and r.raised is None
+            and (r.name, _json(r.args)) == (x.name, _json(x.args))
+        )
+        recalls = _attrs(settle).get(c.ATTR_OFFLOAD_RECALLS)
+        if recalls != reread:
+            out.append(
+                f"{conv}: compaction {compaction_id} settled with {recalls} recalls; "
+                f"the tools ran again with its arguments {reread} times"
             )
     return out

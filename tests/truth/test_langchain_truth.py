@@ -25,6 +25,8 @@ import structlog
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     AgentMiddleware,
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
     ModelRetryMiddleware,
     SummarizationMiddleware,
     ToolErrorMiddleware,
@@ -229,15 +231,19 @@ def agent_for(
     before: Sequence[AgentMiddleware] = (),
     after: Sequence[AgentMiddleware] = (),
     layer: Any = None,
+    watched: bool = False,
     **kwargs: Any,
 ) -> tuple[Any, SeamscopeMiddleware]:
+    """``watched``: the middlewares after seamscope go through ``watching()``
+    (their decisions recorded, the chat spans opened by the model tail)."""
     instances = models(ground)
     layer = layer or make_layer(tel)
     seamscope = SeamscopeMiddleware(layer, instances, role="analyst")
+    inner = seamscope.watching(*after) if watched else [seamscope, *after]
     agent = create_agent(
         instances[OPUS],
         lc_tools(ground),
-        middleware=[*before, seamscope, *after],
+        middleware=[*before, *inner],
         checkpointer=InMemorySaver(),
         **kwargs,
     )
@@ -333,6 +339,22 @@ def test_several_calls_in_one_message_in_every_mode(
 
 
 @pytest.mark.parametrize(
+    ("mode", "stream_mode"),
+    [("invoke", ""), ("ainvoke", ""), ("stream", "updates"), ("astream", "messages")],
+)
+def test_several_calls_in_one_message_with_the_model_tail(
+    mode: str, stream_mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    """With ``watching()`` the chat span is the model tail's: the same truth."""
+    tel = Telemetry()
+    ground = Ground({"c1": list(MULTI)})
+    agent, _ = agent_for(ground, tel, watched=True)
+    drive(agent, ground, "c1", "How did sales go?", mode, stream_mode or "updates")
+
+    assert [] == check(ground, tel, captured_logs)
+
+
+@pytest.mark.parametrize(
     ("mode", "stream_mode", "after"),
     [
         ("stream", "updates", 1),
@@ -366,8 +388,9 @@ def test_a_stream_the_caller_abandons_ends_every_span(
     assert [c.ABANDONED_RUN] == [(s.attributes or {}).get(c.ATTR_ERROR_TYPE) for s in agents]
 
 
+@pytest.mark.parametrize("watched", [False, True], ids=["plain", "watched"])
 def test_a_conversation_of_several_invokes_offloads_then_recalls(
-    captured_logs: list[dict[str, Any]],
+    watched: bool, captured_logs: list[dict[str, Any]]
 ) -> None:
     tel = Telemetry()
     ground = Ground(
@@ -384,7 +407,7 @@ def test_a_conversation_of_several_invokes_offloads_then_recalls(
         }
     )
     agent, seamscope = agent_for(
-        ground, tel, layer=make_layer(tel, offload_id_factory=lambda: "off-a")
+        ground, tel, layer=make_layer(tel, offload_id_factory=lambda: "off-a"), watched=watched
     )
     for i, text in enumerate(["the report", "look up x", "the full report again", "thanks"]):
         drive(agent, ground, "c3", text, ["invoke", "ainvoke"][i % 2])
@@ -568,8 +591,11 @@ def _summarizer(ground: Ground) -> SummarizationMiddleware:
     )
 
 
+@pytest.mark.parametrize("watched", [False, True], ids=["plain", "watched"])
 @pytest.mark.parametrize("position", ["first", "after_editors", "between"])
-def test_among_other_middlewares(position: str, captured_logs: list[dict[str, Any]]) -> None:
+def test_among_other_middlewares(
+    position: str, watched: bool, captured_logs: list[dict[str, Any]]
+) -> None:
     tel = Telemetry()
     ground = Ground(
         {
@@ -593,7 +619,7 @@ def test_among_other_middlewares(position: str, captured_logs: list[dict[str, An
         "after_editors": ([summary, edit], [retry, errors]),
         "between": ([edit], [summary, retry, errors]),
     }[position]
-    agent, seamscope = agent_for(ground, tel, before=before, after=after)
+    agent, seamscope = agent_for(ground, tel, before=before, after=after, watched=watched)
     drive(agent, ground, "c8", "sales please")
     seamscope.layer.end_conversation("c8")
 
@@ -601,6 +627,46 @@ def test_among_other_middlewares(position: str, captured_logs: list[dict[str, An
     assert 7 == len(ground.model_calls)
     # the summary replaced the offload's stub: later prompts no longer carry it
     assert not any("[offloaded" in m.text for m in ground.model_calls[-1].messages)
+
+
+def test_context_editing_a_result_then_re_reading_it_settles_as_the_prompts_went(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """Watched context editing (keep the latest tool result) clears the large
+    report once the lookup's result is newer; the model then asks for the same
+    report again (a re-read). The prompts hold the cleared text without the
+    report once (the call after the lookup), so its compaction settles with
+    one carried turn and one recall; the lookup's result is cleared in turn
+    for the last call. The gate's own economics are untouched (its threshold
+    is out of reach here)."""
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c9": [
+                reply(("big_report", {"topic": "q3"}, "e1"), usage=(21_000, 30)),
+                reply(("lookup", {"key": "x"}, "e2"), usage=(21_100, 20)),
+                reply(("big_report", {"topic": "q3"}, "e3"), usage=(1_200, 20)),
+                reply(text="Here it is again.", usage=(21_300, 20)),
+            ]
+        }
+    )
+    editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=1_000, keep=1)])
+    layer = make_layer(tel, offload_threshold_tokens=10**9)
+    agent, seamscope = agent_for(ground, tel, after=[editing], layer=layer, watched=True)
+    drive(agent, ground, "c9", "the report, then x")
+    settled = seamscope.layer.end_conversation("c9")
+
+    # the gate is never asked here (its threshold is out of reach)
+    assert [] == check(ground, tel, captured_logs, offload_threshold_chars=10**12)
+    # the report: cleared for the third call, re-read by it; the lookup's small
+    # result: cleared for the fourth (the re-read report is then the latest)
+    assert [("context_editing:e1", 1, 1), ("context_editing:e2", 1, 0)] == [
+        (x.offload_id, x.turns_carried, x.recalls) for x in settled
+    ]
+    assert {"context_editing"} == {x.mechanism.value for x in settled}
+    # ground truth: the model's third prompt held the report's result cleared
+    third = ground.model_calls[2]
+    assert BIG not in [m.text for m in third.messages if m.role == "tool"]
 
 
 # -- concurrency ------------------------------------------------------------
