@@ -610,11 +610,13 @@ def test_auto_mode_records_a_risky_call_it_never_ran(
     (classifier_chat,) = named(spans, "chat risk-clf")
     assert c.SPAN_ITERATION == parent_of(classifier_chat, spans).name
     assert c.SPAN_ITERATION == parent_of(block, spans).name
-    # the risk check runs inside the tool node: its execute_tool span is an error result
+    # the risk check runs inside the tool node: its execute_tool span says the
+    # tool never ran (the tools' own log above is empty)
     (executed,) = named(spans, "execute_tool search")
-    assert (StatusCode.ERROR, c.TOOL_ERROR_RESULT) == (
+    assert (StatusCode.ERROR, c.TOOL_CALL_BLOCKED, True) == (
         executed.status.status_code,
         attrs(executed)[c.ATTR_ERROR_TYPE],
+        attrs(executed)[c.ATTR_DISPATCH_BLOCKED],
     )
     # no content: the arguments the model emitted are on no span
     assert not any("payroll" in str(v) for s in spans for v in (s.attributes or {}).values())

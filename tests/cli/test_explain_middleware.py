@@ -25,7 +25,7 @@ from seamscope.decisions.records import (
     OffloadMechanism,
 )
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._genai import GenAISpans
+from seamscope.telemetry._genai import GenAISpans, record_error
 
 from ._support import export_line, span, write_lines
 from .conftest import Explain
@@ -313,3 +313,45 @@ def test_a_decision_nested_under_framework_spans_belongs_to_its_iteration(
         "└── iteration 0  shell: kept by LLMToolSelectorMiddleware; call c9 blocked by "
         "AutoModeMiddleware: classified as risky (probability: 0.90); never ran"
     ) in out.splitlines()
+
+
+def test_a_call_blocked_inside_the_tool_node_never_ran(tmp_path: Path, explain: Explain) -> None:
+    """A risk check answers inside the tool node: the execute_tool span exists
+    (tool_call_blocked) but the story and the tree say the tool never ran."""
+    provider = TracerProvider()
+    path = tmp_path / "blocked.jsonl"
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    layer = DecisionLayer(default_model="gpt-4o", agent_name="triage", tracer_provider=provider)
+    risky = ToolCall("call_9", "send_email", {"to": "all"})
+    with layer.turn("conv-risk", []) as turn, turn.iteration() as it:
+        it.select_tools(list(TOOLS))
+        it.pre_model()
+        with it.chat("gpt-4o") as call:
+            call.report(ModelUsage(900, 20))
+        it.post_model(Message("assistant", "", (risky,)))
+        with it.execute_tool(risky) as tool_span:
+            it.middleware_decision(
+                MiddlewareDecision(
+                    "AutoModeMiddleware",
+                    K.TOOL_CALL_BLOCKED,
+                    "classified as risky (probability: 0.90)",
+                    calls=(risky,),
+                )
+            )
+            tool_span.set_attribute(c.ATTR_DISPATCH_BLOCKED, True)
+            record_error(tool_span, c.TOOL_CALL_BLOCKED)
+    provider.shutdown()
+
+    code, out, _ = explain(str(path), "--tool", "send_email")
+    assert 0 == code
+    [story] = [line for line in out.splitlines() if "send_email:" in line]
+    assert story.endswith(
+        "call call_9 blocked by AutoModeMiddleware: classified as risky (probability: 0.90); "
+        "never ran"
+    ), story
+    code, out, _ = explain(str(path), "--tool", "send_email", "--tree")
+    assert 0 == code
+    assert any(
+        "execute_tool send_email blocked by a middleware: never ran" in line
+        for line in out.splitlines()
+    ), out

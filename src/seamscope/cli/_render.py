@@ -309,7 +309,10 @@ def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
     for d in blocked:
         node.add(*_decision(d))
     for e in it.get("executed", []):
-        error = [(f" error {_t(e['error_type'])}", "red")] if e.get("error_type") else []
+        if e.get("error_type") == c.TOOL_CALL_BLOCKED:
+            error = [(" blocked by a middleware: never ran", "red")]
+        else:
+            error = [(f" error {_t(e['error_type'])}", "red")] if e.get("error_type") else []
         node.add(("execute_tool", "cyan"), (f" {_t(e.get('tool'))}", ""), *error)
     for g in it.get("offload_gates", []):
         node.add(*_gate(g))

@@ -594,6 +594,10 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
     parts.extend(middleware_story(blocked, tool))
     if not emitted and not targeted and not blocked and (sel or narrowed):
         parts.append("not called by the model")
-    if any(e["tool"] == tool for e in iteration.get("executed", [])):
+    # a call a middleware answered inside the tool node has a span but never ran
+    if any(
+        e["tool"] == tool and e.get("error_type") != c.TOOL_CALL_BLOCKED
+        for e in iteration.get("executed", [])
+    ):
         parts.append("executed")
     return "; ".join(parts) or "no decision about it in this iteration"

@@ -213,6 +213,7 @@ __all__ = [
     "OTHER",
     "ABANDONED_RUN",
     "TOOL_ERROR_RESULT",
+    "TOOL_CALL_BLOCKED",
     "OffloadCostKind",
     "OffloadOutcome",
     "OffloadReasonCode",
@@ -248,6 +249,12 @@ TOOL_ERROR_RESULT: Final = "tool_error_result"
 
 The framework's error tool message came back while the exception itself, if
 any, was handled before seamscope saw it, so its type is unknown."""
+
+TOOL_CALL_BLOCKED: Final = "tool_call_blocked"
+"""error.type of an execute_tool span whose tool never ran: a middleware blocked it.
+
+A framework middleware inside the tool call (a risk check) answered with an
+error result without calling the tool; the span also has seamscope.dispatch.blocked."""
 
 ABANDONED_RUN: Final = "abandoned"
 """error.type of an agent run that ended without reaching its end.
@@ -831,7 +838,8 @@ def render_markdown() -> str:
     out += ["", f"A capped metric attribute folds its tail into `{OTHER}`.", ""]
     out += [
         f"`error.type` values of seamscope's own: `{TOOL_ERROR_RESULT}` "
-        f"({docs.get('TOOL_ERROR_RESULT', '')}) `{ABANDONED_RUN}` "
+        f"({docs.get('TOOL_ERROR_RESULT', '')}) `{TOOL_CALL_BLOCKED}` "
+        f"({docs.get('TOOL_CALL_BLOCKED', '')}) `{ABANDONED_RUN}` "
         f"({docs.get('ABANDONED_RUN', '')})",
         "",
     ]

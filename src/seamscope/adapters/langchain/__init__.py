@@ -166,8 +166,9 @@ Limitations
   list it returns: its model calls are recorded by the tail. What a
   provider does with deferred tools (ProviderToolSearchMiddleware) is not
   observable here: the search runs at the provider. A call blocked by a
-  risk check (AutoModeMiddleware) ran inside the tool node: its
-  ``execute_tool`` span is an error result, though the tool never ran.
+  risk check (AutoModeMiddleware) is answered inside the tool node: its
+  ``execute_tool`` span exists, ERROR with ``error.type``
+  ``tool_call_blocked`` and ``seamscope.dispatch.blocked`` (the tool never ran).
 * An interrupt raised where this middleware's hooks do not see it (e.g. in
   another middleware's ``after_model`` node) looks like an abandoned run:
   its spans end with ``abandoned`` and the resumed invocation is a new

@@ -95,6 +95,8 @@ class Run:
         self.pending: list[Callable[[Iteration], None]] = []
         # what watched middlewares note for later hooks of this run, by middleware name
         self.notes: dict[str, Any] = {}
+        # tool call ids a watched middleware answered without running the tool
+        self.blocked: set[str] = set()
         self._span: trace.Span = trace.INVALID_SPAN
         self._iteration: contextlib.AbstractContextManager[Any] | None = None
         self._iteration_context: contextvars.Context | None = None

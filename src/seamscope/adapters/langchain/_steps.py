@@ -276,9 +276,19 @@ class ToolStep(_Step):
 
     def result(self, span: Any, result: ToolMessage | Command[Any]) -> None:
         """An error result (a handled exception, arguments the tool rejected) is a
-        failed execution, as in the reference loop: the span is ERROR."""
+        failed execution, as in the reference loop: the span is ERROR; one a
+        watched middleware gave without running the tool is ``tool_call_blocked``."""
         try:
-            if span is not None and translate.is_error_result(result):
+            if span is None or not translate.is_error_result(result):
+                return
+            run, call = self.run, self.call
+            if run is not None and call is not None and call.id and call.id in run.blocked:
+                # a watched middleware answered for the tool: it never ran
+                with run.lock:
+                    run.blocked.discard(call.id)
+                span.set_attribute(c.ATTR_DISPATCH_BLOCKED, True)
+                record_error(span, c.TOOL_CALL_BLOCKED)
+            else:
                 record_error(span, c.TOOL_ERROR_RESULT)
         except Exception:
             failed("langchain.tool_result")

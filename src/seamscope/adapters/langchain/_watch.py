@@ -295,6 +295,9 @@ class _ToolWatch(_HookWatch):
             blocked = explain.blocked_call(self.request.tool_call, result, self.called)
             if run is None or blocked is None:
                 return
+            if blocked.call.id:
+                with run.lock:
+                    run.blocked.add(blocked.call.id)  # its execute_tool span says so
             self.record(
                 run.current_iteration(),
                 MiddlewareDecision(
