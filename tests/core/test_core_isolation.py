@@ -95,10 +95,25 @@ def _seamscope_imports(path: str) -> list[str]:
     return found
 
 
-def test_the_records_module_imports_nothing_else_of_seamscope() -> None:
+def test_the_records_package_imports_nothing_else_of_seamscope() -> None:
+    import pathlib
+
     import seamscope.decisions.records as records
 
-    assert [] == _seamscope_imports(str(records.__file__))
+    package = pathlib.Path(str(records.__file__)).parent
+    modules = sorted(package.glob("*.py"))
+    assert {"__init__.py", "_values.py", "_economics.py"} <= {m.name for m in modules}
+    assert {} == {
+        m.name: outside
+        for m in modules
+        if (
+            outside := [
+                name
+                for name in _seamscope_imports(str(m))
+                if not name.startswith("seamscope.decisions.records.")
+            ]
+        )
+    }
 
 
 def test_the_core_never_imports_telemetry_adapters_or_the_cli() -> None:

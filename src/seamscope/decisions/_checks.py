@@ -19,12 +19,12 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
 from seamscope.decisions._observer import _HOOKS
-from seamscope.decisions.records import _fail as fail
-from seamscope.decisions.records import _flag as flag
-from seamscope.decisions.records import _nonempty_str as nonempty_str
-from seamscope.decisions.records import _real as real
-from seamscope.decisions.records import _show as show
-from seamscope.decisions.records import _tokens as tokens
+from seamscope.decisions.records._values import _fail as fail
+from seamscope.decisions.records._values import _flag as flag
+from seamscope.decisions.records._values import _nonempty_str as nonempty_str
+from seamscope.decisions.records._values import _real as real
+from seamscope.decisions.records._values import _show as show
+from seamscope.decisions.records._values import _tokens as tokens
 
 __all__ = [
     "fail",

@@ -1,0 +1,305 @@
+"""The records of the offload gate, of a framework's own decisions and of the
+ledger (see the package docstring)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from seamscope.decisions.records._values import (
+    _ZERO,
+    MiddlewareDecisionKind,
+    ModelUsage,
+    OffloadMechanism,
+    OffloadOutcome,
+    OffloadReasonCode,
+    PricingSource,
+    SettleTrigger,
+    ToolCall,
+    _fail,
+    _nonempty_str,
+    _real,
+    _tokens,
+)
+
+# -- the offload gate ------------------------------------------------------------
+
+DEFAULT_STUB_TOKENS = 80
+DEFAULT_RECALL_INPUT_TOKENS = 12_500
+DEFAULT_RECALL_OUTPUT_TOKENS = 250
+DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS = 15_000
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadGateInputs:
+    """Inputs to the gate; all economic, no I/O.
+
+    ``output_tokens`` is the candidate output's size (chars / 4);
+    ``horizon`` the expected remaining turns it would be carried (a fixed
+    prior, not the live iteration index); ``recall_probability`` the recall
+    prior; ``model_name`` selects the price.
+
+    Checked at construction (ValueError naming the field): the four token
+    counts after ``model_name`` are ints >= 0 (a negative stub size would
+    make every offload look profitable); ``output_tokens`` and
+    ``recall_probability`` are numbers, ``horizon`` an int, ``model_name``
+    a str. Accepted as documented by :func:`evaluate_offload_gate`: a
+    negative horizon (clamped to 0), a probability outside [0, 1] (clamped;
+    NaN is certain recall), an output size that is negative or not finite
+    (never fires), an empty model name (unpriced).
+    """
+
+    output_tokens: float
+    horizon: int
+    recall_probability: float
+    model_name: str
+    large_offload_threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
+    stub_tokens: int = DEFAULT_STUB_TOKENS
+    recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
+    recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
+
+    def __post_init__(self) -> None:
+        owner = "OffloadGateInputs"
+        if not _real(self.output_tokens):
+            raise _fail(owner, "output_tokens", "a number (tokens)", self.output_tokens)
+        if isinstance(self.horizon, bool) or not isinstance(self.horizon, int):
+            raise _fail(owner, "horizon", "an int (turns)", self.horizon)
+        if not _real(self.recall_probability):
+            raise _fail(owner, "recall_probability", "a number", self.recall_probability)
+        if not isinstance(self.model_name, str):
+            raise _fail(owner, "model_name", "a str", self.model_name)
+        for name in (
+            "large_offload_threshold_tokens",
+            "stub_tokens",
+            "recall_input_tokens",
+            "recall_output_tokens",
+        ):
+            _tokens(owner, name, getattr(self, name))
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadGateDecision:
+    """The verdict plus the priced terms, so telemetry can say why.
+
+    USD figures are floats rounded from exact Decimal arithmetic; the
+    verdict was taken on the exact ``net_saving``. ``horizon`` and
+    ``recall_probability`` are the values after clamping.
+    """
+
+    fire: bool
+    net_saving_usd: float
+    reprefill_saving_usd: float
+    stub_carry_cost_usd: float
+    expected_recall_hop_cost_usd: float
+    reason: str
+    reason_code: OffloadReasonCode = OffloadReasonCode.NET_NOT_POSITIVE
+    pricing_source: PricingSource = PricingSource.NONE
+    model_name: str = ""
+    output_tokens: float = 0.0
+    horizon: int = 0
+    recall_probability: float = 0.0
+    stub_tokens: int = DEFAULT_STUB_TOKENS
+    net_saving: Decimal = field(default=_ZERO, repr=False)
+    offload_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateCall:
+    """Where a gate call happens: for telemetry and the ledger, not the math.
+
+    ``reevaluation``: the loop asks again about an output it already asked
+    about (a framework that re-decides earlier outputs every iteration).
+    Telemetry then counts the decision but not its predicted saving again.
+    """
+
+    conversation_id: str | None = None
+    agent_name: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    reevaluation: bool = False
+
+
+# -- a framework's own decisions -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """Content a framework's middleware took out of the prompt, priced like an offload.
+
+    ``compaction_id`` follows it in the ledger; ``model`` is the model whose
+    rates price it; ``removed_tokens`` the estimated tokens taken out and
+    ``kept_tokens`` what replaced them (a placeholder, a summary), both
+    chars / 4; ``tool_call_ids`` the tool results it cleared;
+    ``messages_removed`` how many messages it took out; ``cost`` its own
+    model call (a summary), exact USD; ``predicted`` the gate's priced
+    formula on these sizes (None when the model is unpriced).
+    """
+
+    compaction_id: str
+    mechanism: OffloadMechanism
+    model: str
+    removed_tokens: float
+    kept_tokens: int
+    tool_call_ids: tuple[str, ...] = ()
+    messages_removed: int = 0
+    cost: Decimal = _ZERO
+    predicted: OffloadGateDecision | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MiddlewareDecision:
+    """One decision a framework's own middleware took, read from its effect.
+
+    ``middleware`` is its name, ``kind`` what it decided, ``reason`` the
+    reason it gives. By kind: a tool narrowing has ``before``/``after``
+    (tool names in order); a model choice has ``model`` (chosen, or for a
+    fallback the model that answered) and ``failed`` ((model, error type)
+    of each failed attempt); a block has ``calls`` (the calls that never
+    ran); a compaction has ``compaction``. ``decision_model`` names the
+    model the middleware asked, when it asked one, and ``cost`` what its
+    own model calls cost at their rates (exact USD; 0 when unpriced).
+    """
+
+    middleware: str
+    kind: MiddlewareDecisionKind
+    reason: str
+    framework: str = "langchain"
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    model: str | None = None
+    failed: tuple[tuple[str, str], ...] = ()
+    calls: tuple[ToolCall, ...] = ()
+    compaction: Compaction | None = None
+    decision_model: str | None = None
+    cost: Decimal = _ZERO
+    start_time_ns: int | None = field(default=None, compare=False)
+    duration_s: float = field(default=0.0, compare=False)
+
+
+# -- the ledger ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CarriedStub:
+    """The stub of an offload a model call's prompt carried, with its sizes.
+
+    For a process that did not record the offload itself: ``output_tokens``
+    is the size of the offloaded output (what the stub saves per call), a
+    finite number >= 0; ``stub_tokens`` the stub's own size, an int >= 0;
+    ``offload_id`` a non-empty str.
+    """
+
+    offload_id: str
+    output_tokens: float
+    stub_tokens: int = DEFAULT_STUB_TOKENS
+
+    def __post_init__(self) -> None:
+        _nonempty_str("CarriedStub", "offload_id", self.offload_id)
+        size = self.output_tokens
+        if not _real(size) or not math.isfinite(size) or size < 0:
+            raise _fail("CarriedStub", "output_tokens", "a finite number >= 0", size)
+        _tokens("CarriedStub", "stub_tokens", self.stub_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallAccount:
+    """What one model call of a conversation realized for its offloads (exact USD).
+
+    ``saving``: the avoided input tokens of every stub the call carried, at
+    the call's input rate; ``stub_carry_cost``: the stubs' own tokens at that
+    rate; ``cache_disruption_cost``: cache reads lost against the
+    conversation's pre-offload hit ratio. ``offload_active``: the
+    conversation had a live offload when the call was made.
+    """
+
+    conversation_id: str
+    model: str
+    usage: ModelUsage
+    offload_active: bool
+    saving: Decimal = _ZERO
+    stub_carry_cost: Decimal = _ZERO
+    cache_disruption_cost: Decimal = _ZERO
+    by_mechanism: tuple[tuple[OffloadMechanism, Decimal, Decimal, Decimal], ...] = field(
+        default=(), compare=False
+    )
+    """(mechanism, saving, stub carry, cache disruption): the amounts above
+    split by what took the content out (their sums are the amounts above)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallAccount:
+    """One recall of an offloaded output (or a re-read of compacted data): a
+    real model hop (exact USD ``cost``)."""
+
+    conversation_id: str
+    offload_id: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal = _ZERO
+    mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionAccount:
+    """A compaction's own model call (a summary): a realized cost (exact USD)."""
+
+    conversation_id: str
+    compaction_id: str
+    model: str
+    mechanism: OffloadMechanism
+    cost: Decimal = _ZERO
+
+
+LedgerEntry = ModelCallAccount | RecallAccount | CompactionAccount
+"""What the ledger realized at one event, counted where it happened."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """One settled offload: what was predicted and what really happened (exact USD).
+
+    ``link`` is the observer's link to the gate decision that fired the
+    offload (opaque; None when there is none), so telemetry can link the
+    settlement to it. ``mechanism`` says what took the content out (a
+    framework's compaction settles like an offload, its own model call as
+    ``compaction_cost``).
+    """
+
+    offload_id: str
+    conversation_id: str
+    model: str
+    trigger: SettleTrigger
+    predicted_net_saving: Decimal
+    realized_savings: Decimal
+    stub_carry_cost: Decimal
+    recall_cost: Decimal
+    cache_disruption_cost: Decimal
+    turns_carried: int
+    recalls: int
+    horizon: int
+    recall_probability: float
+    link: object = field(default=None, compare=False, repr=False)
+    mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
+    compaction_cost: Decimal = _ZERO
+
+    @property
+    def realized_costs(self) -> Decimal:
+        return (
+            self.stub_carry_cost
+            + self.recall_cost
+            + self.cache_disruption_cost
+            + self.compaction_cost
+        )
+
+    @property
+    def realized_net_saving(self) -> Decimal:
+        return self.realized_savings - self.realized_costs
+
+    @property
+    def outcome(self) -> OffloadOutcome:
+        net = self.realized_net_saving
+        if net > 0:
+            return OffloadOutcome.GAIN
+        return OffloadOutcome.LOSS if net < 0 else OffloadOutcome.BREAK_EVEN
