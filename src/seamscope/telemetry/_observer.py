@@ -57,23 +57,18 @@ from seamscope import __version__
 from seamscope.decisions._messages import message_text
 from seamscope.decisions._policy import DispatchContext
 from seamscope.decisions.records import (
-    CompactionAccount,
     ContainedError,
     DispatchRecord,
     GateCall,
     LedgerEntry,
     MiddlewareDecision,
-    ModelCallAccount,
-    OffloadCostKind,
     OffloadGateDecision,
     OffloadGateInputs,
-    OffloadMechanism,
     OffloadOutcome,
     PaletteVerdict,
     PolicyEvaluation,
     PostModelResult,
     PreModelResult,
-    RecallAccount,
     Seam,
     SelectionResult,
     Settlement,
@@ -84,6 +79,7 @@ from seamscope.decisions.records import (
 from seamscope.decisions.selection import SelectionContext, SelectionStage
 from seamscope.telemetry import _attributes as a
 from seamscope.telemetry import conventions as c
+from seamscope.telemetry._accounts import record_account
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
@@ -722,74 +718,7 @@ class OTelObserver:
         if not self._metrics_on:
             return
         try:
-            inst = self.instruments
-            model = self._label(c.ATTR_GEN_AI_REQUEST_MODEL, entry.model)
-            # (mechanism, cost kind, amount); savings by mechanism
-            costs: list[tuple[str, OffloadCostKind, Any]] = []
-            savings: list[tuple[str, Any]] = []
-            if isinstance(entry, ModelCallAccount):
-                usage = entry.usage
-                active = flag(entry.offload_active)
-                for kind, tokens in (
-                    (c.CacheUsage.READ, usage.cache_read_tokens),
-                    (c.CacheUsage.WRITE, usage.cache_write_tokens),
-                    (c.CacheUsage.UNCACHED, usage.uncached_tokens),
-                ):
-                    if tokens:
-                        self._add(
-                            inst.model_input_tokens,
-                            tokens,
-                            {
-                                c.ATTR_GEN_AI_REQUEST_MODEL: model,
-                                c.ATTR_USAGE_CACHE: kind.value,
-                                c.ATTR_OFFLOAD_ACTIVE: active,
-                            },
-                        )
-                shares = entry.by_mechanism or (
-                    (
-                        OffloadMechanism.SEAMSCOPE_GATE,
-                        entry.saving,
-                        entry.stub_carry_cost,
-                        entry.cache_disruption_cost,
-                    ),
-                )
-                for mechanism, saving, stub, cache in shares:
-                    savings.append((mechanism.value, saving))
-                    costs.append((mechanism.value, OffloadCostKind.STUB_CARRY, stub))
-                    costs.append((mechanism.value, OffloadCostKind.CACHE_DISRUPTION, cache))
-            elif isinstance(entry, RecallAccount):
-                self._add(
-                    inst.offload_recalls,
-                    1,
-                    {
-                        c.ATTR_GEN_AI_REQUEST_MODEL: model,
-                        c.ATTR_OFFLOAD_MECHANISM: entry.mechanism.value,
-                    },
-                )
-                costs = [(entry.mechanism.value, OffloadCostKind.RECALL, entry.cost)]
-            elif isinstance(entry, CompactionAccount):
-                costs = [(entry.mechanism.value, OffloadCostKind.COMPACTION_CALL, entry.cost)]
-            for mechanism_value, amount in savings:
-                if amount > 0:
-                    self._add(
-                        inst.offload_realized_savings,
-                        float(amount),
-                        {
-                            c.ATTR_GEN_AI_REQUEST_MODEL: model,
-                            c.ATTR_OFFLOAD_MECHANISM: mechanism_value,
-                        },
-                    )
-            for mechanism_value, kind_cost, amount in costs:
-                if amount > 0:
-                    self._add(
-                        inst.offload_realized_costs,
-                        float(amount),
-                        {
-                            c.ATTR_GEN_AI_REQUEST_MODEL: model,
-                            c.ATTR_OFFLOAD_COST_KIND: kind_cost.value,
-                            c.ATTR_OFFLOAD_MECHANISM: mechanism_value,
-                        },
-                    )
+            record_account(entry, instruments=self.instruments, add=self._add, label=self._label)
         except Exception as exc:
             telemetry_error("on_offload_accounted", exc)
 

@@ -1,0 +1,101 @@
+"""The realized offload metrics of the ledger's records, by mechanism."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import metrics
+
+from seamscope.decisions.records import (
+    CompactionAccount,
+    LedgerEntry,
+    ModelCallAccount,
+    OffloadCostKind,
+    OffloadMechanism,
+    RecallAccount,
+)
+from seamscope.telemetry import conventions as c
+from seamscope.telemetry._instruments import Instruments, flag
+
+__all__ = ["record_account"]
+
+
+def record_account(
+    entry: LedgerEntry,
+    *,
+    instruments: Instruments,
+    add: Callable[[metrics.Counter, float, dict[str, str]], None],
+    label: Callable[[str, str | None], str],
+) -> None:
+    """The realized metrics of one ledger record (a model call, a recall, a
+    compaction's own call), each amount under the mechanism that took the
+    content out of the prompt."""
+    inst = instruments
+    model = label(c.ATTR_GEN_AI_REQUEST_MODEL, entry.model)
+    # (mechanism, cost kind, amount); savings by mechanism
+    costs: list[tuple[str, OffloadCostKind, Any]] = []
+    savings: list[tuple[str, Any]] = []
+    if isinstance(entry, ModelCallAccount):
+        usage = entry.usage
+        active = flag(entry.offload_active)
+        for kind, tokens in (
+            (c.CacheUsage.READ, usage.cache_read_tokens),
+            (c.CacheUsage.WRITE, usage.cache_write_tokens),
+            (c.CacheUsage.UNCACHED, usage.uncached_tokens),
+        ):
+            if tokens:
+                add(
+                    inst.model_input_tokens,
+                    tokens,
+                    {
+                        c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                        c.ATTR_USAGE_CACHE: kind.value,
+                        c.ATTR_OFFLOAD_ACTIVE: active,
+                    },
+                )
+        shares = entry.by_mechanism or (
+            (
+                OffloadMechanism.SEAMSCOPE_GATE,
+                entry.saving,
+                entry.stub_carry_cost,
+                entry.cache_disruption_cost,
+            ),
+        )
+        for mechanism, saving, stub, cache in shares:
+            savings.append((mechanism.value, saving))
+            costs.append((mechanism.value, OffloadCostKind.STUB_CARRY, stub))
+            costs.append((mechanism.value, OffloadCostKind.CACHE_DISRUPTION, cache))
+    elif isinstance(entry, RecallAccount):
+        add(
+            inst.offload_recalls,
+            1,
+            {
+                c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                c.ATTR_OFFLOAD_MECHANISM: entry.mechanism.value,
+            },
+        )
+        costs = [(entry.mechanism.value, OffloadCostKind.RECALL, entry.cost)]
+    elif isinstance(entry, CompactionAccount):
+        costs = [(entry.mechanism.value, OffloadCostKind.COMPACTION_CALL, entry.cost)]
+    for mechanism_value, amount in savings:
+        if amount > 0:
+            add(
+                inst.offload_realized_savings,
+                float(amount),
+                {
+                    c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                    c.ATTR_OFFLOAD_MECHANISM: mechanism_value,
+                },
+            )
+    for mechanism_value, kind_cost, amount in costs:
+        if amount > 0:
+            add(
+                inst.offload_realized_costs,
+                float(amount),
+                {
+                    c.ATTR_GEN_AI_REQUEST_MODEL: model,
+                    c.ATTR_OFFLOAD_COST_KIND: kind_cost.value,
+                    c.ATTR_OFFLOAD_MECHANISM: mechanism_value,
+                },
+            )
