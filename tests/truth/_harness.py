@@ -992,7 +992,7 @@ def _compactions(ground: Ground, own: _Spans, settles: Mapping[Any, ReadableSpan
     cleared tool results (context editing) settles with as many carried turns
     as later model calls really received a cleared text for one of them and
     not its output again (a re-read of the same tool and arguments brings it back),
-    and as many recalls as such re-reads."""
+    and as many recalls as such re-reads after the first call that got it cleared."""
     out: list[str] = []
     for span in own.all:
         if span.name != c.SPAN_COMPACTION:
@@ -1011,6 +1011,7 @@ def _compactions(ground: Ground, own: _Spans, settles: Mapping[Any, ReadableSpan
         )
         runs = {r.call_id: r for r in ground.runs_of(conv)} if conv else {}
         carried = 0
+        first_cleared: int | None = None  # seq of the first call that got a cleared text
         for call in ground.calls_of(conv) if conv else ():
             if call.raised is not None:
                 continue
@@ -1018,9 +1019,11 @@ def _compactions(ground: Ground, own: _Spans, settles: Mapping[Any, ReadableSpan
             outputs = {m.text for m in call.messages if m.role == "tool"}
             for call_id in call_ids:
                 run = runs.get(call_id)
-                if run is None or call_id not in tool_texts:
+                if run is None or call_id not in tool_texts or tool_texts[call_id] == run.output:
                     continue
-                if tool_texts[call_id] != run.output and run.output not in outputs:
+                if first_cleared is None:
+                    first_cleared = call.seq
+                if run.output not in outputs:
                     carried += 1
                     break
         turns = _attrs(settle).get(c.ATTR_OFFLOAD_TURNS_CARRIED)
@@ -1029,13 +1032,14 @@ def _compactions(ground: Ground, own: _Spans, settles: Mapping[Any, ReadableSpan
                 f"{conv}: compaction {compaction_id} settled with {turns} carried turns; "
                 f"the prompts held its cleared text and not its output {carried} times"
             )
-        # a re-read: a later run of the same tool with the same arguments
+        # a re-read: a run of the same tool with the same arguments once it was cleared
         cleared = [runs[i] for i in call_ids if i in runs]
+        since = first_cleared if first_cleared is not None else float("inf")
         reread = sum(
             1
             for r in (ground.runs_of(conv) if conv else ())
             for x in cleared
-            if r.seq > x.seq
+            if r.seq > since
             and r.raised is None
             and (r.name, _json(r.args)) == (x.name, _json(x.args))
         )
