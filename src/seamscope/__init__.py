@@ -4,34 +4,41 @@ This module re-exports the decision core's main names (those listed in
 ``__all__``, all from :mod:`seamscope.decisions`, which has the rest of the
 core, with its records in :mod:`seamscope.decisions.records`). Telemetry is
 in :mod:`seamscope.telemetry`, the loop adapters in :mod:`seamscope.adapters`,
-and none of them is imported here.
+and none of them is imported here; the re-exported names are imported on
+first use (PEP 562), so ``import seamscope.cli`` does not load the core.
 """
 
-from seamscope.decisions import (
-    AllowlistStage,
-    DispatchContext,
-    ForcedChoiceStage,
-    IntentRoutingStage,
-    LazyRoutingStage,
-    Message,
-    ModelConfig,
-    OffloadGate,
-    OffloadGateDecision,
-    OffloadGateInputs,
-    PolicyStage,
-    PricingTable,
-    RolePaletteStage,
-    SeamRouter,
-    SelectionContext,
-    SelectionPipeline,
-    SelectionStage,
-    StageOutcome,
-    ToolCall,
-    ToolCallPolicy,
-    ToolCatalog,
-    ToolSpec,
-    evaluate_offload_gate,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seamscope.decisions import (
+        AllowlistStage,
+        DispatchContext,
+        ForcedChoiceStage,
+        IntentRoutingStage,
+        LazyRoutingStage,
+        Message,
+        ModelConfig,
+        OffloadGate,
+        OffloadGateDecision,
+        OffloadGateInputs,
+        PolicyStage,
+        PricingTable,
+        RolePaletteStage,
+        SeamRouter,
+        SelectionContext,
+        SelectionPipeline,
+        SelectionStage,
+        StageOutcome,
+        ToolCall,
+        ToolCallPolicy,
+        ToolCatalog,
+        ToolSpec,
+        evaluate_offload_gate,
+    )
 
 __all__ = [
     "AllowlistStage",
@@ -60,3 +67,15 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("seamscope.decisions"), name)
+    globals()[name] = value  # later reads skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

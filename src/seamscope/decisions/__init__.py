@@ -4,42 +4,52 @@ Nothing here imports OpenTelemetry or structlog (a test proves it);
 telemetry is one implementation of :class:`DecisionObserver`. The records
 the core produces and takes, and their closed value sets, are in
 :mod:`seamscope.decisions.records`.
+
+The public names are imported on first use (PEP 562), so importing one
+part of the core (the records, as the conventions and the CLI's explain
+do) does not load the rest.
 """
 
-from seamscope.decisions._ledger import OffloadLedger
-from seamscope.decisions._messages import Message
-from seamscope.decisions._observer import DecisionObserver, NoopObserver
-from seamscope.decisions._offload import OffloadGate, evaluate_offload_gate
-from seamscope.decisions._policy import DispatchContext, ToolCallPolicy
-from seamscope.decisions._pricing import ModelPrice, PricingTable
-from seamscope.decisions._seams import SeamRouter
-from seamscope.decisions.records import (
-    ModelConfig,
-    ModelUsage,
-    OffloadGateDecision,
-    OffloadGateInputs,
-    PostModelResult,
-    PreModelResult,
-    SelectionResult,
-    Settlement,
-    StageOutcome,
-    ToolCall,
-)
-from seamscope.decisions.selection import (
-    AllowlistStage,
-    ForcedChoiceStage,
-    IntentRoutingStage,
-    IntentVerdict,
-    LazyRoutingStage,
-    PolicyStage,
-    RolePaletteStage,
-    SafetyLevel,
-    SelectionContext,
-    SelectionPipeline,
-    SelectionStage,
-    ToolCatalog,
-    ToolSpec,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seamscope.decisions._ledger import OffloadLedger
+    from seamscope.decisions._messages import Message
+    from seamscope.decisions._observer import DecisionObserver, NoopObserver
+    from seamscope.decisions._offload import OffloadGate, evaluate_offload_gate
+    from seamscope.decisions._policy import DispatchContext, ToolCallPolicy
+    from seamscope.decisions._pricing import ModelPrice, PricingTable
+    from seamscope.decisions._seams import SeamRouter
+    from seamscope.decisions.records import (
+        ModelConfig,
+        ModelUsage,
+        OffloadGateDecision,
+        OffloadGateInputs,
+        PostModelResult,
+        PreModelResult,
+        SelectionResult,
+        Settlement,
+        StageOutcome,
+        ToolCall,
+    )
+    from seamscope.decisions.selection import (
+        AllowlistStage,
+        ForcedChoiceStage,
+        IntentRoutingStage,
+        IntentVerdict,
+        LazyRoutingStage,
+        PolicyStage,
+        RolePaletteStage,
+        SafetyLevel,
+        SelectionContext,
+        SelectionPipeline,
+        SelectionStage,
+        ToolCatalog,
+        ToolSpec,
+    )
 
 __all__ = [
     "AllowlistStage",
@@ -77,3 +87,54 @@ __all__ = [
     "ToolSpec",
     "evaluate_offload_gate",
 ]
+
+# public name -> the module of the core that defines it
+_HOME = {
+    "AllowlistStage": "selection",
+    "DecisionObserver": "_observer",
+    "DispatchContext": "_policy",
+    "ForcedChoiceStage": "selection",
+    "IntentRoutingStage": "selection",
+    "IntentVerdict": "selection",
+    "LazyRoutingStage": "selection",
+    "Message": "_messages",
+    "ModelConfig": "records",
+    "ModelPrice": "_pricing",
+    "ModelUsage": "records",
+    "NoopObserver": "_observer",
+    "OffloadGate": "_offload",
+    "OffloadGateDecision": "records",
+    "OffloadGateInputs": "records",
+    "OffloadLedger": "_ledger",
+    "PolicyStage": "selection",
+    "PostModelResult": "records",
+    "PreModelResult": "records",
+    "PricingTable": "_pricing",
+    "RolePaletteStage": "selection",
+    "SafetyLevel": "selection",
+    "SeamRouter": "_seams",
+    "SelectionContext": "selection",
+    "SelectionPipeline": "selection",
+    "SelectionResult": "records",
+    "SelectionStage": "selection",
+    "Settlement": "records",
+    "StageOutcome": "records",
+    "ToolCall": "records",
+    "ToolCallPolicy": "_policy",
+    "ToolCatalog": "selection",
+    "ToolSpec": "selection",
+    "evaluate_offload_gate": "_offload",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later reads skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
