@@ -90,7 +90,7 @@ def _str_enums_in_module() -> dict[str, type[enum.StrEnum]]:
     found = {
         name: obj
         for module in (records, conventions)
-        for name, obj in vars(module).items()
+        for name, obj in ((n, getattr(module, n)) for n in dir(module))
         if inspect.isclass(obj) and issubclass(obj, enum.StrEnum) and obj is not enum.StrEnum
     }
     return found

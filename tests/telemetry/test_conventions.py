@@ -195,7 +195,7 @@ def test_closed_value_sets_are_the_cores_string_enums() -> None:
     def enums_of(module: object) -> dict[str, type[enum.Enum]]:
         return {
             n: v
-            for n, v in vars(module).items()
+            for n, v in ((n, getattr(module, n)) for n in dir(module))
             if isinstance(v, type) and issubclass(v, enum.Enum)
         }
 

@@ -7,15 +7,17 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from seamscope.decisions.records._values import (
-    _ZERO,
+from seamscope.decisions.records._enums import (
     MiddlewareDecisionKind,
-    ModelUsage,
     OffloadMechanism,
     OffloadOutcome,
     OffloadReasonCode,
     PricingSource,
     SettleTrigger,
+)
+from seamscope.decisions.records._values import (
+    _ZERO,
+    ModelUsage,
     ToolCall,
     _fail,
     _nonempty_str,
