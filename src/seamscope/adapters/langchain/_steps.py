@@ -130,14 +130,48 @@ class _Step:
             self.attached.detach()
 
 
-class ModelStep(_Step):
-    """One model call: select, PRE seam, chat span, POST seam."""
+class _ModelCallStep(_Step):
+    """What the outer model step and the model tail share: the ``chat`` span
+    around the model call and the report of its usage."""
 
     def __init__(self, middleware: SeamscopeMiddleware, request: ModelRequest[Any]) -> None:
         super().__init__(middleware)
         self.request = request
-        self.created = False
         self.model_name: str | None = None
+        self.compacted: tuple[str, ...] = ()  # compactions the real prompt carries
+
+    def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
+        it, name = self.iteration, self.model_name
+        if it is None or name is None:
+            return _contained(None, "")
+        return _contained(lambda: it.chat(name), "langchain.chat_span")
+
+    def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
+        """Usage on the chat span and in the ledger, with what the request's
+        prompt carried: seamscope's stubs, and the compactions it holds."""
+        try:
+            message = translate.last_ai(response.result)
+            usage = None if message is None else translate.usage(message)
+            if self.run is not None and usage is not None:
+                self.run.usage = usage
+            if call is None or usage is None or message is None:
+                return
+            carried = (*translate.carried(self.request.messages), *self.compacted)
+            call.report(
+                usage,
+                response_model=translate.response_model(message),
+                carried=tuple(dict.fromkeys(carried)),
+            )
+        except Exception:
+            failed("langchain.usage")
+
+
+class ModelStep(_ModelCallStep):
+    """One model call: select, PRE seam, chat span, POST seam."""
+
+    def __init__(self, middleware: SeamscopeMiddleware, request: ModelRequest[Any]) -> None:
+        super().__init__(middleware, request)
+        self.created = False
         self.structured: tuple[dict[str, Any], ...] = ()
 
     def prepare(self) -> ModelRequest[Any]:
@@ -193,29 +227,14 @@ class ModelStep(_Step):
             return request
 
     def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
-        it, name = self.iteration, self.model_name
-        if it is None or name is None or self.mw._tail is not None:
+        if self.mw._tail is not None:
             # watching: the model tail opens a chat span per real model call
             return _contained(None, "")
-        return _contained(lambda: it.chat(name), "langchain.chat_span")
+        return super().chat()
 
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
-        if self.mw._tail is not None:
-            return  # the model tail reported each real model call
-        try:
-            message = translate.last_ai(response.result)
-            usage = None if message is None else translate.usage(message)
-            if self.run is not None:
-                self.run.usage = usage
-            if call is None or usage is None or message is None:
-                return
-            call.report(
-                usage,
-                response_model=translate.response_model(message),
-                carried=translate.carried(self.request.messages),
-            )
-        except Exception:
-            failed("langchain.usage")
+        if self.mw._tail is None:  # watching: the model tail reported each real call
+            super().report(call, response)
 
     def finish(
         self, response: ModelResponse[Any]
@@ -350,17 +369,11 @@ class ToolStep(_Step):
         )
 
 
-class TailStep(_Step):
+class TailStep(_ModelCallStep):
     """One real model call, innermost, when middlewares are watched: the
     ``chat {model}`` span names the model really called, and its report
     counts as carried what the prompt really holds (seamscope's stubs, the
     placeholders and summaries of watched middlewares' compactions)."""
-
-    def __init__(self, middleware: SeamscopeMiddleware, request: ModelRequest[Any]) -> None:
-        super().__init__(middleware)
-        self.request = request
-        self.model_name: str | None = None
-        self.compacted: tuple[str, ...] = ()
 
     def prepare(self) -> None:
         request, mw = self.request, self.mw
@@ -377,26 +390,3 @@ class TailStep(_Step):
             self.compacted = mw._compactions.carried(run.scope, request.messages)
         except Exception:
             failed("langchain.model_tail")
-
-    def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
-        it, name = self.iteration, self.model_name
-        if it is None or name is None:
-            return _contained(None, "")
-        return _contained(lambda: it.chat(name), "langchain.chat_span")
-
-    def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
-        try:
-            message = translate.last_ai(response.result)
-            usage = None if message is None else translate.usage(message)
-            if self.run is not None and usage is not None:
-                self.run.usage = usage
-            if call is None or usage is None or message is None:
-                return
-            carried = (*translate.carried(self.request.messages), *self.compacted)
-            call.report(
-                usage,
-                response_model=translate.response_model(message),
-                carried=tuple(dict.fromkeys(carried)),
-            )
-        except Exception:
-            failed("langchain.usage")
