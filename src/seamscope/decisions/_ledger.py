@@ -243,23 +243,17 @@ class OffloadLedger:
             return
         if not decision.fire or not decision.offload_id:
             return
-        conversation_id = _key("record_offload", conversation_id)
-        due: list[Settlement] = []
-        with self._lock:
-            conv = self._touch(conversation_id, due)
-            if len(conv.offloads) >= self._max_offloads:
-                _, oldest = conv.offloads.popitem(last=False)
-                due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
-            conv.offloads[decision.offload_id] = _Offload(
-                decision.offload_id,
-                decision.model_name,
-                to_decimal(decision.output_tokens),
-                decision.stub_tokens,
-                decision.net_saving,
-                decision.horizon,
-                decision.recall_probability,
-                link,
-            )
+        offload = _Offload(
+            decision.offload_id,
+            decision.model_name,
+            to_decimal(decision.output_tokens),
+            decision.stub_tokens,
+            decision.net_saving,
+            decision.horizon,
+            decision.recall_probability,
+            link,
+        )
+        _, due = self._follow(_key("record_offload", conversation_id), offload, again=True)
         self._settled(due)
 
     def record_compaction(
@@ -280,26 +274,22 @@ class OffloadLedger:
             return
         conversation_id = _key("record_compaction", conversation_id)
         predicted = compaction.predicted
-        due: list[Settlement] = []
-        with self._lock:
-            conv = self._touch(conversation_id, due)
-            if compaction.compaction_id in conv.offloads:
-                return
-            if len(conv.offloads) >= self._max_offloads:
-                _, oldest = conv.offloads.popitem(last=False)
-                due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
-            conv.offloads[compaction.compaction_id] = _Offload(
-                compaction.compaction_id,
-                compaction.model,
-                to_decimal(max(0.0, float(compaction.removed_tokens))),
-                max(0, int(compaction.kept_tokens)),
-                (_ZERO if predicted is None else predicted.net_saving) - compaction.cost,
-                0 if predicted is None else predicted.horizon,
-                0.0 if predicted is None else predicted.recall_probability,
-                link,
-                compaction.mechanism,
-                compaction.cost,
-            )
+        offload = _Offload(
+            compaction.compaction_id,
+            compaction.model,
+            to_decimal(max(0.0, float(compaction.removed_tokens))),
+            max(0, int(compaction.kept_tokens)),
+            (_ZERO if predicted is None else predicted.net_saving) - compaction.cost,
+            0 if predicted is None else predicted.horizon,
+            0.0 if predicted is None else predicted.recall_probability,
+            link,
+            compaction.mechanism,
+            compaction.cost,
+        )
+        followed, due = self._follow(conversation_id, offload, again=False)
+        if not followed:
+            self._settled(due)
+            return
         if compaction.cost > 0:
             self._observer.on_offload_accounted(
                 CompactionAccount(
@@ -472,6 +462,23 @@ class OffloadLedger:
 
     def __len__(self) -> int:
         return len(self._conversations)
+
+    def _follow(
+        self, conversation_id: str, offload: _Offload, *, again: bool
+    ) -> tuple[bool, list[Settlement]]:
+        """Start following ``offload`` in its conversation (its oldest live offload
+        evicted past the bound). An id already followed is replaced when
+        ``again``, else left as it is (False). Returns the settlements due."""
+        due: list[Settlement] = []
+        with self._lock:
+            conv = self._touch(conversation_id, due)
+            if offload.offload_id in conv.offloads and not again:
+                return False, due
+            if len(conv.offloads) >= self._max_offloads:
+                _, oldest = conv.offloads.popitem(last=False)
+                due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
+            conv.offloads[offload.offload_id] = offload
+        return True, due
 
     def _touch(self, conversation_id: str, due: list[Settlement]) -> _Conversation:
         conv = self._conversations.get(conversation_id)
