@@ -10,8 +10,9 @@ first use (PEP 562), so ``import seamscope.cli`` does not load the core.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from seamscope.decisions._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from seamscope.decisions import (
@@ -69,13 +70,6 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("seamscope.decisions"), name)
-    globals()[name] = value  # later reads skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(
+    __name__, dict.fromkeys(__all__, "seamscope.decisions"), __all__
+)

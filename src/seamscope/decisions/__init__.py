@@ -12,8 +12,9 @@ do) does not load the rest.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from seamscope.decisions._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from seamscope.decisions._ledger import OffloadLedger
@@ -127,14 +128,6 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later reads skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(
+    __name__, {n: f"{__name__}.{m}" for n, m in _HOME.items()}, __all__
+)

@@ -18,8 +18,9 @@ OpenTelemetry SDK, structlog and the observer.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from seamscope.decisions._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from seamscope.telemetry._config import TelemetryConfig
@@ -50,14 +51,6 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later reads skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(
+    __name__, {n: f"{__name__}.{m}" for n, m in _HOME.items()}, __all__
+)
