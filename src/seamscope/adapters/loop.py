@@ -73,6 +73,7 @@ from seamscope.decisions.records import (
     GateCall,
     MiddlewareDecision,
     OffloadMechanism,
+    PricingSource,
     Seam,
 )
 from seamscope.telemetry import conventions as c
@@ -519,7 +520,7 @@ class Iteration:
             tuple(tool_call_ids),
             int(messages_removed),
             cost,
-            None if predicted.pricing_source.value == "none" else predicted,
+            None if predicted.pricing_source is PricingSource.NONE else predicted,
         )
 
     def model_call_cost(self, model: str, usage: ModelUsage) -> Decimal:

@@ -160,24 +160,29 @@ def record_middleware_decision(
     end = time.time_ns()
     start = d.start_time_ns if d.start_time_ns is not None else end - int(d.duration_s * 1e9)
     start = min(start, end)
-    name = _SPAN_OF[d.kind]
-    if d.kind is _K.TOOL_CALL_BLOCKED:
-        link = None
-        for call in d.calls or ((),):
-            span_attrs = dict(attrs)
-            if call:
-                span_attrs[c.ATTR_GEN_AI_TOOL_NAME] = limits.text(call.name)
-                span_attrs[c.ATTR_DISPATCH_EMITTED_TOOL] = limits.text(call.name)
-                span_attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = limits.text(call.id)
-            span = tracer.start_span(
-                name, kind=SpanKind.INTERNAL, attributes=span_attrs, start_time=start
-            )
-            span.end(end_time=end)
-            link = link or span.get_span_context()
-        return link
-    span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs, start_time=start)
-    span.end(end_time=end)
-    return span.get_span_context()
+    # a block is one span per call that never ran, each naming its call
+    per_span = (
+        [
+            {
+                **attrs,
+                c.ATTR_GEN_AI_TOOL_NAME: limits.text(call.name),
+                c.ATTR_DISPATCH_EMITTED_TOOL: limits.text(call.name),
+                c.ATTR_GEN_AI_TOOL_CALL_ID: limits.text(call.id),
+            }
+            for call in d.calls
+        ]
+        if d.kind is _K.TOOL_CALL_BLOCKED and d.calls
+        else [attrs]
+    )
+    link = None
+    for span_attrs in per_span:
+        span = tracer.start_span(
+            _SPAN_OF[d.kind], kind=SpanKind.INTERNAL, attributes=span_attrs, start_time=start
+        )
+        span.end(end_time=end)
+        if link is None:
+            link = span.get_span_context()
+    return link
 
 
 def _log_fields(d: MiddlewareDecision, limits: a.Limits) -> dict[str, Any]:
