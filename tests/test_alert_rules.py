@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _promql_reader import AGGREGATIONS, PromQLUse
 from seamscope.telemetry import conventions as c
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,18 +32,35 @@ RUNBOOK_BASE = "https://github.com/seamscope/seamscope/blob/main/docs/runbooks.m
 TIMEOUT_S = 60
 INSTALL_HINT = "apt-get install prometheus prometheus-alertmanager (CI installs it)"
 
-EXPECTED_GROUPS = ("seamscope-offload-economics", "seamscope-decisions")
+EXPECTED_GROUPS = (
+    "seamscope-offload-economics",
+    "seamscope-decisions",
+    "seamscope-offload-loss-budget",
+)
 EXPECTED_ALERTS = (
     "SeamscopeOffloadRealizedLoss",
     "SeamscopeOffloadPredictionDrift",
     "SeamscopeOffloadCacheHitCollapse",
     "SeamscopeRedirectsDroppedByPaletteGate",
     "SeamscopeSelectionStageDegraded",
+    "SeamscopeOffloadLossBudgetFastBurn",
+    "SeamscopeOffloadLossBudgetSlowBurn",
 )
 SEVERITIES = frozenset({"critical", "warning"})
 ALERT_NAME = re.compile(r"^Seamscope(?:[A-Z][a-z0-9]*)+$")
-# An end-to-end test waits for the realized-loss alert to fire.
-MAX_FOR_S = {"SeamscopeOffloadRealizedLoss": 60}
+# End-to-end tests wait for the realized-loss alert and the fast burn to fire.
+MAX_FOR_S = {"SeamscopeOffloadRealizedLoss": 60, "SeamscopeOffloadLossBudgetFastBurn": 60}
+# Recorded series: level:metric:operations (Prometheus's naming practice).
+RECORD_NAME = re.compile(r"^[a-z][a-z_]*:[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
+# The loss budget: the recorded error budget, the recorded loss ratios per
+# window, and the multiwindow burn-rate alerts (long window, short window,
+# burn-rate factor), as in the SRE workbook.
+ERROR_BUDGET = "seamscope:offload_settled_loss:error_budget"
+LOSS_RATIO = "model_mechanism:seamscope_offload_settled_loss:ratio_{window}"
+BURN_RATE_ALERTS = {
+    "SeamscopeOffloadLossBudgetFastBurn": ("1h", "5m", 14.4),
+    "SeamscopeOffloadLossBudgetSlowBurn": ("6h", "30m", 6.0),
+}
 
 SCRAPE_LABELS = frozenset({"job", "instance"})
 # Labels the OpenTelemetry Prometheus exporter adds from the meter's scope.
@@ -73,6 +91,9 @@ def _series_attributes() -> dict[str, frozenset[str]]:
 
 
 SERIES = _series_attributes()
+# What the recording rules record: series name -> the labels it keeps (the
+# grouping labels of its expression; none for a constant).
+RECORDED: dict[str, frozenset[str]] = {}
 KNOWN_LABELS = frozenset(_label(a) for a in c.ATTRIBUTES) | SCRAPE_LABELS | {"le"}
 
 _BOOLEAN = frozenset({"true", "false"})
@@ -111,155 +132,6 @@ REALIZED_SERIES = frozenset(
 )
 
 
-# --------------------------------------------------------------------------
-# A small PromQL reader: enough to list the series, matchers and grouping
-# labels an expression uses. It fails loudly on anything it does not know.
-# --------------------------------------------------------------------------
-
-AGGREGATIONS = frozenset(
-    [
-        "sum",
-        "avg",
-        "min",
-        "max",
-        "count",
-        "group",
-        "stddev",
-        "stdvar",
-        "topk",
-        "bottomk",
-        "quantile",
-        "count_values",
-    ]
-)
-FUNCTIONS = AGGREGATIONS | frozenset(
-    [
-        "abs",
-        "absent",
-        "absent_over_time",
-        "avg_over_time",
-        "ceil",
-        "changes",
-        "clamp",
-        "clamp_max",
-        "clamp_min",
-        "count_over_time",
-        "delta",
-        "deriv",
-        "floor",
-        "histogram_quantile",
-        "idelta",
-        "increase",
-        "irate",
-        "label_join",
-        "label_replace",
-        "last_over_time",
-        "max_over_time",
-        "min_over_time",
-        "predict_linear",
-        "quantile_over_time",
-        "rate",
-        "resets",
-        "round",
-        "scalar",
-        "sort",
-        "sort_desc",
-        "sum_over_time",
-        "time",
-        "timestamp",
-        "vector",
-    ]
-)
-GROUPING = frozenset(["by", "without", "on", "ignoring", "group_left", "group_right"])
-KEYWORDS = frozenset(["and", "or", "unless", "bool", "offset", "atan2", "Inf", "NaN", "inf", "nan"])
-
-_TOKEN = re.compile(
-    r"""
-    (?P<space>\s+)
-  | (?P<comment>\#[^\n]*)
-  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
-  | (?P<number>\d[\w.]*|\.\d[\w.]*)
-  | (?P<ident>[A-Za-z_:][\w:]*)
-  | (?P<op>=~|!~|!=|==|>=|<=|[-+*/%^<>=,(){}\[\]@])
-    """,
-    re.VERBOSE,
-)
-
-
-def _tokens(expr: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    pos = 0
-    while pos < len(expr):
-        match = _TOKEN.match(expr, pos)
-        if match is None:
-            raise ValueError(f"cannot read PromQL at {expr[pos : pos + 30]!r}")
-        pos = match.end()
-        kind = match.lastgroup
-        assert kind is not None
-        if kind not in ("space", "comment"):
-            out.append((kind, match.group()))
-    return out
-
-
-class PromQLUse:
-    """The series, label matchers and grouping labels one expression uses."""
-
-    def __init__(self, expr: str) -> None:
-        self.series: set[str] = set()
-        self.functions: set[str] = set()
-        # (series name or None, label, operator, value)
-        self.matchers: list[tuple[str | None, str, str, str]] = []
-        self.grouping: set[str] = set()
-        self._read(_tokens(expr))
-
-    def _read(self, toks: list[tuple[str, str]]) -> None:
-        i = 0
-        while i < len(toks):
-            kind, text = toks[i]
-            nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
-            if kind == "ident" and text in GROUPING:
-                if nxt == "(":
-                    i = self._label_list(toks, i + 2)
-                    continue
-            elif kind == "ident" and text in KEYWORDS:
-                pass
-            elif kind == "ident" and (nxt == "(" or text in AGGREGATIONS):
-                if text not in FUNCTIONS:
-                    raise ValueError(f"unknown PromQL function {text!r}")
-                self.functions.add(text)
-            elif kind == "ident":
-                self.series.add(text)
-                if nxt == "{":
-                    i = self._selector(toks, i + 2, text)
-                    continue
-            elif text == "{":
-                i = self._selector(toks, i + 1, None)
-                continue
-            elif text == "[":
-                while toks[i][1] != "]":
-                    i += 1
-            i += 1
-
-    def _label_list(self, toks: list[tuple[str, str]], i: int) -> int:
-        while toks[i][1] != ")":
-            if toks[i][0] == "ident":
-                self.grouping.add(toks[i][1])
-            i += 1
-        return i + 1
-
-    def _selector(self, toks: list[tuple[str, str]], i: int, series: str | None) -> int:
-        while toks[i][1] != "}":
-            if toks[i][1] == ",":
-                i += 1
-                continue
-            (k_kind, label), (_, op), (v_kind, value) = toks[i : i + 3]
-            if k_kind != "ident" or v_kind != "string":
-                raise ValueError(f"cannot read matcher {label}{op}{value}")
-            self.matchers.append((series, label, op, value[1:-1]))
-            i += 3
-        return i + 1
-
-
 def _check_promql(expr: str) -> list[str]:
     """What in ``expr`` is not something seamscope exports; empty when all is."""
     use = PromQLUse(expr)
@@ -268,12 +140,15 @@ def _check_promql(expr: str) -> list[str]:
         problems.append("uses no series at all")
     labels_in_scope = set(SCRAPE_LABELS)
     for name in sorted(use.series):
-        if name not in SERIES:
-            problems.append(f"series {name} is not exported by seamscope")
+        if name in RECORDED:
+            labels_in_scope |= RECORDED[name]
+        elif name not in SERIES:
+            problems.append(f"series {name} is not exported by seamscope nor recorded by a rule")
         else:
             labels_in_scope |= SERIES[name]
     for series, label, op, value in use.matchers:
-        allowed = (SERIES.get(series, KNOWN_LABELS) | SCRAPE_LABELS) if series else KNOWN_LABELS
+        own = RECORDED[series] if series in RECORDED else SERIES.get(series, KNOWN_LABELS)
+        allowed = (own | SCRAPE_LABELS) if series else KNOWN_LABELS
         if label not in allowed:
             problems.append(f"matcher label {label} is not a label of {series or 'any series'}")
         closed = CLOSED_VALUES.get(label)
@@ -296,6 +171,40 @@ def _load(path: Path) -> Any:
 
 def _alerts() -> list[dict[str, Any]]:
     return [rule for group in _load(RULES)["groups"] for rule in group["rules"] if "alert" in rule]
+
+
+def _records() -> list[dict[str, Any]]:
+    return [rule for group in _load(RULES)["groups"] for rule in group["rules"] if "record" in rule]
+
+
+def _all_rules() -> list[dict[str, Any]]:
+    return [rule for group in _load(RULES)["groups"] for rule in group["rules"]]
+
+
+RECORDED.update(
+    {rule["record"]: frozenset(PromQLUse(rule["expr"]).grouping) for rule in _records()}
+)
+
+
+def _expr_labels(expr: str) -> set[str]:
+    """The labels every series ``expr`` returns carries: its grouping labels and
+    those of the recorded series it reads."""
+    use = PromQLUse(expr)
+    return set(use.grouping).union(*(RECORDED[s] for s in use.series if s in RECORDED))
+
+
+def _underlying_series(expr: str) -> set[str]:
+    """The exported series ``expr`` reads, through the recording rules it reads."""
+    records = {rule["record"]: rule["expr"] for rule in _records()}
+    seen: set[str] = set()
+    todo = set(PromQLUse(expr).series)
+    while todo:
+        name = todo.pop()
+        if name in records:
+            todo |= PromQLUse(records[name]).series - seen
+        else:
+            seen.add(name)
+    return seen
 
 
 def _alert_tests() -> Iterator[tuple[Path, dict[str, Any], dict[str, Any]]]:
@@ -388,7 +297,7 @@ def amtool() -> str:
 def test_promtool_check_rules(promtool: str) -> None:
     result = _run(promtool, "check", "rules", RULES)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(_alerts())} rules found" in result.stdout
+    assert f"SUCCESS: {len(_all_rules())} rules found" in result.stdout
 
 
 def test_promtool_unit_tests_pass(promtool: str) -> None:
@@ -441,6 +350,16 @@ def test_amtool_check_config(amtool: str) -> None:
             ],
             "seamscope-critical",
         ),
+        (
+            [
+                "alertname=SeamscopeOffloadLossBudgetFastBurn",
+                "severity=critical",
+                "gen_ai_request_model=gpt-4o",
+                "seamscope_offload_mechanism=seamscope_gate",
+            ],
+            "seamscope-critical",
+        ),
+        (["alertname=SeamscopeOffloadLossBudgetSlowBurn", "severity=warning"], "default"),
         (["alertname=SeamscopeOffloadPredictionDrift", "severity=warning"], "default"),
         (["alertname=SeamscopeSelectionStageDegraded", "severity=warning"], "default"),
         (["alertname=NodeDown", "severity=critical"], "default"),
@@ -463,7 +382,7 @@ def test_alertmanager_routes_critical_seamscope_alerts_to_the_webhook(
 
 def _alert_labels(alert: dict[str, Any]) -> set[str]:
     """The labels every instance of ``alert`` carries."""
-    return set(alert["labels"]) | PromQLUse(alert["expr"]).grouping | {"alertname"}
+    return set(alert["labels"]) | _expr_labels(alert["expr"]) | {"alertname"}
 
 
 def test_alertmanager_groups_critical_alerts_by_every_label_they_are_split_by() -> None:
@@ -508,7 +427,7 @@ def test_alert_metadata(alert: dict[str, Any]) -> None:
     assert annotations["summary"].strip()
     description = annotations["description"]
     assert "$value" in description, "the description shows the alert's value"
-    for label in PromQLUse(alert["expr"]).grouping:
+    for label in _expr_labels(alert["expr"]):
         assert f"$labels.{label}" in description, f"the description names {label}"
     url = annotations["runbook_url"]
     assert url.startswith(RUNBOOK_BASE)
@@ -553,7 +472,7 @@ def test_promql_reader_finds_what_an_expression_uses() -> None:
         "grouping label nope is not a label of the series used",
     ]
     assert _check_promql("rate(seamscope_redirects[5m])") == [
-        "series seamscope_redirects is not exported by seamscope",
+        "series seamscope_redirects is not exported by seamscope nor recorded by a rule",
     ]
     with pytest.raises(ValueError, match="unknown PromQL function"):
         PromQLUse("rates(seamscope_redirects_total[5m])")
@@ -608,7 +527,7 @@ def test_unit_tests_cover_every_mechanism_and_cost_kind() -> None:
 
 
 def _realized_series_used(alert: dict[str, Any]) -> set[str]:
-    return PromQLUse(alert["expr"]).series & REALIZED_SERIES
+    return _underlying_series(alert["expr"]) & REALIZED_SERIES
 
 
 @pytest.mark.parametrize(
@@ -619,7 +538,7 @@ def test_realized_offload_alerts_say_which_mechanism(alert: dict[str, Any]) -> N
     in its summary and description, or is about one mechanism: it selects
     that mechanism's series and carries it as a fixed label."""
     use = PromQLUse(alert["expr"])
-    if L_MECHANISM in use.grouping:
+    if L_MECHANISM in _expr_labels(alert["expr"]):
         assert f"$labels.{L_MECHANISM}" in alert["annotations"]["summary"]
         assert f"$labels.{L_MECHANISM}" in alert["annotations"]["description"]
         return
@@ -652,8 +571,119 @@ def test_firing_expectations_are_complete() -> None:
     alerts = {a["alert"]: a for a in _alerts()}
     for path, group, case in _alert_tests():
         alert = alerts[case["alertname"]]
-        grouping = PromQLUse(alert["expr"]).grouping
+        grouping = _expr_labels(alert["expr"])
         for exp in case.get("exp_alerts") or []:
             where = f"{path.name}: {group['name']} at {case['eval_time']}"
             assert set(exp["exp_labels"]) == set(alert["labels"]) | grouping, where
             assert set(exp["exp_annotations"]) == set(alert["annotations"]), where
+
+
+# --------------------------------------------------------------------------
+# Recording rules and the loss budget.
+# --------------------------------------------------------------------------
+
+_CONSTANT = re.compile(r"^vector\(\s*(\d+(?:\.\d+)?)\s*\)$")
+
+
+def _budget() -> float:
+    (rule,) = [r for r in _records() if r["record"] == ERROR_BUDGET]
+    match = _CONSTANT.match(rule["expr"].strip())
+    assert match, f"{ERROR_BUDGET} is a constant vector(X), the one place the SLO is set"
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize("rule", _records(), ids=lambda r: r["record"])
+def test_recording_rule_names_and_expressions(rule: dict[str, Any]) -> None:
+    name = rule["record"]
+    assert RECORD_NAME.match(name), f"{name} is not level:metric:operations"
+    assert name not in SERIES, f"{name} shadows an exported series"
+    if _CONSTANT.match(rule["expr"].strip()):
+        assert set() == RECORDED[name]
+        return
+    assert _check_promql(rule["expr"]) == []
+    use = PromQLUse(rule["expr"])
+    # aggregated: the recorded labels are exactly its grouping labels
+    assert use.functions & AGGREGATIONS, f"{name} does not aggregate"
+    assert RECORDED[name], f"{name} keeps no label"
+
+
+def test_every_recorded_series_is_read_by_an_alert_after_it_is_recorded() -> None:
+    """A rule group evaluates its rules in order: a recorded series an alert
+    reads is recorded earlier in the same group, and none is recorded for nothing."""
+    read: set[str] = set()
+    for group in _load(RULES)["groups"]:
+        recorded_so_far: set[str] = set()
+        for rule in group["rules"]:
+            used = PromQLUse(rule["expr"]).series & set(RECORDED)
+            assert used <= recorded_so_far, f"{rule.get('alert') or rule['record']} reads {used}"
+            read |= used
+            if "record" in rule:
+                recorded_so_far.add(rule["record"])
+    assert set(RECORDED) == read
+
+
+def test_loss_ratios_read_only_their_own_window() -> None:
+    windows = {w for long, short, _ in BURN_RATE_ALERTS.values() for w in (long, short)}
+    for window in sorted(windows, key=_seconds):
+        name = LOSS_RATIO.format(window=window)
+        (rule,) = [r for r in _records() if r["record"] == name]
+        expr = rule["expr"]
+        assert {window} == set(re.findall(r"\[(\w+)\]", expr)), name
+        assert {window} == set(re.findall(r"\boffset (\w+)", expr)), name
+        assert {c.METRIC_OFFLOAD_SETTLED.prometheus} == PromQLUse(expr).series, name
+        assert {L_MECHANISM, _label(c.ATTR_GEN_AI_REQUEST_MODEL)} == RECORDED[name]
+        loss = c.OffloadOutcome.LOSS.value
+        outcome = (c.METRIC_OFFLOAD_SETTLED.prometheus, _label(c.ATTR_OFFLOAD_OUTCOME), "=", loss)
+        assert {outcome} == set(PromQLUse(expr).matchers), name
+
+
+@pytest.mark.parametrize(
+    ("alertname", "windows"), sorted(BURN_RATE_ALERTS.items()), ids=lambda v: str(v)
+)
+def test_burn_rate_alerts_read_a_long_and_a_short_window_at_one_factor(
+    alertname: str, windows: tuple[str, str, float]
+) -> None:
+    long, short, factor = windows
+    (alert,) = [a for a in _alerts() if a["alert"] == alertname]
+    expr = alert["expr"]
+    expected = {LOSS_RATIO.format(window=long), LOSS_RATIO.format(window=short), ERROR_BUDGET}
+    assert expected == PromQLUse(expr).series
+    assert [factor, factor] == [float(x) for x in re.findall(r"\)\s*>\s*([\d.]+)", expr)]
+    # both windows over the threshold
+    assert 1 == len(re.findall(r"^and$", expr, re.MULTILINE))
+    # the page or ticket is reachable: a 100% loss share is above factor x budget
+    assert factor * _budget() < 1
+    assert f"{factor:g}x" in alert["annotations"]["description"]
+    assert f"{long} (and the last {short})" in alert["annotations"]["description"]
+
+
+def _expr_tests() -> Iterator[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    for path in RULE_TESTS:
+        for group in _load(path)["tests"]:
+            for case in group.get("promql_expr_test", []):
+                yield path, group, case
+
+
+def test_promql_expr_tests_read_only_exported_or_recorded_series() -> None:
+    for path, group, case in _expr_tests():
+        assert _check_promql(case["expr"]) == [], f"{path.name}: {group['name']}"
+
+
+def test_every_recorded_series_is_pinned_by_a_promql_expr_test() -> None:
+    pinned = {name for _, _, case in _expr_tests() for name in PromQLUse(case["expr"]).series}
+    assert set(RECORDED) - pinned == set()
+
+
+def test_the_checker_knows_recorded_series_and_their_labels() -> None:
+    ratio = LOSS_RATIO.format(window="1h")
+    assert _check_promql(f'{ratio}{{seamscope_offload_mechanism="context_editing"}}') == []
+    assert _check_promql(f"sum by (seamscope_offload_cost_kind) ({ratio})") == [
+        "grouping label seamscope_offload_cost_kind is not a label of the series used"
+    ]
+    assert _check_promql(f'{ratio}{{seamscope_offload_cost_kind="recall"}}') == [
+        f"matcher label seamscope_offload_cost_kind is not a label of {ratio}"
+    ]
+    assert _check_promql("model_mechanism:seamscope_offload_settled_loss:ratio_2h") == [
+        "series model_mechanism:seamscope_offload_settled_loss:ratio_2h is not exported by "
+        "seamscope nor recorded by a rule"
+    ]

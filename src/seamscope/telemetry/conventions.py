@@ -204,6 +204,7 @@ __all__ = [
     "METRIC_OFFLOAD_REALIZED_SAVINGS",
     "METRIC_OFFLOAD_RECALLS",
     "METRIC_OFFLOAD_SETTLED",
+    "METRIC_OFFLOAD_SHADOW_DISAGREEMENTS",
     "METRIC_POLICY_EVALUATIONS",
     "METRIC_POLICY_WINS",
     "METRIC_REDIRECTS",
@@ -695,6 +696,14 @@ METRIC_OFFLOAD_SETTLED: Final = MetricSpec(
     "Settled offloads and compactions by outcome (gain, loss, break_even) and mechanism.",
     (ATTR_GEN_AI_REQUEST_MODEL, ATTR_OFFLOAD_OUTCOME, ATTR_OFFLOAD_MECHANISM),
 )
+METRIC_OFFLOAD_SHADOW_DISAGREEMENTS: Final = MetricSpec(
+    "seamscope.offload.shadow_disagreements",
+    "counter",
+    "{decision}",
+    "Offload-gate calls where the shadow config's verdict differs from the live one, "
+    "by model and tool.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
+)
 METRIC_MODEL_INPUT_TOKENS: Final = MetricSpec(
     "seamscope.model.input_tokens",
     "counter",
@@ -737,6 +746,7 @@ METRICS: Final = (
     METRIC_OFFLOAD_REALIZED_COSTS,
     METRIC_OFFLOAD_RECALLS,
     METRIC_OFFLOAD_SETTLED,
+    METRIC_OFFLOAD_SHADOW_DISAGREEMENTS,
     METRIC_MODEL_INPUT_TOKENS,
     METRIC_MIDDLEWARE_DECISIONS,
     METRIC_MIDDLEWARE_COST,
