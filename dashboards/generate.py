@@ -19,7 +19,10 @@ Grafana panel and places it on the grid; :func:`build_dashboard` does that for
 every row of a dashboard.
 
 Every Prometheus panel reads the ``datasource`` variable, every rate uses
-``$__rate_interval``. Trace panels read the ``tempo`` and ``jaeger`` variables.
+``$__rate_interval``. The loss-budget row reads the series the shipped rules
+record (dashboards/alerts/seamscope-alerts.rules.yaml: the error budget and
+the loss ratios over the alert windows) and the SLO period. Trace panels
+read the ``tempo`` and ``jaeger`` variables.
 :func:`all_promql` lists every PromQL expression of both dashboards so that a
 test can run each one against a real Prometheus.
 """
@@ -110,6 +113,7 @@ L_OFFLOAD_ACTIVE = label(c.ATTR_OFFLOAD_ACTIVE)
 L_MECHANISM = label(c.ATTR_OFFLOAD_MECHANISM)
 L_MIDDLEWARE = label(c.ATTR_MIDDLEWARE_NAME)
 L_MIDDLEWARE_DECISION = label(c.ATTR_MIDDLEWARE_DECISION)
+L_TOOL = label(c.ATTR_GEN_AI_TOOL_NAME)
 
 POLICY_EVALUATIONS = c.METRIC_POLICY_EVALUATIONS.prometheus
 POLICY_WINS = c.METRIC_POLICY_WINS.prometheus
@@ -122,6 +126,7 @@ REALIZED_SAVINGS = c.METRIC_OFFLOAD_REALIZED_SAVINGS.prometheus
 REALIZED_COSTS = c.METRIC_OFFLOAD_REALIZED_COSTS.prometheus
 RECALLS = c.METRIC_OFFLOAD_RECALLS.prometheus
 SETTLED = c.METRIC_OFFLOAD_SETTLED.prometheus
+SHADOW_DISAGREEMENTS = c.METRIC_OFFLOAD_SHADOW_DISAGREEMENTS.prometheus
 INPUT_TOKENS = c.METRIC_MODEL_INPUT_TOKENS.prometheus
 MIDDLEWARE_DECISIONS = c.METRIC_MIDDLEWARE_DECISIONS.prometheus
 MIDDLEWARE_COST = c.METRIC_MIDDLEWARE_COST.prometheus
@@ -172,6 +177,32 @@ def or_zero_like(expr: str, template: str) -> str:
 
 def per_hour(expr: str) -> str:
     return f"({expr}) * 3600"
+
+
+# The loss budget: series recorded by the rules in
+# dashboards/alerts/seamscope-alerts.rules.yaml (group
+# seamscope-offload-loss-budget), and the period of its SLO.
+ERROR_BUDGET = "seamscope:offload_settled_loss:error_budget"
+SLO_PERIOD = "30d"
+
+
+def loss_ratio(window: str) -> str:
+    """The recorded loss ratio over ``window``, per model and mechanism."""
+    return f"model_mechanism:seamscope_offload_settled_loss:ratio_{window}"
+
+
+def burn_rate(window: str) -> str:
+    """The loss ratio over ``window`` in multiples of the error budget."""
+    return f"{loss_ratio(window)}\n/\nscalar({ERROR_BUDGET})"
+
+
+def grown(selector: str, window: str) -> str:
+    """How much ``selector`` grew over ``window``, a series born inside it counted
+    from zero (the rules' form for sparse counters)."""
+    return (
+        f"(\n  last_over_time({selector}[{window}])\nunless\n  {selector} offset {window}\n)\n"
+        f"or\nincrease({selector}[{window}])"
+    )
 
 
 GATE = c.OffloadMechanism.SEAMSCOPE_GATE.value
@@ -1387,6 +1418,91 @@ OFFLOAD = Dashboard(
                                 ),
                                 span_attr(
                                     c.ATTR_OFFLOAD_OUTCOME, field_label(c.ATTR_OFFLOAD_OUTCOME)
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Row(
+            "Loss budget",
+            (
+                Graph(
+                    "Loss budget burn rate, page windows (1h, 5m)",
+                    "Loss share of settled offloads and compactions per model and mechanism "
+                    "over 1h and 5m, in multiples of the error budget (the "
+                    f"{ERROR_BUDGET} rule). SeamscopeOffloadLossBudgetFastBurn pages when "
+                    "both are above 14.4.",
+                    (
+                        Query(burn_rate("1h"), legend(L_MODEL, L_MECHANISM) + " · 1h"),
+                        Query(burn_rate("5m"), legend(L_MODEL, L_MECHANISM) + " · 5m"),
+                    ),
+                    "none",
+                    w=8,
+                    links=(_LOSING_SETTLEMENTS_LINK,),
+                ),
+                Graph(
+                    "Loss budget burn rate, ticket windows (6h, 30m)",
+                    "The same over 6h and 30m. SeamscopeOffloadLossBudgetSlowBurn opens a "
+                    "ticket when both are above 6.",
+                    (
+                        Query(burn_rate("6h"), legend(L_MODEL, L_MECHANISM) + " · 6h"),
+                        Query(burn_rate("30m"), legend(L_MODEL, L_MECHANISM) + " · 30m"),
+                    ),
+                    "none",
+                    w=8,
+                    links=(_LOSING_SETTLEMENTS_LINK,),
+                ),
+                Graph(
+                    f"Loss budget left over {SLO_PERIOD}",
+                    f"Share of the error budget left over the last {SLO_PERIOD} per model and "
+                    "mechanism: 1 - (loss share / budget). Below 0: the SLO is missed.",
+                    (
+                        Query(
+                            "1 - (\n"
+                            + ratio(
+                                or_zero_like(
+                                    sum_by(
+                                        _MODEL_MECHANISM,
+                                        grown(series(SETTLED, **{L_OUTCOME: _LOSS}), SLO_PERIOD),
+                                    ),
+                                    f"group by ({', '.join(_MODEL_MECHANISM)}) "
+                                    f"(last_over_time({SETTLED}[{SLO_PERIOD}]))",
+                                ),
+                                sum_by(_MODEL_MECHANISM, grown(SETTLED, SLO_PERIOD)),
+                            )
+                            + f"\n) / scalar({ERROR_BUDGET})",
+                            legend(L_MODEL, L_MECHANISM),
+                        ),
+                    ),
+                    "percentunit",
+                    w=8,
+                ),
+                Graph(
+                    "Shadow disagreements by model and tool",
+                    "Offload-gate calls per second where the shadow configuration "
+                    "(OffloadGate(shadow=...)) reached another verdict than the live one, "
+                    "per model and tool: what rolling the shadow out would change.",
+                    (
+                        Query(
+                            sum_by([L_MODEL, L_TOOL], rate(SHADOW_DISAGREEMENTS)),
+                            legend(L_MODEL, L_TOOL),
+                        ),
+                    ),
+                    "ops",
+                    w=24,
+                    links=(
+                        Link(
+                            "Gate calls on this model and tool",
+                            spanset(
+                                span_name(c.SPAN_OFFLOAD_GATE),
+                                span_attr(
+                                    c.ATTR_GEN_AI_REQUEST_MODEL,
+                                    field_label(c.ATTR_GEN_AI_REQUEST_MODEL),
+                                ),
+                                span_attr(
+                                    c.ATTR_GEN_AI_TOOL_NAME, field_label(c.ATTR_GEN_AI_TOOL_NAME)
                                 ),
                             ),
                         ),

@@ -2,8 +2,9 @@
 
 Names are checked against :mod:`seamscope.telemetry.conventions`: every series
 a query reads is a Prometheus name the exporter produces from a conventions
-instrument, every label an attribute of that instrument, every label value a
-member of the attribute's closed value set.
+instrument (or a series the shipped recording rules record), every label an
+attribute of that instrument, every label value a member of the attribute's
+closed value set.
 """
 
 # The project writes `assert expected == actual` (STYLE.md).
@@ -26,6 +27,7 @@ from seamscope.telemetry import conventions as c
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARDS = ROOT / "dashboards"
 PROVISIONING = DASHBOARDS / "provisioning"
+RULES = DASHBOARDS / "alerts" / "seamscope-alerts.rules.yaml"
 
 EXPECTED_UIDS = {
     "seamscope-decisions": "seamscope-decisions.json",
@@ -322,6 +324,16 @@ def test_all_promql_lists_every_prometheus_query(dashboards: dict[str, dict[str,
 
 def test_every_rate_uses_rate_interval() -> None:
     for title, expr in generate.all_promql():
+        if not re.search(r"\[", expr):
+            # a recorded series carries its own window
+            assert _metric_names(expr) <= set(RECORDED), f"{title}: no range selector in {expr}"
+            continue
+        if {generate.SLO_PERIOD} == set(re.findall(r"\[([^\]]*)\]", expr)):
+            # the loss budget over the SLO period, in the rules' form for sparse counters
+            functions = set(re.findall(r"\b(rate|irate|increase|\w+_over_time)\s*\(", expr))
+            assert {"increase", "last_over_time"} == functions, f"{title}: {expr}"
+            assert {generate.SLO_PERIOD} == set(re.findall(r"\boffset (\w+)", expr)), title
+            continue
         for function in re.findall(r"\b(rate|irate|increase|\w+_over_time)\s*\(", expr):
             assert function in ("rate", "increase"), f"{title}: {function}()"
         ranges = re.findall(r"\[([^\]]*)\]", expr)
@@ -346,6 +358,7 @@ def _metric_names(expr: str) -> set[str]:
     text = _strip_strings(expr)
     text = re.sub(r"\{[^}]*\}", " ", text)
     text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = re.sub(r"\boffset\s+\w+", " ", text)
     text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
     names = set()
     for match in re.finditer(r"[A-Za-z_:][\w:]*", text):
@@ -366,9 +379,31 @@ def _grouping_labels(expr: str) -> set[str]:
     return labels
 
 
+def _recorded() -> dict[str, set[str]]:
+    """The series the shipped recording rules record, with the labels each keeps."""
+    groups = yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]
+    return {
+        rule["record"]: _grouping_labels(rule["expr"])
+        for group in groups
+        for rule in group["rules"]
+        if "record" in rule
+    }
+
+
+RECORDED = _recorded()
+SERIES.update(RECORDED)
+
+
+def test_the_loss_budget_row_reads_what_the_rules_record() -> None:
+    used = {name for _, expr in generate.all_promql() for name in _metric_names(expr)}
+    assert generate.ERROR_BUDGET in RECORDED
+    assert set(RECORDED) - used == set(), "a recorded series no panel shows"
+
+
 def test_the_name_checks_catch_mistakes() -> None:
     expr = 'sum by (a_b) (rate(foo_total{x="1"}[$__rate_interval])) / on (c) bar'
     assert {"foo_total", "bar"} == _metric_names(expr)
+    assert {"foo_total"} == _metric_names("foo_total unless foo_total offset 30d")
     assert {"a_b", "c"} == _grouping_labels(expr)
     assert [("foo_total", 'x="1"')] == _selectors(expr)[:1]
 
