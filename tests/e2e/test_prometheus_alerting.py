@@ -12,6 +12,12 @@ alerts. Against that one setup:
   claude-sonnet-4-5 each fire ``SeamscopeOffloadRealizedLoss`` (one per model
   and mechanism), and the webhook receives both with the rule's labels and
   annotations;
+* the same two settle as losses every time (the ledger settles each
+  conversation's offload and context edit), a 100% loss share against a 5%
+  budget, while claude-opus-4-6's offload gains every time: the loss budget's
+  fast burn (``SeamscopeOffloadLossBudgetFastBurn``, read from the loss
+  ratios the recording rules keep) pages for those two only, and the
+  webhook receives both pages;
 * every PromQL expression of every dashboard panel returns a series;
 * every alert rule's expression returns the series the demo should make it
   fire for; a rule the demo legitimately does not trip has its threshold
@@ -68,8 +74,13 @@ DEMO_LINGER_S = 600
 # What `$__rate_interval` becomes: it covers the whole demo run at 1 s scrapes.
 RATE_INTERVAL = "40s"
 GRAFANA_VARIABLES = {"__rate_interval": RATE_INTERVAL}
+# What the loss ratios' burn rate is on the demo: a 100% loss share over a 5%
+# budget (the error-budget recording rule).
+DEMO_BURN_RATE = 1.0 / 0.05
 
 LOSS_ALERT = "SeamscopeOffloadRealizedLoss"
+FAST_BURN_ALERT = "SeamscopeOffloadLossBudgetFastBurn"
+SLOW_BURN_ALERT = "SeamscopeOffloadLossBudgetSlowBurn"
 LOSING_MODEL = "gpt-4o"
 PAYING_MODEL = "claude-opus-4-6"
 EDITING_MODEL = "claude-sonnet-4-5"  # the LangChain agent's; its context edit loses
@@ -132,6 +143,18 @@ RULE_EXPECTATIONS: dict[str, Fires | Quiet] = {
         "with the context edit live (55%) as without it (52%: its first calls write "
         "the logs), so it stays above 70% of its baseline.",
     ),
+    FAST_BURN_ALERT: Fires(
+        LOSSES,
+        "every conversation's gpt-4o offload and claude-sonnet-4-5 context edit settles "
+        "as a loss (see SeamscopeOffloadRealizedLoss): a 100% loss share over 1h and 5m, "
+        "20 times the 5% budget, above 14.4. claude-opus-4-6's offloads all settle as "
+        "gains: a loss share of 0, which the ratio keeps (not missing), below it.",
+    ),
+    SLOW_BURN_ALERT: Fires(
+        LOSSES,
+        "the same 100% loss shares over 6h and 30m, above 6 times the budget; the "
+        "demo's run is far shorter than for: 15m, so only the expression is checked.",
+    ),
     "SeamscopeRedirectsDroppedByPaletteGate": Fires(
         ({L_POLICY: "escalate_incidents"},),
         "escalate_incidents redirects create_ticket to page_oncall, which the "
@@ -151,7 +174,9 @@ STRIPPED_EMPTY: dict[str, str] = {}
 
 
 # Dashboard panels that cannot show a series on today's demo, and why.
-EMPTY_PANELS: dict[str, str] = {}
+EMPTY_PANELS: dict[str, str] = {
+    "Shadow disagreements by model and tool": "the demo's gate runs no shadow configuration",
+}
 
 
 def _load_rules() -> dict[str, dict[str, Any]]:
@@ -418,10 +443,12 @@ def _losing(labels: dict[str, str]) -> tuple[str | None, str | None]:
 
 
 @pytest.mark.e2e
-def test_realized_loss_alert_reaches_the_webhook(stack: Stack) -> None:
+@pytest.mark.parametrize("alertname", [LOSS_ALERT, FAST_BURN_ALERT])
+def test_losing_model_and_mechanism_pages_reach_the_webhook(stack: Stack, alertname: str) -> None:
     """One notification per losing model and mechanism: the gate's offload on
-    gpt-4o and LangChain's context edit on claude-sonnet-4-5."""
-    rule = RULES[LOSS_ALERT]
+    gpt-4o and LangChain's context edit on claude-sonnet-4-5. The realized loss
+    pages on the money; the fast burn on the share of settlements that lose."""
+    rule = RULES[alertname]
     expected = sorted(_losing(labels) for labels in LOSSES)
 
     def loss_notifications() -> list[tuple[dict[str, Any], dict[str, Any]]] | None:
@@ -429,7 +456,7 @@ def test_realized_loss_alert_reaches_the_webhook(stack: Stack) -> None:
             (payload["body"], alert)
             for payload in stack.webhook.payloads()
             for alert in payload["body"].get("alerts", [])
-            if alert.get("labels", {}).get("alertname") == LOSS_ALERT
+            if alert.get("labels", {}).get("alertname") == alertname
         ]
         return found if sorted({_losing(a["labels"]) for _, a in found}) == expected else None
 
@@ -438,7 +465,7 @@ def test_realized_loss_alert_reaches_the_webhook(stack: Stack) -> None:
     notifications = wait_for(
         loss_notifications,
         timeout=timeout,
-        what=f"Alertmanager to send {LOSS_ALERT} for {expected} to the webhook",
+        what=f"Alertmanager to send {alertname} for {expected} to the webhook",
         diagnostics=stack.diagnostics,
         interval=0.5,
     )
@@ -446,7 +473,7 @@ def test_realized_loss_alert_reaches_the_webhook(stack: Stack) -> None:
     context = f"\nnotifications: {json.dumps(notifications, indent=1)}\n{stack.diagnostics()}"
     for body, alert in notifications:
         assert {
-            "alertname": LOSS_ALERT,
+            "alertname": alertname,
             "severity": "critical",
             **dict(zip((L_MODEL, L_MECHANISM), _losing(alert["labels"]), strict=True)),
         } == alert["labels"], context
@@ -461,9 +488,32 @@ def test_realized_loss_alert_reaches_the_webhook(stack: Stack) -> None:
             assert "{{" not in text, f"annotation {key} is not rendered{context}"
         model, mechanism = _losing(alert["labels"])
         assert f"{mechanism} on {model}" in alert["annotations"]["summary"], context
+        if alertname == FAST_BURN_ALERT:
+            description = alert["annotations"]["description"]
+            assert f"losses {DEMO_BURN_RATE:.1f} times" in description, context
         assert rule["annotations"]["runbook_url"] == alert["annotations"]["runbook_url"], context
     # no other model or mechanism is reported as losing money
     assert expected == sorted({_losing(a["labels"]) for _, a in notifications}), context
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("window", ["5m", "30m", "1h", "6h"])
+def test_recorded_loss_ratios_follow_the_ledgers_settlements(stack: Stack, window: str) -> None:
+    """The recording rules' loss share per model and mechanism: every demo
+    settlement of the gpt-4o offload and the claude-sonnet-4-5 context edit is
+    a loss, every one of the claude-opus-4-6 offload a gain (0, not missing).
+    The demo's series are all born inside every window."""
+    name = f"model_mechanism:seamscope_offload_settled_loss:ratio_{window}"
+    result = stack.query(name)
+    assert {
+        (LOSING_MODEL, GATE): 1.0,
+        (EDITING_MODEL, CONTEXT_EDITING): 1.0,
+        (PAYING_MODEL, GATE): 0.0,
+    } == {_losing(sample["metric"]): float(sample["value"][1]) for sample in result}, (
+        f"{result}\n{stack.diagnostics()}"
+    )
+    (budget,) = stack.query("seamscope:offload_settled_loss:error_budget")
+    assert 1.0 / float(budget["value"][1]) == DEMO_BURN_RATE
 
 
 @pytest.mark.e2e
