@@ -43,6 +43,7 @@ import yaml
 
 from seamscope.telemetry import conventions as c
 
+from ._alerting import RULES_FILE, start_alerting
 from ._promql import parse_duration, split_threshold, substitute_grafana_variables
 from ._support import (
     ROOT,
@@ -51,17 +52,13 @@ from ._support import (
     child_env,
     free_port,
     get_json,
-    http_ok,
     read_otlp_spans,
-    require_executable,
     seamscope_demo_argv,
     wait_for,
 )
 
-RULES_FILE = ROOT / "dashboards" / "alerts" / "seamscope-alerts.rules.yaml"
-ALERTMANAGER_EXAMPLE = ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
 DASHBOARD_GENERATOR = ROOT / "dashboards" / "generate.py"
-APT_HINT = "apt-get install -y --no-install-recommends prometheus prometheus-alertmanager"
+DEMO_JOB = "seamscope-demo"
 
 # 28 turns = four cycles of a 4-turn reference-loop conversation and a 3-turn
 # LangChain one, one turn a second: every series the first cycle creates grows
@@ -275,45 +272,6 @@ class Stack:
         )
 
 
-def _alertmanager_config(webhook_url: str) -> tuple[dict[str, Any], frozenset[str]]:
-    """The shipped example, with every webhook sent to ``webhook_url`` and no batching.
-
-    Returns the configuration and the names of the receivers that have a webhook.
-    """
-    config = yaml.safe_load(ALERTMANAGER_EXAMPLE.read_text(encoding="utf-8"))
-
-    def hurry(route: dict[str, Any]) -> None:
-        route["group_wait"] = "0s"
-        route["group_interval"] = "1s"
-        for child in route.get("routes") or []:
-            hurry(child)
-
-    hurry(config["route"])
-    webhooks = set()
-    for receiver in config.get("receivers") or []:
-        for webhook in receiver.get("webhook_configs") or []:
-            webhook["url"] = webhook_url
-            webhooks.add(receiver["name"])
-    assert webhooks, f"{ALERTMANAGER_EXAMPLE} has no webhook receiver to point at the test"
-    return config, frozenset(webhooks)
-
-
-def _prometheus_config(demo_port: int, alertmanager_port: int) -> dict[str, Any]:
-    return {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(RULES_FILE)],
-        "alerting": {
-            "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]
-        },
-        "scrape_configs": [
-            {
-                "job_name": "seamscope-demo",
-                "static_configs": [{"targets": [f"127.0.0.1:{demo_port}"]}],
-            }
-        ],
-    }
-
-
 def _demo_finished_ns(trace_file: Path) -> int | None:
     """End of the demo's last turn, once the trace file holds every turn's root span."""
     try:
@@ -330,49 +288,15 @@ def _demo_finished_ns(trace_file: Path) -> int | None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    prometheus = require_executable("prometheus", APT_HINT)
-    alertmanager = require_executable("prometheus-alertmanager", APT_HINT)
     tmp = tmp_path_factory.mktemp("prometheus-e2e")
     processes = ProcessGroup()
     webhook = WebhookReceiver()
     try:
-        demo_port, prometheus_port, alertmanager_port = free_port(), free_port(), free_port()
-        prometheus_url = f"http://127.0.0.1:{prometheus_port}"
-        alertmanager_url = f"http://127.0.0.1:{alertmanager_port}"
-
-        am_config, webhook_receivers = _alertmanager_config(webhook.url)
-        (tmp / "am.yml").write_text(yaml.safe_dump(am_config), encoding="utf-8")
-        processes.start(
-            "alertmanager",
-            [
-                alertmanager,
-                "--cluster.listen-address=",
-                f"--web.listen-address=127.0.0.1:{alertmanager_port}",
-                f"--storage.path={tmp / 'alertmanager-data'}",
-                f"--config.file={tmp / 'am.yml'}",
-            ],
-            tmp,
+        demo_port = free_port()
+        alerting = start_alerting(
+            processes, tmp, target=f"127.0.0.1:{demo_port}", job=DEMO_JOB, webhook_url=webhook.url
         )
-        (tmp / "prometheus.yml").write_text(
-            yaml.safe_dump(_prometheus_config(demo_port, alertmanager_port)), encoding="utf-8"
-        )
-        processes.start(
-            "prometheus",
-            [
-                prometheus,
-                f"--web.listen-address=127.0.0.1:{prometheus_port}",
-                f"--storage.tsdb.path={tmp / 'prometheus-data'}",
-                f"--config.file={tmp / 'prometheus.yml'}",
-            ],
-            tmp,
-        )
-        wait_for(
-            lambda: http_ok(f"{alertmanager_url}/-/ready") and http_ok(f"{prometheus_url}/-/ready"),
-            timeout=60,
-            what="Prometheus and Alertmanager to be ready",
-            diagnostics=processes.diagnostics,
-            alive=processes,
-        )
+        prometheus_url = alerting.prometheus_url
 
         trace_file = tmp / "demo-trace.jsonl"
         processes.start(
@@ -402,7 +326,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         def scraped_after_eval_time() -> bool:
             answer = get_json(
-                f"{prometheus_url}/api/v1/query", {"query": 'up{job="seamscope-demo"}'}
+                f"{prometheus_url}/api/v1/query", {"query": f'up{{job="{DEMO_JOB}"}}'}
             )
             result = (answer or {}).get("data", {}).get("result") or []
             return any(float(r["value"][0]) > eval_time and r["value"][1] == "1" for r in result)
@@ -416,9 +340,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         yield Stack(
             prometheus_url,
-            alertmanager_url,
+            alerting.alertmanager_url,
             webhook,
-            webhook_receivers,
+            alerting.webhook_receivers,
             processes,
             eval_time,
         )
