@@ -700,8 +700,7 @@ METRIC_OFFLOAD_SHADOW_DISAGREEMENTS: Final = MetricSpec(
     "seamscope.offload.shadow_disagreements",
     "counter",
     "{decision}",
-    "Offload-gate calls where the shadow config's verdict differs from the live one, "
-    "by model and tool.",
+    "Gate calls where the shadow configuration's verdict differs from the live one's.",
     (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
 )
 METRIC_MODEL_INPUT_TOKENS: Final = MetricSpec(
