@@ -206,7 +206,9 @@ class OTelObserver:
         self.instruments = Instruments(meter_provider)
         self._metrics_on = self.instruments.enabled
         cfg = self.config
-        self._cap = LabelCap(cfg.metric_label_cap, cfg.known_labels, known_labels)
+        self._cap = LabelCap(
+            cfg.metric_label_cap, cfg.known_labels, known_labels, self.instruments.labels
+        )
         self._labels: dict[tuple[str, str], str] = {}
         self._evaluation_keys: dict[int, tuple[PolicyEvaluation, tuple[str, str, str]]] = {}
         self._limits = a.Limits(
