@@ -327,7 +327,9 @@ class ChatCall:
             telemetry_error("report", None, field="usage", value_type=type(usage).__name__)
             return
         self.usage = usage
-        GenAISpans.record_usage(self.span, usage, response_model)
+        GenAISpans.record_usage(
+            self.span, usage, response_model, max_length=self._iteration.turn.layer.genai.max_length
+        )
         turn = self._iteration.turn
         if turn.conversation_id:
             turn.layer.ledger.record_model_call(
