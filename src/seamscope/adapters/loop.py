@@ -77,6 +77,7 @@ from seamscope.decisions.records import (
     Seam,
 )
 from seamscope.telemetry import conventions as c
+from seamscope.telemetry._arguments import check_telemetry_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._configure import TelemetryHandle
 from seamscope.telemetry._genai import GenAISpans
@@ -125,6 +126,9 @@ class DecisionLayer:
         ledger: OffloadLedger | None = None,
         offload_id_factory: Callable[[], str] | None = None,
     ) -> None:
+        check_telemetry_options(
+            "DecisionLayer", tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
         if telemetry is not None:
             if not isinstance(telemetry, TelemetryHandle):
                 raise TypeError(

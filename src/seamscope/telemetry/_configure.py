@@ -55,6 +55,7 @@ from urllib.parse import unquote
 
 from opentelemetry import metrics, trace
 
+from seamscope.telemetry._arguments import check_configure, check_endpoint
 from seamscope.telemetry._config import TelemetryConfig, _env_int
 from seamscope.telemetry._export import (
     EXPORT_ERROR_INTERVAL_S,
@@ -587,6 +588,7 @@ def configure(
       retries, may take; else ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]TIMEOUT``
       (seconds, as the Python SDK reads it), else the SDK's 10 s.
     """
+    check_configure(dict(locals()))
     env = os.environ if environ is None else environ
     if shutdown_timeout_millis is None:
         bound = _env_int(ENV_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_MILLIS, 1, env)
@@ -622,6 +624,8 @@ def configure(
     base = otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     explicit_traces = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     traces_protocol = _protocol(otlp_protocol, env, "traces", bool(base or explicit_traces))
+    if otlp_endpoint:
+        check_endpoint(otlp_endpoint, traces_protocol)
     traces_endpoint = _endpoint(base, "traces", explicit_traces, traces_protocol)
     explicit_metrics = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
     metrics_protocol = _protocol(
