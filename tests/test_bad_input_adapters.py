@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_bad_input import NAN, Bad, layer
 
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import ReActAgent
 from seamscope.telemetry import OTelObserver, configure
+from test_bad_input import NAN, Bad, layer
 
 V, T = ValueError, TypeError
 
