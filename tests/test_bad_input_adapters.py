@@ -230,3 +230,23 @@ def test_every_parameter_of_the_entry_points_has_a_row() -> None:
         for name, build in _constructors().items()
     }
     assert {name: [] for name in missing} == missing
+
+
+def test_an_id_factory_answering_a_non_str_is_contained_at_run_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Accepted at construction (its answer is known only when called): a fired
+    offload gets a random 16-hex id instead and a WARNING names the problem."""
+    import logging
+
+    from seamscope.decisions import OffloadGate
+
+    gate = OffloadGate(id_factory=lambda: 123)  # type: ignore[arg-type,return-value]
+    with caplog.at_level(logging.WARNING, logger="seamscope.decisions"):
+        decision = gate.evaluate(20_000.0, "claude-opus-4-6")
+    assert (True, True, ["OffloadGate.id_factory returned int, not a non-empty str; "
+                         "a random offload id is used"]) == (
+        decision.fire,
+        bool(re.fullmatch(r"[0-9a-f]{16}", decision.offload_id or "")),
+        [r.getMessage() for r in caplog.records if r.name == "seamscope.decisions"],
+    )
