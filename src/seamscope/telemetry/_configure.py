@@ -569,7 +569,8 @@ def configure(
     * ``otlp_endpoint``: base URL of an OTLP receiver (for ``http/protobuf``
       ``/v1/traces`` is appended; ``grpc`` takes it as is); else
       ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as is) or
-      ``OTEL_EXPORTER_OTLP_ENDPOINT``.
+      ``OTEL_EXPORTER_OTLP_ENDPOINT``. An ``http://``/``https://`` URL; for
+      ``grpc`` also ``host:port``, which is TLS (``http://`` is plaintext).
     * ``otlp_protocol``: ``http/protobuf`` (default) or ``grpc``; else
       ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``_METRICS_PROTOCOL`` /
       ``OTEL_EXPORTER_OTLP_PROTOCOL``.
