@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import io
+import os
 import time
 from typing import Any, Protocol
 
@@ -40,6 +41,7 @@ __all__ = [
     "BoundedMeterProvider",
     "BoundedSession",
     "BoundedTracerProvider",
+    "session_for",
 ]
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -134,6 +136,20 @@ class BoundedSession(requests.Session):
         adapter = _BoundedAdapter()
         self.mount("http://", adapter)
         self.mount("https://", adapter)
+
+
+def session_for(signal: str) -> BoundedSession | None:
+    """The session for the OTLP/HTTP exporter of ``signal``; None (the SDK's
+    own) when ``OTEL_PYTHON_EXPORTER_OTLP_HTTP_[{signal}_]CREDENTIAL_PROVIDER``
+    names a credential provider's session, which the SDK then uses (its
+    answers are read as ``requests`` reads them: unbounded)."""
+    names = (
+        "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+        f"OTEL_PYTHON_EXPORTER_OTLP_HTTP_{signal.upper()}_CREDENTIAL_PROVIDER",
+    )
+    if any(os.environ.get(name) for name in names):
+        return None
+    return BoundedSession()
 
 
 class _Bounds(Protocol):

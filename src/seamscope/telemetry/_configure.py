@@ -612,8 +612,8 @@ def configure(
     from seamscope.telemetry._bounded import (
         GRPC_TLS_HINT,
         BoundedMeterProvider,
-        BoundedSession,
         BoundedTracerProvider,
+        session_for,
     )
 
     if prometheus_port is not None and (
@@ -693,7 +693,7 @@ def configure(
                     endpoint=traces_endpoint,
                     headers=traces_headers,
                     timeout=timeout,
-                    session=BoundedSession(),
+                    session=session_for("traces"),
                 )
         add_spans(
             span_exporter,
@@ -740,7 +740,7 @@ def configure(
                     OTLPMetricExporter,
                 )
 
-                metric_exporter = OTLPMetricExporter(**options, session=BoundedSession())
+                metric_exporter = OTLPMetricExporter(**options, session=session_for("metrics"))
         tls = _tls_by_default(metrics_protocol, str(metrics_endpoint), env, "metrics")
         metric_guard = GuardedMetricExporter(
             metric_exporter,
