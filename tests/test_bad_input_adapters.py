@@ -120,6 +120,8 @@ TELEMETRY_REFUSED: list[Bad] = [
         "resource_attributes"),
     Bad("conf-int-resource-key", lambda: conf(resource_attributes={1: "b"}), T, "configure",
         "resource_attributes"),
+    Bad("conf-object-resource-value", lambda: conf(resource_attributes={"k": object()}), T,
+        "configure", "resource_attributes"),
     Bad("conf-str-sampler", lambda: conf(sampler="always_on"), T, "configure", "sampler"),
     Bad("conf-str-id-generator", lambda: conf(id_generator="random"), T, "configure",
         "id_generator"),
@@ -156,6 +158,8 @@ TELEMETRY_REFUSED: list[Bad] = [
     # -- DecisionLayer's providers ----------------------------------------------------
     Bad("layer-str-tracer-provider", lambda: layer(tracer_provider="x"), T, "DecisionLayer",
         "tracer_provider"),
+    Bad("layer-int-policies", lambda: layer(policies=5), V, "DecisionLayer", "policies"),
+    Bad("layer-int-stages", lambda: layer(stages=5), V, "DecisionLayer", "stages"),
     Bad("layer-str-meter-provider", lambda: layer(meter_provider="x"), T, "DecisionLayer",
         "meter_provider"),
     # -- instrument_symfonic ----------------------------------------------------------

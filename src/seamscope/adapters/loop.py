@@ -63,6 +63,7 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
 )
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._observer import guard_observer
 from seamscope.decisions._offload import evaluate_offload_gate
 from seamscope.decisions._policy import build_dispatch_context
@@ -163,9 +164,9 @@ class DecisionLayer:
                 "DecisionLayer.offload_threshold_tokens must be an int >= 0, "
                 f"got {offload_threshold_tokens!r}"
             )
-        if isinstance(policies, str | bytes) or isinstance(stages, str | bytes):
-            field = "policies" if isinstance(policies, str | bytes) else "stages"
-            raise ValueError(f"DecisionLayer.{field} must be a sequence, not a str")
+        for field, items in (("policies", policies), ("stages", stages)):
+            if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+                raise _c.fail("DecisionLayer", field, "a sequence (not a str)", items)
         if (
             observer is None
             and tracer_provider is None

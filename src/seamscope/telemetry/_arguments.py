@@ -50,6 +50,11 @@ def check_configure(arguments: Mapping[str, Any]) -> None:
             raise _type_error(name, "a str or None", a[name])
     _mapping_of_str("otlp_headers", a["otlp_headers"])
     _mapping_of_str("resource_attributes", a["resource_attributes"])
+    for key, value in (a["resource_attributes"] or {}).items():
+        if not isinstance(value, str | bool | int | float):
+            raise _type_error(
+                "resource_attributes", f"values of str, bool, int or float ({key!r})", value
+            )
     if a["environ"] is not None and not isinstance(a["environ"], Mapping):
         raise _type_error("environ", "a mapping or None", a["environ"])
     for name in ("otlp_metrics", "set_global", "register_atexit"):
