@@ -87,7 +87,12 @@ def _read_bounded(response: requests.Response, deadline: float | None) -> bytes:
                 )
             if sock is not None:
                 sock.settimeout(remaining)
-        chunk = raw.read1(_READ) if hasattr(raw, "read1") else raw.read(_READ)
+        # decoded (a gzip answer is capped by what it expands to)
+        chunk = (
+            raw.read1(_READ, decode_content=True)
+            if hasattr(raw, "read1")
+            else raw.read(_READ, decode_content=True)
+        )
         if not chunk:
             return bytes(body)
         body += chunk
