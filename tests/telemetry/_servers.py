@@ -299,3 +299,36 @@ class Drip(_Server):
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=2)
+
+
+class Answer(_Server):
+    """Answers every POST with status 200, ``body`` and ``headers``."""
+
+    def __init__(self, body: bytes, headers: dict[str, str] | None = None) -> None:
+        extra = dict(headers or {})
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((HOST, 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://{HOST}:{int(self._server.server_address[1])}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=2)

@@ -12,6 +12,7 @@ two-core machine.
 
 from __future__ import annotations
 
+import gzip
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -21,7 +22,12 @@ import pytest
 
 from seamscope.telemetry import TelemetryHandle
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._bounded import GRPC_TLS_HINT, MAX_RESPONSE_BYTES
+from seamscope.telemetry._bounded import (
+    GRPC_TLS_HINT,
+    MAX_RESPONSE_BYTES,
+    AnswerTooLarge,
+    BoundedSession,
+)
 
 from . import _servers as srv
 from . import _support as s
@@ -88,6 +94,16 @@ def test_a_dripping_collector_does_not_grow_memory_with_its_body(handles: Any) -
         assert peak < 8 * 2**20
         assert (False, spans) == (bool(result), result.spans_dropped)
         assert f"the collector's answer is over {MAX_RESPONSE_BYTES // 1024} KiB" == result.error
+
+
+def test_a_gzip_answer_is_capped_by_what_it_expands_to() -> None:
+    small = b"ok" * 100
+    bomb = gzip.compress(b"\0" * (MAX_RESPONSE_BYTES * 16))
+    with srv.Answer(gzip.compress(small), {"Content-Encoding": "gzip"}) as server:
+        assert small == BoundedSession().post(server.url, data=b"x", timeout=5).content
+    with srv.Answer(bomb, {"Content-Encoding": "gzip"}) as server, pytest.raises(AnswerTooLarge):
+        BoundedSession().post(server.url, data=b"x", timeout=5)
+    assert len(bomb) < MAX_RESPONSE_BYTES
 
 
 def test_pending_spans_are_bounded_by_the_queue_the_rest_count_as_dropped(
