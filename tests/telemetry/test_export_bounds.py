@@ -245,3 +245,30 @@ def test_a_grpc_endpoint_with_http_is_plaintext(handles: Any) -> None:
         spans = _turns(handle)
         result = handle.flush(BOUND_MS * 5)
         assert (True, spans) == (bool(result), server.spans)
+
+
+def test_a_turn_still_running_at_shutdown_has_its_later_spans_counted(handles: Any) -> None:
+    """The issue's shape: a predicate is still running when the application
+    shuts telemetry down; the turn's spans that end after it are counted."""
+    from seamscope.adapters.loop import DecisionLayer
+    from seamscope.decisions import ModelConfig, ToolCallPolicy
+
+    with srv.OtlpHttp() as server:
+        handle = handles(otlp_endpoint=server.url, environ={})
+        shut: list[Any] = []
+
+        def slow_match(ctx: Any) -> bool:
+            shut.append(handle.shutdown())  # the application shuts down meanwhile
+            return True
+
+        layer = DecisionLayer(
+            default_model="claude-opus-4-6",
+            policies=[ToolCallPolicy(name="p", match=slow_match, model=ModelConfig("m"))],
+            telemetry=handle,
+        )
+        with layer.turn("conv", []) as turn, turn.iteration() as it:
+            it.pre_model()
+        report = handle.report()
+    assert (True, 0) == (shut[0].ok, shut[0].spans_dropped)
+    # invoke_agent, iteration and the PRE seam's span ended after the shutdown
+    assert (False, 3, 0) == (report.ok, report.spans_dropped, server.items("/v1/traces"))
