@@ -94,44 +94,59 @@ def no_unawaited_coroutine() -> Iterator[None]:
 # -- match and guard return values ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("value", "matched"),
-    [
-        (re.search("sales", "show sales"), True),
-        ("yes", True),
-        (1, True),
-        (0, False),
-        ([], False),
-        (None, False),
-    ],
-    ids=["re-match", "str", "one", "zero", "empty-list", "none"],
-)
-def test_a_match_that_returns_a_non_bool_is_read_by_truthiness_and_logged_once(
-    value: Any, matched: bool, caplog: pytest.LogCaptureFixture
+NON_BOOLS = [
+    pytest.param("false", id="str-false"),
+    pytest.param("no", id="str-no"),
+    pytest.param(re.search("sales", "show sales"), id="re-match"),
+    pytest.param(1, id="one"),
+    pytest.param(0, id="zero"),
+    pytest.param([], id="empty-list"),
+    pytest.param(None, id="none"),
+]
+
+
+def _non_bool(source: str, value: Any, policy: str) -> ContainedError:
+    return ContainedError(
+        source,
+        "TypeError",
+        f"{source} returned {type(value).__qualname__}, not bool (only True is a yes)",
+        policy,
+    )
+
+
+@pytest.mark.parametrize("value", NON_BOOLS)
+def test_a_match_that_answers_a_non_bool_is_an_error_no_match_and_logged_once(
+    value: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     router = SeamRouter(
         [ToolCallPolicy(name="cheap", match=answers(value), model=HAIKU)], default_model=DEFAULT
     )
     with caplog.at_level(logging.WARNING, logger=DECISIONS):
         results = [router.pre_model(pre_ctx()) for _ in range(3)]
-    result = PolicyResult.MATCHED if matched else PolicyResult.NOT_MATCHED
+    error = _non_bool("match", value, "cheap")
+    evaluation = PolicyEvaluation("cheap", Seam.PRE_MODEL, PolicyResult.ERROR, error=error)
     assert (
-        [(HAIKU if matched else DEFAULT, (PolicyEvaluation("cheap", Seam.PRE_MODEL, result),), ())]
-        * 3,
+        [(DEFAULT, (evaluation,), (error,))] * 3,
         [
             f"policy 'cheap': match returned {type(value).__qualname__}, not bool; "
-            f"read by truthiness ({matched})"
+            "counted as an error (only True is a yes)"
         ],
     ) == ([(r.model, r.evaluations, r.errors) for r in results], warnings_of(caplog))
 
 
-@pytest.mark.parametrize(
-    ("value", "verdict", "final"),
-    [("ok", GuardResult.PASSED, "fetch_data"), (0, GuardResult.FAILED, "run_block")],
-    ids=["truthy", "falsy"],
-)
-def test_a_guard_that_returns_a_non_bool_is_read_by_truthiness_and_logged_once(
-    value: Any, verdict: GuardResult, final: str, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("value", NON_BOOLS)
+def test_a_post_match_that_answers_a_non_bool_never_redirects(value: Any) -> None:
+    policy = ToolCallPolicy(name="sales", match=answers(value), redirect_to="fetch_data")
+    record = SeamRouter([policy], default_model=DEFAULT).post_model(
+        post_ctx((RUN_BLOCK,)), [RUN_BLOCK]
+    ).records[0]
+    error = _non_bool("match", value, "sales")
+    assert ("run_block", (error,)) == (record.final.name, tuple(record.errors))
+
+
+@pytest.mark.parametrize("value", [pytest.param("ok", id="truthy"), pytest.param(0, id="falsy")])
+def test_a_guard_that_answers_a_non_bool_is_a_guard_error_and_logged_once(
+    value: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     policy = ToolCallPolicy(
         name="sales", match=answers(True), redirect_to="fetch_data", guard=answers(value)
@@ -140,13 +155,14 @@ def test_a_guard_that_returns_a_non_bool_is_read_by_truthiness_and_logged_once(
     with caplog.at_level(logging.WARNING, logger=DECISIONS):
         records = [router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK]).records[0]]
         records.append(router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK]).records[0])
+    error = _non_bool("guard", value, "sales")
     assert (
-        [(verdict, final, ())] * 2,
+        [(GuardResult.ERROR, "run_block", (error,))] * 2,
         [
             f"policy 'sales': guard returned {type(value).__qualname__}, not bool; "
-            f"read by truthiness ({verdict is GuardResult.PASSED})"
+            "counted as an error (only True is a yes)"
         ],
-    ) == ([(r.guard, r.final.name, r.errors) for r in records], warnings_of(caplog))
+    ) == ([(r.guard, r.final.name, tuple(r.errors)) for r in records], warnings_of(caplog))
 
 
 def test_a_match_that_returns_a_coroutine_is_contained_as_an_error(
@@ -186,16 +202,17 @@ def test_a_guard_that_returns_a_coroutine_is_contained_as_a_guard_error(
     )
 
 
-def test_a_match_whose_truthiness_raises_is_contained() -> None:
+def test_a_match_whose_answer_has_a_raising_truthiness_is_contained_unread() -> None:
+    # the answer is not a bool: its truthiness (which raises) is never read
     router = SeamRouter(
         [ToolCallPolicy(name="numpy", match=answers(BadBool()), model=HAIKU)],
         default_model=DEFAULT,
     )
     result = router.pre_model(pre_ctx())
-    assert (
-        DEFAULT,
-        (ContainedError("match", "ValueError", "truth value is ambiguous", "numpy"),),
-    ) == (result.model, result.errors)
+    assert (DEFAULT, (_non_bool("match", BadBool(), "numpy"),)) == (
+        result.model,
+        result.errors,
+    )
 
 
 # -- stages that return the wrong thing ---------------------------------------------------------

@@ -8,6 +8,7 @@
   span or data point count.
 * :class:`OtlpGrpc`: an OTLP/gRPC receiver (traces and metrics) that answers
   after ``delay``, or aborts with ``code``.
+* :class:`Drip`: answers 200 with a huge declared body sent slowly.
 
 Each is a context manager and stops everything it started on exit.
 """
@@ -234,3 +235,100 @@ class OtlpGrpc(_Server):
 
     def close(self) -> None:
         self._server.stop(grace=0).wait(timeout=2)
+
+
+class Drip(_Server):
+    """An HTTP server that answers every request with status 200 and a huge
+    declared body, sent ``chunk`` bytes at a time every ``interval`` seconds,
+    at most ``limit`` bytes per answer in all; it counts what it sent."""
+
+    def __init__(
+        self,
+        *,
+        chunk: int = 1,
+        interval: float = 0.05,
+        limit: int = 64 * 1024 * 1024,
+        declared: int = 2 * 1024**3,
+    ) -> None:
+        self.requests = 0
+        self.sent = 0
+        lock = threading.Lock()
+        server = self
+        self._stop = threading.Event()
+        stop = self._stop
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with lock:
+                    server.requests += 1
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/x-protobuf")
+                    self.send_header("Content-Length", str(declared))
+                    self.end_headers()
+                    self.wfile.flush()
+                    block = b"\0" * chunk
+                    left = limit
+                    while left > 0 and not stop.is_set():
+                        self.wfile.write(block[:left])
+                        self.wfile.flush()
+                        with lock:
+                            server.sent += min(chunk, left)
+                        left -= chunk
+                        if interval:
+                            stop.wait(interval)
+                except OSError:
+                    pass  # the client gave up
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((HOST, 0), Handler)
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        self.port = int(self._server.server_address[1])
+        self.url = f"http://{HOST}:{self.port}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=2)
+
+
+class Answer(_Server):
+    """Answers every POST with status 200, ``body`` and ``headers``."""
+
+    def __init__(self, body: bytes, headers: dict[str, str] | None = None) -> None:
+        extra = dict(headers or {})
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((HOST, 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://{HOST}:{int(self._server.server_address[1])}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=2)

@@ -209,3 +209,52 @@ def test_label_cap_keeps_the_sorted_first_known_values() -> None:
     cap = LabelCap(2, {"zeta", "beta", "alpha"})
     got = [cap("k", v) for v in ("zeta", "alpha", "beta", "new", "zeta")]
     assert [c.OTHER, "alpha", "beta", c.OTHER, c.OTHER] == got
+
+
+def test_the_cap_holds_across_layers_on_one_meter_provider(
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """200 layers with a policy each: 8 policy names and ``other``, not 200."""
+    from seamscope.adapters.loop import DecisionLayer
+    from seamscope.decisions import ToolCall
+
+    monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "8")
+    for index in range(200):
+        layer = DecisionLayer(
+            default_model=s.DEFAULT_MODEL,
+            policies=[
+                ToolCallPolicy(
+                    name=f"layer-{index:03d}", match=s.always(True), redirect_to="fetch_data"
+                )
+            ],
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+        )
+        with layer.turn(f"conv-{index}", []) as turn, turn.iteration() as it:
+            it.post_model([ToolCall("call-1", "run_block", {})])
+    points = s.metric_points(metric_reader)
+    names = {
+        metric: {dict(key)[c.ATTR_POLICY_NAME] for key in points[spec.name]}
+        for metric, spec in (
+            ("evaluations", c.METRIC_POLICY_EVALUATIONS),
+            ("wins", c.METRIC_POLICY_WINS),
+            ("redirects", c.METRIC_REDIRECTS),
+        )
+    }
+    kept = {f"layer-{index:03d}" for index in range(8)} | {c.OTHER}
+    assert {"evaluations": kept, "wins": kept, "redirects": kept} == names
+
+
+def test_label_caps_sharing_labels_share_one_cap() -> None:
+    from seamscope.telemetry._instruments import Labels
+
+    labels = Labels()
+    first = LabelCap(2, by_key={"k": ["b"]}, labels=labels)
+    second = LabelCap(2, by_key={"k": ["c"]}, labels=labels)
+    third = LabelCap(2, labels=labels)
+    assert ["b", "c", c.OTHER, "b", c.OTHER] == [
+        first("k", "b"), second("k", "c"), third("k", "d"), third("k", "b"), first("k", "e")
+    ]

@@ -12,6 +12,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from seamscope.adapters import DecisionLayer
 from seamscope.decisions import ModelConfig, ModelUsage, ToolCall, ToolCallPolicy
 from seamscope.telemetry import TelemetryConfig
+from seamscope.telemetry import conventions as c
+from seamscope.telemetry._genai import DEFAULT_MAX_LENGTH, GenAISpans
 
 HUGE = 100_000
 LIMIT = 64
@@ -45,7 +47,7 @@ def test_huge_names_and_ids_are_cut_everywhere(
         it.select_tools(["t" * HUGE])
         pre = it.pre_model()
         with it.chat(pre.model.model_name) as chat:
-            chat.report(ModelUsage(input_tokens=10, output_tokens=1))
+            chat.report(ModelUsage(input_tokens=10, output_tokens=1), response_model="R" * HUGE)
         post = it.post_model([call])
         with it.execute_tool(post.calls[0]):
             pass
@@ -69,3 +71,19 @@ def test_huge_names_and_ids_are_cut_everywhere(
         if isinstance(value, str) and len(value) > LIMIT
     ]
     assert (True, [], []) == (len(spans) > 5, too_long, labels)
+    assert ["R" * (LIMIT - 1) + "…"] == [
+        span.attributes[c.ATTR_GEN_AI_RESPONSE_MODEL]
+        for span in spans
+        if c.ATTR_GEN_AI_RESPONSE_MODEL in (span.attributes or {})
+    ]
+
+
+def test_a_reported_response_model_is_cut_to_the_default_length(
+    tracer_provider: Any, span_exporter: InMemorySpanExporter
+) -> None:
+    """Adapters that report through the GenAI spans without a config cut at 1024."""
+    span = tracer_provider.get_tracer("t").start_span("chat m")
+    GenAISpans.record_usage(span, ModelUsage(input_tokens=1, output_tokens=1), "R" * HUGE)
+    span.end()
+    (finished,) = span_exporter.get_finished_spans()
+    assert DEFAULT_MAX_LENGTH == len(finished.attributes[c.ATTR_GEN_AI_RESPONSE_MODEL])

@@ -63,6 +63,7 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
 )
+from seamscope.decisions import _checks as _c
 from seamscope.decisions._observer import guard_observer
 from seamscope.decisions._offload import evaluate_offload_gate
 from seamscope.decisions._policy import build_dispatch_context
@@ -77,6 +78,7 @@ from seamscope.decisions.records import (
     Seam,
 )
 from seamscope.telemetry import conventions as c
+from seamscope.telemetry._arguments import check_telemetry_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._configure import TelemetryHandle
 from seamscope.telemetry._genai import GenAISpans
@@ -125,6 +127,9 @@ class DecisionLayer:
         ledger: OffloadLedger | None = None,
         offload_id_factory: Callable[[], str] | None = None,
     ) -> None:
+        check_telemetry_options(
+            "DecisionLayer", tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
         if telemetry is not None:
             if not isinstance(telemetry, TelemetryHandle):
                 raise TypeError(
@@ -159,9 +164,9 @@ class DecisionLayer:
                 "DecisionLayer.offload_threshold_tokens must be an int >= 0, "
                 f"got {offload_threshold_tokens!r}"
             )
-        if isinstance(policies, str | bytes) or isinstance(stages, str | bytes):
-            field = "policies" if isinstance(policies, str | bytes) else "stages"
-            raise ValueError(f"DecisionLayer.{field} must be a sequence, not a str")
+        for field, items in (("policies", policies), ("stages", stages)):
+            if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+                raise _c.fail("DecisionLayer", field, "a sequence (not a str)", items)
         if (
             observer is None
             and tracer_provider is None
@@ -327,7 +332,9 @@ class ChatCall:
             telemetry_error("report", None, field="usage", value_type=type(usage).__name__)
             return
         self.usage = usage
-        GenAISpans.record_usage(self.span, usage, response_model)
+        GenAISpans.record_usage(
+            self.span, usage, response_model, max_length=self._iteration.turn.layer.genai.max_length
+        )
         turn = self._iteration.turn
         if turn.conversation_id:
             turn.layer.ledger.record_model_call(

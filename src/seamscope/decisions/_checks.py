@@ -27,14 +27,17 @@ from seamscope.decisions.records._values import _show as show
 from seamscope.decisions.records._values import _tokens as tokens
 
 __all__ = [
+    "boolean",
     "fail",
     "flag",
+    "interface",
     "mapping",
     "maybe_callable",
     "money",
     "names",
     "nonempty_str",
     "observer",
+    "optional_str",
     "real",
     "show",
     "tokens",
@@ -102,3 +105,39 @@ def mapping(owner: str, field: str, value: object, *, optional: bool = True) -> 
         return
     if not isinstance(value, Mapping):
         raise fail(owner, field, "a mapping" + (" or None" if optional else ""), value)
+
+
+def interface(
+    owner: str,
+    field: str,
+    value: object,
+    methods: tuple[str, ...],
+    expected: str,
+    *,
+    error: type[Exception] = ValueError,
+) -> None:
+    """None, or an object on which every one of ``methods`` is callable
+    (duck-typed, so the core imports nothing of OpenTelemetry); ``error``:
+    the exception raised (the telemetry side raises TypeError for a wrong
+    type), its message as :func:`fail` words it."""
+    if value is None:
+        return
+    if not all(callable(getattr(value, method, None)) for method in methods):
+        raise error(str(fail(owner, field, expected + " or None", value)))
+
+
+def optional_str(
+    owner: str, field: str, value: object, *, error: type[Exception] = ValueError
+) -> None:
+    """None, or a str with a non-blank character."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise error(str(fail(owner, field, "a non-empty str or None", value)))
+
+
+def boolean(owner: str, field: str, value: object, *, error: type[Exception] = ValueError) -> None:
+    """A bool (``"no"`` is truthy: refused rather than read as True); :func:`flag`
+    raising ``error``."""
+    try:
+        flag(owner, field, value)
+    except ValueError as exc:
+        raise error(str(exc)) from None

@@ -136,15 +136,16 @@ class ToolCallPolicy:
     is not a non-blank str, a non-empty frozenset of such str, or None; a
     ``model`` that is not a ModelConfig.
 
-    What ``match`` and ``guard`` return is read by truthiness, as the seed's
-    framework reads it, so ``lambda ctx: re.search(...)`` works as a
-    predicate. A return value that is not a bool is logged once per policy
-    and predicate (``seamscope.decisions``, WARNING) because it usually means
-    a predicate returns something other than intended. Two results are
-    contained as errors instead (the policy counts as not matched, or its
-    guard as ``error``, with a :class:`ContainedError` on the seam's record):
-    a predicate that raises, including a return value whose truthiness
-    raises, and an awaitable (a coroutine is truthy but never ran).
+    ``match`` and ``guard`` answer with a bool, and only ``True`` is a yes:
+    a string such as ``"false"`` or ``"no"`` is truthy, so reading answers
+    by truthiness would redirect on a "no". Any other answer (a str, a
+    number, None, a regex match: write ``bool(re.search(...))``, an
+    awaitable) is contained as an error, as a predicate that raises is: the
+    policy counts as not matched (result ``error``), or its guard as
+    ``error`` (no redirect), with a :class:`ContainedError` (``TypeError``,
+    naming the answer's type, never its value) on that evaluation and on the
+    seam's record; a non-bool answer is also logged once per policy and
+    predicate (``seamscope.decisions``, WARNING).
     """
 
     name: str

@@ -19,9 +19,12 @@ First match wins independently at each seam. Adopter code never breaks the
 loop: a raising match or guard counts as no match for that policy; a raising
 args_transform keeps the redirect with the original args; a raising resolver
 or callback falls through to the next source. Each is recorded as a
-:class:`ContainedError` on the seam's record. A match or guard that returns
-an awaitable is contained the same way; any other non-bool is read by its
-truthiness and logged once per policy (see :class:`ToolCallPolicy`).
+:class:`ContainedError` on the seam's record. A match or guard answers with
+a bool: only ``True`` is a yes. Any other answer (``"false"``, ``"no"``, a
+regex match, None, an awaitable) is contained the same way as a raise: no
+match for that policy (a guard: ``error``, no redirect), a ContainedError
+``TypeError`` on the evaluation, and a WARNING once per policy and predicate
+(see :class:`ToolCallPolicy`).
 
 ``policies=()`` is byte-identical to having no policy feature: both seams
 skip the policy block after a length check; no predicate is called and the
@@ -131,9 +134,11 @@ class _Trail:
         fn: Callable[[DispatchContext], object],
         ctx: DispatchContext,
     ) -> bool:
-        """A match or guard verdict: a bool as is, an awaitable raises (the
-        caller contains it), anything else by truthiness, logged once per
-        policy and predicate."""
+        """A match or guard verdict: a bool as is; anything else raises a
+        TypeError (the caller contains it: no match, or a guard ``error``),
+        and a non-bool that is not an awaitable is also logged once per
+        policy and predicate. The answer's value is never shown (it may be
+        content), only its type."""
         out = fn(ctx)
         if out is True or out is False:
             return out
@@ -145,18 +150,17 @@ class _Trail:
                 f"{source} returned {type(out).__name__}, an awaitable; "
                 "predicates must be synchronous and return bool"
             )
-        verdict = bool(out)
+        kind = type(out).__qualname__
         key = (policy.name, source)
         if key not in self._warned:
             self._warned.add(key)
             _log.warning(
-                "policy %r: %s returned %s, not bool; read by truthiness (%s)",
+                "policy %r: %s returned %s, not bool; counted as an error (only True is a yes)",
                 policy.name,
                 source,
-                type(out).__qualname__,
-                verdict,
+                kind,
             )
-        return verdict
+        raise TypeError(f"{source} returned {kind}, not bool (only True is a yes)")
 
 
 class SeamRouter:

@@ -55,6 +55,7 @@ from urllib.parse import unquote
 
 from opentelemetry import metrics, trace
 
+from seamscope.telemetry._arguments import check_configure, check_endpoint
 from seamscope.telemetry._config import TelemetryConfig, _env_int
 from seamscope.telemetry._export import (
     EXPORT_ERROR_INTERVAL_S,
@@ -156,7 +157,7 @@ class TelemetryHandle:
     _shutdown_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _final: FlushResult | None = field(default=None, repr=False)
     _flushing: list[threading.Thread] = field(default_factory=list, repr=False)
-    _mark: int = field(default=0, repr=False)
+    _marks: dict[str, int] = field(default_factory=dict, repr=False)
 
     def _timeout_s(self, timeout_millis: float | None) -> float:
         millis = self.shutdown_timeout_millis if timeout_millis is None else timeout_millis
@@ -168,10 +169,25 @@ class TelemetryHandle:
     def report(self) -> FlushResult:
         """The counts so far, without flushing; ``ok`` while nothing was dropped.
 
-        After shutdown, the shutdown's result.
+        After shutdown, the shutdown's result, with the spans that ended
+        after it counted as dropped (the result is then falsy).
         """
-        if self._final is not None:
-            return self._final
+        final = self._final
+        if final is not None:
+            late = [guard.tally.late() for guard in self._guards]
+            if not any(late):
+                return final
+            statuses = [
+                replace(status, dropped=status.dropped + count)
+                for status, count in zip(final.exporters, late, strict=True)
+            ]
+            return merge(
+                statuses,
+                ok=False,
+                timed_out=final.timed_out,
+                elapsed_s=final.elapsed_s,
+                timeout_s=final.timeout_s,
+            )
         statuses = self._statuses()
         return merge(
             statuses,
@@ -191,7 +207,13 @@ class TelemetryHandle:
         Metrics are flushed only when a push exporter (OTLP) is configured: a
         flush makes the pull-based Prometheus reader queue an extra snapshot,
         which the next scrape would expose as duplicate series.
+        ``handle.tracer_provider.force_flush()`` and
+        ``handle.meter_provider.force_flush()`` are this flush for their signal.
         """
+        signals = ("traces", "metrics") if self.push_metrics else ("traces",)
+        return self._flush(timeout_millis, signals=signals)
+
+    def _flush(self, timeout_millis: float | None, *, signals: tuple[str, ...]) -> FlushResult:
         timeout_s = self._timeout_s(timeout_millis)
         if not self.enabled:
             return FlushResult(ok=True, timeout_s=timeout_s)
@@ -207,9 +229,12 @@ class TelemetryHandle:
         tasks: list[tuple[str, Callable[[], Any]]] = []
         if finished:
             millis = int(max(0.0, deadline - time.monotonic()) * 1000)
-            tasks.append(("flush-traces", lambda: self.tracer_provider.force_flush(millis)))
-            if self.push_metrics:
-                tasks.append(("flush-metrics", lambda: self.meter_provider.force_flush(millis)))
+            if "traces" in signals:
+                flush_traces = _sdk(self.tracer_provider, "force_flush")
+                tasks.append(("flush-traces", lambda: flush_traces(millis)))
+            if "metrics" in signals:
+                flush_metrics = _sdk(self.meter_provider, "force_flush")
+                tasks.append(("flush-metrics", lambda: flush_metrics(millis)))
             threads = _start(tasks, results)
             with self._lock:
                 self._flushing = threads
@@ -217,12 +242,15 @@ class TelemetryHandle:
         complete = finished and all(results.get(name) is True for name, _ in tasks)
         if complete:
             for tally, accepted in before:
-                if tally.signal == "traces":
+                if tally.signal == "traces" and "traces" in signals:
                     tally.count_lost(accepted)
         statuses = self._statuses()
-        dropped = sum(status.dropped for status in statuses)
         with self._lock:
-            new_drops, self._mark = dropped - self._mark, dropped
+            new_drops = 0
+            for signal in signals:
+                dropped = sum(st.dropped for st in statuses if st.signal == signal)
+                new_drops += dropped - self._marks.get(signal, 0)
+                self._marks[signal] = dropped
         result = merge(
             statuses,
             ok=complete and new_drops == 0,
@@ -238,7 +266,10 @@ class TelemetryHandle:
         """Flush and shut down the providers and the scrape endpoint, waiting
         at most ``timeout_millis`` (default: ``shutdown_timeout_millis``).
 
-        Idempotent: a second call returns the first one's result. The result
+        Idempotent: a second call returns the first one's result (as
+        :meth:`report` gives it: spans that ended since count as dropped).
+        ``handle.tracer_provider.shutdown()`` and
+        ``handle.meter_provider.shutdown()`` are this shutdown. The result
         is falsy when the shutdown did not finish in time or when anything
         was dropped over the handle's life; what was still queued or in
         flight at the timeout counts as dropped. Exports still running then
@@ -255,18 +286,19 @@ class TelemetryHandle:
             return replace(self.report(), ok=False, timed_out=True, timeout_s=timeout_s)
         try:
             if self._final is not None:
-                return self._final
+                return self.report()
             with self._lock:
                 self._closed = True
             deadline = started + timeout_s
             for guard in self._guards:
                 guard.tally.set_deadline(deadline)
             results: dict[str, Any] = {}
+            shutdown_metrics = _sdk(self.meter_provider, "shutdown")
             tasks: list[tuple[str, Callable[[], Any]]] = [
-                ("shutdown-traces", self.tracer_provider.shutdown),
+                ("shutdown-traces", _sdk(self.tracer_provider, "shutdown")),
                 (
                     "shutdown-metrics",
-                    lambda: self.meter_provider.shutdown(timeout_millis=timeout_s * 1000),
+                    lambda: shutdown_metrics(timeout_millis=timeout_s * 1000),
                 ),
             ]
             if self._server is not None:
@@ -275,6 +307,8 @@ class TelemetryHandle:
             if not finished:
                 for guard in self._guards:
                     guard.abandon()
+            for guard in self._guards:
+                guard.tally.close()
             statuses = self._statuses(final=True)
             raised = any(isinstance(value, Exception) for value in results.values())
             dropped = any(status.dropped for status in statuses)
@@ -319,6 +353,14 @@ class TelemetryHandle:
             self.shutdown()
         except Exception:
             pass
+
+
+def _sdk(provider: Any, method: str) -> Callable[..., Any]:
+    """The SDK's own ``method`` of a bounded provider (the bounded one calls the handle)."""
+    found: Callable[..., Any] = getattr(provider, f"sdk_{method}", None) or getattr(
+        provider, method
+    )
+    return found
 
 
 def _env_true(environ: Mapping[str, str], name: str) -> bool:
@@ -449,6 +491,38 @@ def _endpoint(
     return None
 
 
+def _tls_by_default(
+    protocol: str, endpoint: str, env: Mapping[str, str], signal: str = "traces"
+) -> bool:
+    """Whether the SDK's OTLP/gRPC exporter speaks TLS to ``endpoint`` because
+    it has no scheme (``http://`` is plaintext, ``https://`` is TLS, a bare
+    ``host:port`` is TLS unless ``OTEL_EXPORTER_OTLP_[{signal}_]INSECURE``
+    is true)."""
+    if protocol != "grpc" or "://" in endpoint:
+        return False
+    names = (f"OTEL_EXPORTER_OTLP_{signal.upper()}_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE")
+    return not any(_env_true(os.environ, name) or _env_true(env, name) for name in names)
+
+
+def _bsp_sizes() -> tuple[int, int]:
+    """The span queue and batch sizes, read as the SDK reads them (from the
+    process environment ``OTEL_BSP_MAX_QUEUE_SIZE`` and
+    ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``, else 2048 and 512), and passed to it
+    explicitly so the pending count knows the queue's bound."""
+    sizes = []
+    for name, default in (
+        ("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+    ):
+        raw = os.environ.get(name)
+        try:
+            sizes.append(default if raw is None else int(raw))
+        except ValueError:
+            _log.warning("ignoring %s=%r: expected an int", name, raw)
+            sizes.append(default)
+    return sizes[0], sizes[1]
+
+
 def _exemplar_filter(env: Mapping[str, str]) -> Any:
     """The exemplar filter ``OTEL_METRICS_EXEMPLAR_FILTER`` names in ``env``;
     None leaves the SDK's default (it reports an unknown name itself)."""
@@ -495,7 +569,8 @@ def configure(
     * ``otlp_endpoint``: base URL of an OTLP receiver (for ``http/protobuf``
       ``/v1/traces`` is appended; ``grpc`` takes it as is); else
       ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as is) or
-      ``OTEL_EXPORTER_OTLP_ENDPOINT``.
+      ``OTEL_EXPORTER_OTLP_ENDPOINT``. An ``http://``/``https://`` URL; for
+      ``grpc`` also ``host:port``, which is TLS (``http://`` is plaintext).
     * ``otlp_protocol``: ``http/protobuf`` (default) or ``grpc``; else
       ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``_METRICS_PROTOCOL`` /
       ``OTEL_EXPORTER_OTLP_PROTOCOL``.
@@ -514,6 +589,7 @@ def configure(
       retries, may take; else ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]TIMEOUT``
       (seconds, as the Python SDK reads it), else the SDK's 10 s.
     """
+    check_configure(dict(locals()))
     env = os.environ if environ is None else environ
     if shutdown_timeout_millis is None:
         bound = _env_int(ENV_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_MILLIS, 1, env)
@@ -529,11 +605,16 @@ def configure(
         )
         return TelemetryHandle(None, None, observer, enabled=False, shutdown_timeout_millis=bound)
 
-    from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from seamscope.telemetry._bounded import (
+        GRPC_TLS_HINT,
+        BoundedMeterProvider,
+        BoundedTracerProvider,
+        session_for,
+    )
 
     if prometheus_port is not None and (
         isinstance(prometheus_port, bool)
@@ -544,6 +625,8 @@ def configure(
     base = otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     explicit_traces = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     traces_protocol = _protocol(otlp_protocol, env, "traces", bool(base or explicit_traces))
+    if otlp_endpoint:
+        check_endpoint(otlp_endpoint, traces_protocol)
     traces_endpoint = _endpoint(base, "traces", explicit_traces, traces_protocol)
     explicit_metrics = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
     metrics_protocol = _protocol(
@@ -575,18 +658,23 @@ def configure(
     limiter = RateLimit(EXPORT_ERROR_INTERVAL_S)
     guards: list[Guard] = []
     # the exit hook is ours (bounded); the SDK's own would wait 30 s per provider
-    tracer_provider = TracerProvider(
+    tracer_provider = BoundedTracerProvider(
         resource=resource, sampler=sampler, id_generator=id_generator, shutdown_on_exit=False
     )
     for processor in extra_span_processors:
         tracer_provider.add_span_processor(processor)
+    queue_size, batch_size = _bsp_sizes()
 
-    def add_spans(exporter: Any, kind: str, target: str) -> None:
-        guard = GuardedSpanExporter(exporter, Tally("traces", kind, target, limiter))
-        guards.append(guard)
-        tracer_provider.add_span_processor(
-            CountingSpanProcessor(BatchSpanProcessor(guard), guard.tally)
+    def add_spans(exporter: Any, kind: str, target: str, hint: str | None = None) -> None:
+        tally = Tally(
+            "traces", kind, target, limiter, capacity=queue_size + batch_size, hint=hint
         )
+        guard = GuardedSpanExporter(exporter, tally)
+        guards.append(guard)
+        processor = BatchSpanProcessor(
+            guard, max_queue_size=queue_size, max_export_batch_size=batch_size
+        )
+        tracer_provider.add_span_processor(CountingSpanProcessor(processor, guard.tally))
 
     if traces_endpoint:
         timeout = _export_timeout_s(export_timeout_millis, env, "traces")
@@ -602,9 +690,17 @@ def configure(
                 )
 
                 span_exporter = OTLPSpanExporter(
-                    endpoint=traces_endpoint, headers=traces_headers, timeout=timeout
+                    endpoint=traces_endpoint,
+                    headers=traces_headers,
+                    timeout=timeout,
+                    session=session_for("traces"),
                 )
-        add_spans(span_exporter, f"otlp/{traces_protocol.split('/')[0]}", traces_endpoint)
+        add_spans(
+            span_exporter,
+            f"otlp/{traces_protocol.split('/')[0]}",
+            traces_endpoint,
+            GRPC_TLS_HINT if _tls_by_default(traces_protocol, traces_endpoint, env) else None,
+        )
     trace_path: Path | None = None
     if trace_file is not None:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
@@ -644,7 +740,8 @@ def configure(
                     OTLPMetricExporter,
                 )
 
-                metric_exporter = OTLPMetricExporter(**options)
+                metric_exporter = OTLPMetricExporter(**options, session=session_for("metrics"))
+        tls = _tls_by_default(metrics_protocol, str(metrics_endpoint), env, "metrics")
         metric_guard = GuardedMetricExporter(
             metric_exporter,
             Tally(
@@ -652,13 +749,14 @@ def configure(
                 f"otlp/{metrics_protocol.split('/')[0]}",
                 str(metrics_endpoint),
                 limiter,
+                hint=GRPC_TLS_HINT if tls else None,
             ),
             temporality,
             aggregation,
         )
         guards.append(metric_guard)
         readers.append(PeriodicExportingMetricReader(metric_guard))
-    meter_provider = MeterProvider(
+    meter_provider = BoundedMeterProvider(
         resource=resource,
         metric_readers=readers,
         exemplar_filter=exemplar_filter,
@@ -683,6 +781,8 @@ def configure(
         _guards=tuple(guards),
         _limiter=limiter,
     )
+    tracer_provider.bind(handle)
+    meter_provider.bind(handle)
     if register_atexit:
         atexit.register(handle._shutdown_at_exit)
     return handle

@@ -15,6 +15,12 @@
 * A deadline: once the shutdown deadline has passed, a batch is dropped
   without being sent, and :meth:`GuardedSpanExporter.abandon` shuts the SDK
   exporter down, which ends its retry waits.
+* A bound on ``pending``: the BatchSpanProcessor holds at most its queue and
+  one batch taken from it, so spans beyond that (the queue evicted them) are
+  counted as dropped at once, not only at the next complete flush.
+* Spans that end after shutdown (the processor no longer takes them) are
+  counted as dropped, and the first one is a ``seamscope.telemetry.error``
+  event (``hook="span_after_shutdown"``).
 * :class:`FlushResult` and :class:`ExporterStatus`: what ``flush()`` and
   ``shutdown()`` of a :class:`~seamscope.telemetry.TelemetryHandle` return.
 
@@ -118,6 +124,7 @@ def install_sdk_log_filter() -> None:
 
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 _HTTP_STATUS = re.compile(r"code: (\d{3}), reason: ([^,\n]*)")
+_NO_STATUS = re.compile(r"code: None, reason: ([^\n]+)")
 _GRPC_CODE = re.compile(r"StatusCode\.([A-Z_]+)")
 _TRANSIENT = re.compile(r"Transient error (.+?) encountered")
 _MAX_REASON = 160
@@ -135,6 +142,8 @@ def reason_of(messages: Sequence[str], exc: BaseException | None = None) -> str:
     text = "\n".join(messages)
     if found := _HTTP_STATUS.search(text):
         return _clip(f"HTTP {found.group(1)} {found.group(2).strip()}")
+    if "the collector's answer" in text and (found := _NO_STATUS.search(text)):
+        return _clip(found.group(1))
     if found := _ERRNO.search(text):
         return _clip(found.group(1).strip().lower())
     if found := _GRPC_CODE.search(text):
@@ -278,7 +287,19 @@ class Tally:
     for metrics, ``pending`` is what is in flight.
     """
 
-    def __init__(self, signal: str, kind: str, target: str, limiter: RateLimit) -> None:
+    def __init__(
+        self,
+        signal: str,
+        kind: str,
+        target: str,
+        limiter: RateLimit,
+        *,
+        capacity: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        """``capacity``: the most spans the processor can hold unexported (its
+        queue plus one batch); ``hint``: added to the reason of a failure
+        whose reason is ``gRPC UNAVAILABLE``."""
         self.signal = signal
         self.kind = kind
         self.target = public_target(target)
@@ -293,12 +314,37 @@ class Tally:
         self._last_error: str | None = None
         self._deadline: float | None = None
         self._abandoned = False
+        self._capacity = capacity
+        self._hint = hint
+        self._closed = False
+        self._late = 0
         # the SDK messages of the export in flight: its reason before it ends
         self._live: list[str] | None = None
 
-    def accept(self) -> None:
+    def accept(self) -> bool:
+        """One more span handed to the processor; False (and counted as
+        dropped, late) after :meth:`close`."""
         with self._lock:
+            if self._closed:
+                self._late += 1
+                return False
             self._accepted += 1
+            if self._capacity is not None:
+                held = self._accepted - self._exported - self._dropped - self._in_flight
+                if held > self._capacity:
+                    # the queue is full: the processor evicted the oldest
+                    self._dropped += held - self._capacity
+            return True
+
+    def close(self) -> None:
+        """Shutdown's final count is being taken: later spans are late."""
+        with self._lock:
+            self._closed = True
+
+    def late(self) -> int:
+        """Spans that ended after :meth:`close` (lost: dropped)."""
+        with self._lock:
+            return self._late
 
     def accepted(self) -> int:
         with self._lock:
@@ -337,6 +383,8 @@ class Tally:
                 return
             self._dropped += count
             self._failures += 1
+            if self._hint and reason == "gRPC UNAVAILABLE":
+                reason = f"{reason}: {self._hint}"
             self._last_error = reason
             dropped_total = self._dropped
             if self._abandoned:
@@ -465,9 +513,17 @@ class CountingSpanProcessor(SpanProcessor):
     def on_end(self, span: Any) -> None:
         self._inner.on_end(span)
         context = span.context
-        if context is not None and context.trace_flags.sampled:
-            # counted after the span is queued: a flush that starts later sees it
-            self.tally.accept()
+        # counted after the span is queued: a flush that starts later sees it
+        sampled = context is not None and context.trace_flags.sampled
+        if sampled and not self.tally.accept() and self.tally.late() == 1:
+            telemetry_error(
+                "span_after_shutdown",
+                None,
+                signal=self.tally.signal,
+                exporter=self.tally.kind,
+                endpoint=self.tally.target,
+                dropped=1,
+            )
 
     def shutdown(self) -> None:
         self._inner.shutdown()

@@ -23,7 +23,15 @@ from seamscope.decisions.records import ModelUsage
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = ["GenAISpans", "record_error"]
+__all__ = ["DEFAULT_MAX_LENGTH", "GenAISpans", "record_error"]
+
+DEFAULT_MAX_LENGTH = 1024
+"""``TelemetryConfig.max_attribute_length``'s default: the cut of a reported
+string when the caller gives no length."""
+
+
+def _cut(value: str, max_length: int) -> str:
+    return value if len(value) <= max_length else value[: max_length - 1] + "…"
 
 
 def _failed(span_name: str, exc: BaseException) -> None:
@@ -99,16 +107,22 @@ class GenAISpans:
     """
 
     def __init__(
-        self, tracer_provider: trace.TracerProvider | None = None, *, max_length: int = 1024
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        *,
+        max_length: int = DEFAULT_MAX_LENGTH,
     ) -> None:
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
         self._max = max_length
 
+    @property
+    def max_length(self) -> int:
+        """The length names, ids and reported strings are cut to."""
+        return self._max
+
     def _cut(self, value: Any) -> Any:
-        if isinstance(value, str) and len(value) > self._max:
-            return value[: self._max - 1] + "…"
-        return value
+        return _cut(value, self._max) if isinstance(value, str) else value
 
     def _span(
         self, name: str, kind: SpanKind, attrs: dict[str, Any]
@@ -189,9 +203,14 @@ class GenAISpans:
 
     @staticmethod
     def record_usage(
-        span: trace.Span, usage: ModelUsage, response_model: str | None = None
+        span: trace.Span,
+        usage: ModelUsage,
+        response_model: str | None = None,
+        *,
+        max_length: int = DEFAULT_MAX_LENGTH,
     ) -> None:
-        """Set ``gen_ai.usage.*`` (and the response model) on a chat span."""
+        """Set ``gen_ai.usage.*`` (and the response model, a free string the
+        caller reports, cut to ``max_length`` characters) on a chat span."""
         with contextlib.suppress(Exception):
             span.set_attribute(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
             span.set_attribute(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
@@ -204,7 +223,9 @@ class GenAISpans:
                     c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens
                 )
             if response_model:
-                span.set_attribute(c.ATTR_GEN_AI_RESPONSE_MODEL, response_model)
+                span.set_attribute(
+                    c.ATTR_GEN_AI_RESPONSE_MODEL, _cut(str(response_model), max_length)
+                )
 
 
 def _invoke_agent(

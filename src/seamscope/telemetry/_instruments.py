@@ -8,15 +8,20 @@ less (one duration per decision kind per iteration, one add per distinct
 attribute set per decision), never by replacing the SDK's aggregation.
 
 Metric attributes are bounded: :class:`LabelCap` keeps at most N distinct
-values per attribute and folds the rest into ``other``. Configured names
-(policies, stages) are kept first, but count against the same cap, so no
-configuration can grow a series set past it. Ids and free text never
-become metric attributes.
+values per attribute and folds the rest into ``other``. The values kept are
+shared by every observer on one meter provider (:func:`shared_labels`), so
+the cap holds per attribute whatever the number of observers, layers or
+adapters recording there: a thousand DecisionLayers with a policy each
+give at most N policy names, not N per layer. Configured names (policies,
+stages) are kept first, but count against the same cap, so no configuration
+can grow a series set past it. Ids and free text never become metric
+attributes.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterable, Mapping
 
 from opentelemetry import metrics
@@ -24,54 +29,93 @@ from opentelemetry import metrics
 from seamscope import __version__
 from seamscope.telemetry import conventions as c
 
-__all__ = ["Instruments", "LabelCap", "flag"]
+__all__ = ["Instruments", "LabelCap", "Labels", "flag", "shared_labels"]
+
+
+class Labels:
+    """The metric attribute values admitted per key on one meter provider."""
+
+    __slots__ = ("__weakref__", "lock", "values")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.values: dict[str, set[str]] = {}
+
+
+_SHARED: weakref.WeakKeyDictionary[object, Labels] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_labels(meter_provider: object) -> Labels:
+    """The :class:`Labels` of ``meter_provider``, one per provider for the
+    process (held as long as the provider lives); a provider that cannot be
+    weakly referenced gets its own."""
+    with _SHARED_LOCK:
+        try:
+            labels = _SHARED.get(meter_provider)
+            if labels is None:
+                labels = _SHARED[meter_provider] = Labels()
+            return labels
+        except TypeError:
+            return Labels()
 
 
 class LabelCap:
     """Folds the tail of an attribute's values into ``other`` (thread-safe).
 
-    At most ``cap`` distinct values per attribute key pass through. Configured
-    values are reserved first: ``known`` for every key (``TelemetryConfig.
-    known_labels``), ``by_key`` for one key each (the policy names under
-    ``seamscope.policy.name``, the stage names under ``seamscope.stage.name``).
-    The first ``cap`` of a key's configured values, in sorted order, always
-    pass; other values of that key take the slots left. ``None`` is ``none``.
+    At most ``cap`` distinct values per attribute key pass through, counted
+    over every LabelCap sharing ``labels`` (all observers on one meter
+    provider: see :func:`shared_labels`; each holds the shared set to its
+    own ``cap``). Configured values are admitted first, in sorted order,
+    while places are left: ``by_key`` for one key each (the policy names under
+    ``seamscope.policy.name``, the stage names under ``seamscope.stage.name``)
+    when the cap is made, ``known`` (``TelemetryConfig.known_labels``) for
+    every key when the key is first seen. Other values take the places left,
+    first come first kept. ``None`` is ``none``.
     """
 
-    __slots__ = ("_cap", "_known", "_lock", "_seen", "_shared")
+    __slots__ = ("_cap", "_known", "_lock", "_ready", "_values")
 
     def __init__(
         self,
         cap: int,
         known: Iterable[str] = (),
         by_key: Mapping[str, Iterable[str]] | None = None,
+        labels: Labels | None = None,
     ) -> None:
         self._cap = cap
-        shared = set(known)
-        self._shared = frozenset(sorted(shared)[:cap])
-        self._known = {
-            key: frozenset(sorted(shared | set(values))[:cap])
-            for key, values in (by_key or {}).items()
-        }
-        self._seen: dict[str, set[str]] = {}
-        self._lock = threading.Lock()
+        shared = labels if labels is not None else Labels()
+        self._values = shared.values
+        self._lock = shared.lock
+        self._known = sorted(set(known))
+        self._ready: set[str] = set()
+        for key, values in (by_key or {}).items():
+            self._admit(key, sorted(set(self._known) | set(values)))
+
+    def _admit(self, key: str, values: Iterable[str]) -> None:
+        """Admit ``values`` of ``key`` in order while places are left."""
+        with self._lock:
+            admitted = self._values.setdefault(key, set())
+            for value in values:
+                if len(admitted) >= self._cap:
+                    break
+                admitted.add(value)
+            self._ready.add(key)
 
     def __call__(self, key: str, value: str | None) -> str:
         if value is None:
             return "none"
-        known = self._known.get(key, self._shared)
-        if value in known:
-            return value
-        seen = self._seen.get(key)
-        if seen is not None and value in seen:
+        if key not in self._ready:
+            self._admit(key, self._known)
+        admitted = self._values[key]
+        if value in admitted:
             return value
         with self._lock:
-            seen = self._seen.setdefault(key, set())
-            if value in seen:
+            if value in admitted:
                 return value
-            if len(seen) + len(known) >= self._cap:
+            if len(admitted) >= self._cap:
                 return c.OTHER
-            seen.add(value)
+            admitted.add(value)
             return value
 
 
@@ -98,6 +142,7 @@ class Instruments:
     __slots__ = (
         "decision_duration",
         "enabled",
+        "labels",
         "middleware_cost",
         "middleware_decisions",
         "model_input_tokens",
@@ -118,6 +163,7 @@ class Instruments:
         provider = meter_provider or metrics.get_meter_provider()
         meter = provider.get_meter("seamscope", __version__)
         self.enabled = not isinstance(meter, metrics.NoOpMeter)
+        self.labels = shared_labels(provider)
         self.policy_evaluations = _counter(meter, c.METRIC_POLICY_EVALUATIONS)
         self.policy_wins = _counter(meter, c.METRIC_POLICY_WINS)
         self.redirects = _counter(meter, c.METRIC_REDIRECTS)

@@ -80,6 +80,7 @@ from seamscope.decisions.selection import SelectionContext, SelectionStage
 from seamscope.telemetry import _attributes as a
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._accounts import record_account
+from seamscope.telemetry._arguments import check_telemetry_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
@@ -199,6 +200,12 @@ class OTelObserver:
             raise TypeError(
                 f"OTelObserver.config must be a TelemetryConfig, got {type(config).__name__}"
             )
+        check_telemetry_options(
+            "OTelObserver",
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            known_labels=known_labels,
+        )
         self.config = config or TelemetryConfig.create()
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
@@ -206,7 +213,9 @@ class OTelObserver:
         self.instruments = Instruments(meter_provider)
         self._metrics_on = self.instruments.enabled
         cfg = self.config
-        self._cap = LabelCap(cfg.metric_label_cap, cfg.known_labels, known_labels)
+        self._cap = LabelCap(
+            cfg.metric_label_cap, cfg.known_labels, known_labels, self.instruments.labels
+        )
         self._labels: dict[tuple[str, str], str] = {}
         self._evaluation_keys: dict[int, tuple[PolicyEvaluation, tuple[str, str, str]]] = {}
         self._limits = a.Limits(

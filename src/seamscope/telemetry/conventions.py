@@ -541,7 +541,7 @@ EVENTS: Final = (EVENT_POLICY_EVALUATED, EVENT_ADOPTER_ERROR, EVENT_OFFLOAD_SETT
 LOG_PALETTE_GATE_DROP: Final = "seamscope.palette_gate.drop"
 """WARN: a redirect's target was not routed; the original call dispatched."""
 LOG_POLICY_ERROR: Final = "seamscope.policy.error"
-"""WARN: a policy predicate raised; counted as no match."""
+"""WARN: a policy predicate raised or answered a non-bool; counted as no match."""
 LOG_ADOPTER_ERROR: Final = "seamscope.adopter.error"
 """WARN: a resolver, callback or args_transform raised; contained."""
 LOG_STAGE_DEGRADED: Final = "seamscope.stage.degraded"

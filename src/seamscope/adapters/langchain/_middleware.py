@@ -34,6 +34,7 @@ from seamscope.adapters.langchain._steps import ModelStep, TailStep, ToolStep
 from seamscope.adapters.langchain._watch import Watcher, watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
+from seamscope.decisions import _checks
 
 __all__ = ["SeamscopeMiddleware"]
 
@@ -101,6 +102,7 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeMiddleware.max_stored_outputs must be an int >= 1")
+        _checks.flag("SeamscopeMiddleware", "offload", offload)
         self.layer = layer
         self.models: Mapping[str, BaseChatModel] = dict(models)
         self._offload = bool(offload)

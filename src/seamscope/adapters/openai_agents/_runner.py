@@ -37,6 +37,7 @@ from seamscope.adapters.openai_agents._model import (
 )
 from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
 from seamscope.adapters.react import RECALL_TOOL
+from seamscope.decisions import _checks
 
 __all__ = ["SeamscopeRunner"]
 
@@ -98,6 +99,7 @@ class SeamscopeRunner:
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeRunner.max_stored_outputs must be an int >= 1")
+        _checks.flag("SeamscopeRunner", "offload", offload)
         self.layer = layer
         self.models: Mapping[str, Model] = dict(models)
         self.offload = bool(offload)

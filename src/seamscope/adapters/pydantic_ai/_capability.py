@@ -47,7 +47,7 @@ from seamscope.adapters.pydantic_ai._framework import (
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
 from seamscope.adapters.react import RECALL_TOOL, offload_stub
-from seamscope.decisions import ToolCall
+from seamscope.decisions import ToolCall, _checks
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import log_event
 
@@ -112,6 +112,7 @@ class SeamscopeCapability(AbstractCapability[Any]):
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeCapability.max_stored_outputs must be an int >= 1")
+        _checks.flag("SeamscopeCapability", "offload", offload)
         if genai_spans is not None and not isinstance(genai_spans, bool):
             raise ValueError("SeamscopeCapability.genai_spans must be a bool or None")
         self.id = None

@@ -97,6 +97,7 @@ from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
 from seamscope.adapters.symfonic._translate import _wrappable, symfonic_pricing
 from seamscope.decisions import DecisionObserver
 from seamscope.decisions._observer import guard_observer
+from seamscope.telemetry._arguments import check_telemetry_options
 
 __all__ = ["SymfonicInstrumentation", "instrument_symfonic"]
 
@@ -699,8 +700,16 @@ def instrument_symfonic(
     or a ``ledger`` that is not an OffloadLedger, and RuntimeError if the
     agent is already instrumented.
     """
-    if ledger is not None and not isinstance(ledger, OffloadLedger):
-        raise TypeError(f"instrument_symfonic: ledger must be an OffloadLedger, got {ledger!r}")
+    check_telemetry_options(
+        "instrument_symfonic",
+        telemetry=telemetry,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        telemetry_config=telemetry_config,
+        observer=observer,
+        ledger=ledger,
+        agent_name=agent_name,
+    )
     if telemetry is not None:
         tracer_provider = tracer_provider or telemetry.tracer_provider
         meter_provider = meter_provider or telemetry.meter_provider
@@ -708,7 +717,7 @@ def instrument_symfonic(
     config = getattr(agent, "_config", None)
     if config is None or not hasattr(agent, "_deps"):
         raise TypeError(
-            f"instrument_symfonic expects a SymfonicAgent, got {type(agent).__name__}"
+            f"instrument_symfonic.agent must be a SymfonicAgent, got {type(agent).__name__}"
             " (a FrameworkConfig is read at agent construction: build the agent first)"
         )
     with _AGENTS_LOCK:
