@@ -108,8 +108,12 @@ Spans of one agent run (one ``invoke``) share one trace::
 Decisions and differences from the reference loop
 -------------------------------------------------
 * LangGraph runs every graph node in its own copy of the context, so the
-  run's spans are kept by the middleware (keyed by a private, unsaved state
-  key) and attached in each hook. An iteration span stays open from its
+  run's spans are kept by the middleware and attached in each hook. A hook
+  finds its run by the graph invocation it runs in (LangGraph's
+  per-invocation ``Runtime.control`` and the agent graph's checkpoint
+  namespace), else by thread: nothing is added to the agent's state, so
+  ``invoke`` results, ``stream`` chunks and checkpoints are the same with
+  and without seamscope. An iteration span stays open from its
   model call until the next model call of the run (or the run's end), so
   the tool calls it emitted are its children.
 * Conversation id = ``configurable.thread_id``; without one, spans carry

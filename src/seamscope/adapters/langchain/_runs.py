@@ -79,8 +79,13 @@ class Run:
     duration.
     """
 
-    def __init__(self, key: str, turn: Turn, scope: str) -> None:
+    def __init__(
+        self, key: str, turn: Turn, scope: str, invocation: tuple[Any, str] | None = None
+    ) -> None:
         self.key = key
+        # the graph invocation it runs in (see translate.invocation): holding the
+        # RunControl keeps its id from being reused while the run is open
+        self.invocation = invocation
         self.turn = turn
         self.scope = scope
         self.lock = threading.Lock()
@@ -226,6 +231,7 @@ class Runs:
         self._role = role
         self._scope = scope
         self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._by_invocation: dict[tuple[int, str], Run] = {}
         self._lock = threading.Lock()
         self._released: deque[str] = deque()
 
@@ -242,14 +248,17 @@ class Runs:
         return run
 
     def for_hook(self, state: Any, runtime: Any, *, create: bool) -> tuple[Run | None, bool]:
-        """The run a hook belongs to: by the state key, else by thread; maybe new.
+        """The run a hook belongs to: by its graph invocation, else by thread;
+        maybe new.
 
-        A new run is made for a hook that finds none (a run resumed after an
-        interrupt, or one whose ``before_agent`` did not run); parallel hooks
-        agree on one.
+        Nothing is written to the agent's state (the caller's state, stream
+        chunks and checkpoints are the same with and without seamscope): the
+        run is found by the invocation the hook runs in. A new run is made
+        for a hook that finds none (a run resumed after an interrupt, or one
+        whose ``before_agent`` did not run); parallel hooks agree on one.
         """
         self._drain()
-        key = translate.run_key(state)
+        key = _invocation_key(translate.invocation(runtime))
         conversation_id = translate.thread_id(runtime)
         with self._lock:
             run = self._find(key, conversation_id)
@@ -272,11 +281,28 @@ class Runs:
         self.watch(candidate, runtime)
         return candidate, True
 
+    def scope_of(self, runtime: Any) -> str | None:
+        """Whose offloaded outputs a hook may read: the thread, else its run."""
+        conversation_id = translate.thread_id(runtime)
+        if conversation_id:
+            return conversation_id
+        key = _invocation_key(translate.invocation(runtime))
+        with self._lock:
+            run = self._find(key, None)
+        return None if run is None else run.scope
+
     def close(self, run: Run, exc: BaseException | None) -> None:
         with self._lock:
-            if self._runs.get(run.key) is run:
-                del self._runs[run.key]
+            self._forget(run)
         run.close(exc)
+
+    def _forget(self, run: Run) -> None:
+        """Drop ``run`` from the registry (holding the lock)."""
+        if self._runs.get(run.key) is run:
+            del self._runs[run.key]
+        key = _invocation_key(run.invocation)
+        if key is not None and self._by_invocation.get(key) is run:
+            del self._by_invocation[key]
 
     def watch(self, run: Run, runtime: Any) -> None:
         """Follow the invocation ``runtime`` belongs to: when LangGraph releases
@@ -321,8 +347,7 @@ class Runs:
             with contextlib.suppress(Exception):
                 if self._lock.acquire(blocking=False):
                     try:
-                        if self._runs.get(key) is run:
-                            del self._runs[key]
+                        self._forget(run)
                     finally:
                         self._lock.release()
 
@@ -339,6 +364,7 @@ class Runs:
         role = self._resolve(self._role, runtime, "role")
         scope = self._resolve(self._scope, runtime, "scope")
         key = uuid.uuid4().hex
+        invocation = translate.invocation(runtime)
         turn = Turn(
             self._layer,
             conversation_id,
@@ -347,7 +373,7 @@ class Runs:
             {},
             scope if isinstance(scope, Mapping) else None,
         )
-        return Run(key, turn, conversation_id or f"run:{key}")
+        return Run(key, turn, conversation_id or f"run:{key}", invocation)
 
     def _register(self, run: Run) -> list[Run]:
         """Add ``run`` (holding the lock); returns the runs it supersedes or evicts."""
@@ -355,20 +381,32 @@ class Runs:
         stale: list[Run] = []
         if conversation_id:
             stale = [r for r in self._runs.values() if r.turn.conversation_id == conversation_id]
-            for old in stale:
-                del self._runs[old.key]
+        invocation = _invocation_key(run.invocation)
+        earlier = None if invocation is None else self._by_invocation.get(invocation)
+        if earlier is not None and earlier not in stale:
+            stale.append(earlier)  # a later run of the same invocation supersedes it
+        for old in stale:
+            self._forget(old)
         self._runs[run.key] = run
+        if invocation is not None:
+            self._by_invocation[invocation] = run
         while len(self._runs) > _MAX_OPEN_RUNS:
-            stale.append(self._runs.popitem(last=False)[1])
+            evicted = next(iter(self._runs.values()))
+            self._forget(evicted)
+            stale.append(evicted)
         return stale
 
-    def _find(self, key: Any, conversation_id: str | None) -> Run | None:
-        run = self._runs.get(key) if isinstance(key, str) else None
+    def _find(self, key: tuple[int, str] | None, conversation_id: str | None) -> Run | None:
+        run = None if key is None else self._by_invocation.get(key)
         if run is None and conversation_id:
             for candidate in reversed(self._runs.values()):
                 if candidate.turn.conversation_id == conversation_id:
                     return candidate
         return run
+
+
+def _invocation_key(invocation: tuple[Any, str] | None) -> tuple[int, str] | None:
+    return None if invocation is None else (id(invocation[0]), invocation[1])
 
 
 def active_parent() -> otel_context.Context | None:

@@ -251,11 +251,6 @@ class ModelStep(_ModelCallStep):
                 rewritten = translate.rewrite(message, post, [i for i, _ in routed])
                 if rewritten is not message:
                     response = translate.with_message(response, message, rewritten)
-            if self.created and self.run is not None:
-                return ExtendedModelResponse(
-                    model_response=response,
-                    command=Command(update={translate.RUN_KEY: self.run.key}),
-                )
         except Exception:
             failed("langchain.after_model_call")
         return response
