@@ -104,3 +104,94 @@ def test_the_checkpoint_namespace_separator_is_langgraphs() -> None:
     from seamscope.adapters.langchain import _translate
 
     assert NS_SEP == _translate.NS_SEP
+
+
+# -- the watcher fails closed ----------------------------------------------------------
+
+
+def test_the_watchers_hooks_and_attributes_are_the_installed_langchains() -> None:
+    """Tripwire: the hooks and attributes of the installed ``AgentMiddleware``
+    are exactly the ones a watcher knows and forwards."""
+    from seamscope.adapters.langchain._watch import (
+        FORWARDED,
+        KNOWN_HOOKS,
+        framework_attributes,
+        framework_hooks,
+    )
+
+    assert KNOWN_HOOKS == set(framework_hooks())
+    assert FORWARDED == framework_attributes()
+
+
+def test_create_agent_reads_only_what_a_watcher_forwards() -> None:
+    """Tripwire: every attribute the installed ``create_agent`` reads from a
+    middleware (one overriding every hook) is a hook or a forwarded attribute."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    from seamscope.adapters.langchain._watch import FORWARDED, KNOWN_HOOKS
+
+    reads: set[str] = set()
+
+    class Recording(AgentMiddleware[Any, Any, Any]):
+        def __getattribute__(self, name: str) -> Any:
+            if not name.startswith("_") or name == "__class__":
+                reads.add(name)
+            return object.__getattribute__(self, name)
+
+    def node(self: Any, state: Any, runtime: Any) -> None:
+        return None
+
+    async def anode(self: Any, state: Any, runtime: Any) -> None:
+        return None
+
+    def wrap(self: Any, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+    async def awrap(self: Any, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+    for hook in KNOWN_HOOKS:
+        asynchronous = hook.startswith(("abefore", "aafter", "awrap"))
+        if "wrap" in hook:
+            setattr(Recording, hook, awrap if asynchronous else wrap)
+        else:
+            setattr(Recording, hook, anode if asynchronous else node)
+    models, _ = scripted_models([OPUS], [ai(text="ok")])
+    create_agent(models[OPUS], Toolbox().tools(), middleware=[Recording()])
+
+    assert FORWARDED | KNOWN_HOOKS | {"__class__"} == reads
+
+
+def test_a_middleware_overriding_a_hook_the_watcher_does_not_know_is_not_watched(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tracer_provider: Any
+) -> None:
+    """A hook a later LangChain adds: the middleware is returned as itself
+    (never a copy without that hook), with one warning naming it."""
+    import logging
+
+    from langchain.agents.middleware import AgentMiddleware
+
+    def wrap_stream_call(self: Any, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+    monkeypatch.setattr(AgentMiddleware, "wrap_stream_call", wrap_stream_call, raising=False)
+
+    class StreamShaper(AgentMiddleware[Any, Any, Any]):
+        def wrap_stream_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+    first, second = StreamShaper(), StreamShaper()
+    seamscope = SeamscopeMiddleware(make_layer(tracer_provider, None))
+    with caplog.at_level(logging.WARNING, logger="seamscope"):
+        middleware = seamscope.watching(first, second)
+
+    assert first is middleware[1]
+    assert second is middleware[2]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert 1 == len(warnings)
+    assert "seamscope.adapters.langchain" == warnings[0].name
+    assert f"{StreamShaper.__qualname__} is not watched" in warnings[0].getMessage()
+    assert "wrap_stream_call" in warnings[0].getMessage()

@@ -90,7 +90,12 @@ model calls: a LangChain callback handler, added with
 ``register_configure_hook``, sees only the runs started while the wrapped
 middleware's own code runs (not while the handler it passed inward does).
 A failure of a watcher's own code is contained; the middleware runs
-unchanged, and its exceptions pass through as they are.
+unchanged, and its exceptions pass through as they are. The watcher fails
+closed: its hook list is the installed ``AgentMiddleware``'s, read at run
+time, and a middleware whose class overrides a hook the watcher does not
+know (or an ``AgentMiddleware`` with an attribute it does not forward) is
+returned as itself, unwatched, with one WARNING on the
+``seamscope.adapters.langchain`` logger naming it.
 
 Spans of one agent run (one ``invoke``) share one trace::
 
