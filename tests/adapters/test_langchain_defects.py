@@ -195,3 +195,116 @@ def test_a_middleware_overriding_a_hook_the_watcher_does_not_know_is_not_watched
     assert "seamscope.adapters.langchain" == warnings[0].name
     assert f"{StreamShaper.__qualname__} is not watched" in warnings[0].getMessage()
     assert "wrap_stream_call" in warnings[0].getMessage()
+
+
+# -- ToolCallLimitMiddleware -------------------------------------------------------------
+
+
+def _blocked_reasons(spans: Sequence[ReadableSpan]) -> list[str]:
+    return [
+        attrs(s)[c.ATTR_MIDDLEWARE_REASON]
+        for s in named(spans, c.SPAN_DISPATCH)
+        if attrs(s).get(c.ATTR_DISPATCH_BLOCKED) is True
+    ]
+
+
+def _limited_agent(layer: DecisionLayer, limit: Any, script: list[Any]) -> tuple[Any, Toolbox]:
+    models, _ = scripted_models([OPUS], script)
+    box = Toolbox()
+    middleware = SeamscopeMiddleware(layer, offload=False).watching(limit)
+    agent = create_agent(
+        models[OPUS], box.tools(), middleware=middleware, checkpointer=InMemorySaver()
+    )
+    return agent, box
+
+
+def test_a_limit_block_names_the_run_limit_when_the_run_limit_was_hit(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    from langchain.agents.middleware import ToolCallLimitMiddleware
+
+    limit = ToolCallLimitMiddleware(thread_limit=3, run_limit=1)
+    agent, box = _limited_agent(
+        make_layer(tracer_provider, meter_provider),
+        limit,
+        [ai(("search", {"query": "a"}, "c1"), ("search", {"query": "b"}, "c2")), ai(text="ok")],
+    )
+    final = agent.invoke(
+        {"messages": [HumanMessage("search")]}, {"configurable": {"thread_id": THREAD}}
+    )
+
+    assert [("search", {"query": "a"})] == box.executed  # ground truth: c2 never ran
+    told = next(m for m in final["messages"] if getattr(m, "tool_call_id", None) == "c2")
+    assert [
+        "run_limit=1 reached (2/1 calls) for all tools (exit_behavior=continue), "
+        f"1 call(s) not run: {told.content}"
+    ] == _blocked_reasons(span_exporter.get_finished_spans())
+
+
+def test_a_limit_block_names_the_thread_limit_when_the_thread_limit_was_hit(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    from langchain.agents.middleware import ToolCallLimitMiddleware
+
+    limit = ToolCallLimitMiddleware(thread_limit=2, run_limit=2)
+    agent, box = _limited_agent(
+        make_layer(tracer_provider, meter_provider),
+        limit,
+        [
+            ai(("search", {"query": "a"}, "c1"), ("search", {"query": "b"}, "c2")),
+            ai(text="first"),
+            ai(("search", {"query": "c"}, "c3")),
+            ai(text="second"),
+        ],
+    )
+    config = {"configurable": {"thread_id": THREAD}}
+    agent.invoke({"messages": [HumanMessage("search twice")]}, config)
+    final = agent.invoke({"messages": [HumanMessage("once more")]}, config)
+
+    assert ["a", "b"] == sorted(args["query"] for _, args in box.executed)  # c3 never ran
+    told = next(m for m in final["messages"] if getattr(m, "tool_call_id", None) == "c3")
+    assert [
+        "thread_limit=2 reached (3/2 calls) for all tools (exit_behavior=continue), "
+        f"1 call(s) not run: {told.content}"
+    ] == _blocked_reasons(span_exporter.get_finished_spans())
+
+
+def _decisions(reader: Any) -> dict[tuple[tuple[str, Any], ...], Any]:
+    data = reader.get_metrics_data()
+    found: dict[tuple[tuple[str, Any], ...], Any] = {}
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == c.METRIC_MIDDLEWARE_DECISIONS.name:
+                    for point in metric.data.data_points:
+                        found[tuple(sorted((point.attributes or {}).items()))] = point.value
+    return found
+
+
+@pytest.mark.parametrize("exit_behavior", ["continue", "end"])
+def test_the_decisions_counter_counts_one_unit_per_blocked_call(
+    exit_behavior: str,
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: Any,
+) -> None:
+    from langchain.agents.middleware import ToolCallLimitMiddleware
+
+    calls = [("search", {"query": q}, f"c{i}") for i, q in enumerate("abc", start=1)]
+    agent, box = _limited_agent(
+        make_layer(tracer_provider, meter_provider),
+        ToolCallLimitMiddleware(run_limit=1, exit_behavior=exit_behavior),  # type: ignore[arg-type]
+        [ai(*calls), ai(text="ok")],
+    )
+    agent.invoke({"messages": [HumanMessage("search")]}, {"configurable": {"thread_id": THREAD}})
+
+    never_ran = len(calls) - len(box.executed)  # ground truth: end runs none, continue one
+    assert {"continue": 2, "end": 3}[exit_behavior] == never_ran
+    assert never_ran == len(_blocked_reasons(span_exporter.get_finished_spans()))
+    assert {
+        (
+            (c.ATTR_MIDDLEWARE_DECISION, "tool_call_blocked"),
+            (c.ATTR_MIDDLEWARE_NAME, "ToolCallLimitMiddleware"),
+        ): never_ran
+    } == _decisions(metric_reader)

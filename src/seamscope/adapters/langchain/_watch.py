@@ -197,10 +197,13 @@ class _HookWatch:
     def decision_model(self) -> str | None:
         return None if self.calls is None else self.calls.first_model
 
-    def record(self, iteration: Iteration, decision: MiddlewareDecision) -> None:
+    def record(
+        self, iteration: Iteration, decision: MiddlewareDecision, *, charge: bool = True
+    ) -> None:
         """Record a decision in ``iteration``, its span under the iteration's,
-        with what the middleware's own model calls cost."""
-        if self.calls is not None and not decision.cost:
+        with what the middleware's own model calls cost (``charge`` False: a
+        further decision of the same hook call, already charged)."""
+        if charge and self.calls is not None and not decision.cost:
             decision = dataclasses.replace(decision, cost=_cost(iteration, self.calls.usages()))
         attached = Attached(None if self.run is None else self.run.otel)
         try:
@@ -409,20 +412,27 @@ class _NodeWatch(_HookWatch):
                 run.notes[f"{self.name}:usages"] = self.calls.usages()
 
     def _blocked(self, run: Run, update: Any) -> None:
+        """One decision per call that never runs (a limit's ``end`` answers every
+        call of the message, ``continue`` the calls past the limit), each with
+        the batch's reason: a span and one unit of the decisions counter each."""
         blocked = explain.blocked_calls(self._messages(), update)
         if not blocked:
             return
-        self.record(
-            run.current_iteration(),
-            MiddlewareDecision(
-                self.name,
-                _K.TOOL_CALL_BLOCKED,
-                explain.blocked_reason(self.middleware, blocked),
-                calls=tuple(b.call for b in blocked),
-                decision_model=self.decision_model,
-                start_time_ns=self.start_ns,
-            ),
-        )
+        reason = explain.blocked_reason(self.middleware, blocked, self.state)
+        iteration = run.current_iteration()
+        for position, one in enumerate(blocked):
+            self.record(
+                iteration,
+                MiddlewareDecision(
+                    self.name,
+                    _K.TOOL_CALL_BLOCKED,
+                    reason,
+                    calls=(one.call,),
+                    decision_model=self.decision_model,
+                    start_time_ns=self.start_ns,
+                ),
+                charge=position == 0,
+            )
 
     def _summarized(self, run: Run, update: Any) -> None:
         """A summary belongs to the model call that follows: recorded when
