@@ -22,7 +22,7 @@ from seamscope.adapters import DecisionLayer
 from seamscope.adapters.langchain import SeamscopeMiddleware
 from seamscope.telemetry import conventions as c
 
-from ._langchain_support import Toolbox, ai, scripted_models
+from ._langchain_support import ScriptedChatModel, Toolbox, ai, scripted_models
 
 OPUS = "claude-opus-4-6"
 AGENT = "analyst"
@@ -308,3 +308,108 @@ def test_the_decisions_counter_counts_one_unit_per_blocked_call(
             (c.ATTR_MIDDLEWARE_NAME, "ToolCallLimitMiddleware"),
         ): never_ran
     } == _decisions(metric_reader)
+
+
+# -- middlewares placed outside seamscope ----------------------------------------------
+
+
+class FlakyChatModel(ScriptedChatModel):
+    """Fails its first ``fails[0]`` calls (each logged as ``"failed"``)."""
+
+    fails: Any = None
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        if self.fails and self.fails[0] > 0:
+            self.fails[0] -= 1
+            self.log.append("failed")
+            raise ConnectionError("provider down")
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+
+
+def _outside_world(name: str) -> tuple[Any, list[Any], Toolbox, Any]:
+    from langchain.agents.middleware import ModelRetryMiddleware, ToolErrorMiddleware
+
+    box = Toolbox()
+    if name == "ModelRetryMiddleware":
+        log: list[Any] = []
+        model = FlakyChatModel(messages=iter([ai(text="ok")]), model_name=OPUS, log=log, fails=[1])
+        return model, log, box, ModelRetryMiddleware(max_retries=2, initial_delay=0)
+    box.error = ValueError("archive offline")
+    models, log = scripted_models([OPUS], [ai(("search", {"query": "q"}, "c1")), ai(text="ok")])
+    return models[OPUS], log, box, ToolErrorMiddleware(lambda exc, request: "search failed")
+
+
+@pytest.mark.parametrize("outside", ["ModelRetryMiddleware", "ToolErrorMiddleware"])
+def test_a_middleware_outside_seamscope_that_handles_an_exception_keeps_one_trace(
+    outside: str,
+    caplog: pytest.LogCaptureFixture,
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: Any,
+    meter_provider: Any,
+) -> None:
+    """The exception crossed seamscope's hook, so seamscope ended the run; the
+    middleware outside handled it and the agent went on: the run goes on in
+    the same trace (its iterations keep counting), with one warning naming
+    the order to use."""
+    import logging
+
+    model, log, box, middleware = _outside_world(outside)
+    seamscope = SeamscopeMiddleware(make_layer(tracer_provider, meter_provider))
+    agent = create_agent(
+        model, box.tools(), middleware=[middleware, seamscope], checkpointer=InMemorySaver()
+    )
+    with caplog.at_level(logging.WARNING, logger="seamscope"):
+        for thread in ("t-1", "t-2"):
+            if outside == "ModelRetryMiddleware":
+                model.fails[0] = 1
+                model.messages = iter([ai(text="ok")])
+            else:
+                model.messages = iter([ai(("search", {"query": "q"}, "c1")), ai(text="ok")])
+            agent.invoke(
+                {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": thread}}
+            )
+
+    # ground truth, per invoke: two model calls (one failed) / the tool really raised
+    if outside == "ModelRetryMiddleware":
+        assert ["failed", "failed"] == [entry for entry in log if entry == "failed"]
+    else:
+        assert [("search", {"query": "q"})] * 2 == box.executed
+    spans = span_exporter.get_finished_spans()
+    traces = {s.context.trace_id for s in spans if s.context is not None}
+    assert 2 == len(traces)  # one per invoke
+    for trace_id in traces:
+        in_trace = [s for s in spans if s.context is not None and s.context.trace_id == trace_id]
+        assert [f"invoke_agent {AGENT}"] == [s.name for s in in_trace if s.parent is None]
+        assert [0, 1] == [
+            attrs(s)[c.ATTR_ITERATION_INDEX] for s in named(in_trace, c.SPAN_ITERATION)
+        ]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert 1 == len(warnings)
+    assert "put SeamscopeMiddleware first in create_agent(middleware=[...])" in (
+        warnings[0].getMessage()
+    )
+
+
+def test_a_retry_inside_seamscope_is_one_run_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: Any,
+    meter_provider: Any,
+) -> None:
+    import logging
+
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    log: list[Any] = []
+    model = FlakyChatModel(messages=iter([ai(text="ok")]), model_name=OPUS, log=log, fails=[1])
+    seamscope = SeamscopeMiddleware(make_layer(tracer_provider, meter_provider))
+    agent = create_agent(
+        model, [], middleware=[seamscope, ModelRetryMiddleware(max_retries=2, initial_delay=0)]
+    )
+    with caplog.at_level(logging.WARNING, logger="seamscope"):
+        agent.invoke({"messages": [HumanMessage("go")]})
+
+    assert ["failed"] == [entry for entry in log if entry == "failed"]
+    spans = span_exporter.get_finished_spans()
+    assert [f"invoke_agent {AGENT}"] == [s.name for s in spans if s.parent is None]
+    assert [] == [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -167,8 +167,14 @@ Decisions and differences from the reference loop
 Limitations
 -----------
 * Put this middleware first in ``middleware=[...]`` (outermost): an
-  exception crossing it is taken as the end of the run, so retries (e.g.
-  ``ModelRetryMiddleware``) belong inside it. Middleware inside it may
+  exception crossing it is taken as the end of the run, so retries and
+  error handlers (``ModelRetryMiddleware``, ``ToolRetryMiddleware``,
+  ``ToolErrorMiddleware``) belong inside it. Where one is placed outside
+  it, that is seen only when the exception it handled turns out not to
+  have ended the run (the next hook of the same invocation): one WARNING
+  names the order to use, and the run goes on in the same trace (a new
+  ``invoke_agent`` under the ended one, its iterations counting on); the
+  ended ``invoke_agent`` keeps the handled exception's ``error.type``. Middleware inside it may
   still change the request it decided (a tool selector narrowing further):
   the spans show that only for middlewares given to ``watching``.
 * Once ``watching`` is called, every agent using this middleware needs the

@@ -46,6 +46,15 @@ LOG = logging.getLogger("seamscope.adapters.langchain")
 """The adapter's stdlib logger (the package's name, whichever module logs)."""
 
 _MAX_OPEN_RUNS = 1024
+_MAX_FAILED_RUNS = 256  # runs ended by an exception, kept to see whether they continue
+
+_OUTSIDE = (
+    "seamscope: %s crossed SeamscopeMiddleware and was handled by a middleware placed "
+    "outside it (such as ModelRetryMiddleware or ToolErrorMiddleware): put "
+    "SeamscopeMiddleware first in create_agent(middleware=[...]) (or pass those "
+    "middlewares to seamscope.watching(...)). The run continues in a new invoke_agent "
+    "span under the first one, whose error stands for the handled exception"
+)
 
 
 def failed(hook: str) -> None:
@@ -107,6 +116,8 @@ class Run:
         self._iteration_context: contextvars.Context | None = None
         self._agent_otel: Any = None
         self._otel: Any = None
+        self._parent: Any = None
+        self.error: str | None = None  # the type of the exception that ended it
 
     @property
     def otel(self) -> Any:
@@ -122,8 +133,18 @@ class Run:
                 layer.agent_name, conversation_id=self.turn.conversation_id, context=base
             )
             self._agent_otel = self._otel = trace.set_span_in_context(self._span, base)
+            self._parent = base
         except Exception:
             failed("langchain.invoke_agent_start")
+
+    def continuation_parent(self) -> otel_context.Context | None:
+        """Where a continuation of this run (after an exception a middleware
+        outside seamscope handled) starts: under this run's parent span when it
+        had one, else under this run's ``invoke_agent``: one trace either way."""
+        parent = self._parent
+        if parent is not None and trace.get_current_span(parent).get_span_context().is_valid:
+            return parent
+        return self._agent_otel
 
     def start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
         with self.lock:
@@ -197,6 +218,7 @@ class Run:
             self.closed = True
             self._end_iteration(exc)
             if exc is not None:
+                self.error = type(exc).__qualname__
                 record_error(self._span, exc)
             try:
                 self._span.end()
@@ -232,6 +254,8 @@ class Runs:
         self._scope = scope
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._by_invocation: dict[tuple[int, str], Run] = {}
+        self._failed: OrderedDict[tuple[int, str], Run] = OrderedDict()
+        self._warned_outside = False
         self._lock = threading.Lock()
         self._released: deque[str] = deque()
 
@@ -247,7 +271,9 @@ class Runs:
         self.watch(run, runtime)
         return run
 
-    def for_hook(self, state: Any, runtime: Any, *, create: bool) -> tuple[Run | None, bool]:
+    def for_hook(
+        self, state: Any, runtime: Any, *, create: bool, resume: bool | None = None
+    ) -> tuple[Run | None, bool]:
         """The run a hook belongs to: by its graph invocation, else by thread;
         maybe new.
 
@@ -262,6 +288,9 @@ class Runs:
         conversation_id = translate.thread_id(runtime)
         with self._lock:
             run = self._find(key, conversation_id)
+            ended = None if run is not None or key is None else self._failed.pop(key, None)
+        if ended is not None:
+            return self._continued(ended, runtime, create if resume is None else resume)
         if run is not None or not create:
             if run is not None:
                 self.watch(run, runtime)
@@ -281,6 +310,27 @@ class Runs:
         self.watch(candidate, runtime)
         return candidate, True
 
+    def _continued(self, ended: Run, runtime: Any, resume: bool) -> tuple[Run | None, bool]:
+        """A hook of an invocation whose run an exception ended: a middleware
+        outside seamscope handled that exception (a retry, an error handler)
+        and the agent went on. Says so once (a WARNING naming the order to
+        use) and, when ``resume``, continues the run in the same trace: the
+        same turn (its iterations keep counting), a new ``invoke_agent``
+        under the ended run's parent (or under the ended run)."""
+        if not self._warned_outside:
+            self._warned_outside = True
+            LOG.warning(_OUTSIDE, ended.error or "an exception")
+        if not resume:
+            return None, False
+        run = Run(uuid.uuid4().hex, ended.turn, ended.scope, ended.invocation)
+        run.open(ended.continuation_parent())
+        with self._lock:
+            stale = self._register(run)
+        for old in stale:
+            old.close(None if old.paused else _Abandoned())
+        self.watch(run, runtime)
+        return run, True
+
     def scope_of(self, runtime: Any) -> str | None:
         """Whose offloaded outputs a hook may read: the thread, else its run."""
         conversation_id = translate.thread_id(runtime)
@@ -292,8 +342,17 @@ class Runs:
         return None if run is None else run.scope
 
     def close(self, run: Run, exc: BaseException | None) -> None:
+        """End ``run`` (``exc``: the agent's exception that crossed a hook). A run
+        an exception ended is remembered (at most ``_MAX_FAILED_RUNS``) in case
+        its invocation goes on: see :meth:`_continued`."""
         with self._lock:
             self._forget(run)
+            key = _invocation_key(run.invocation)
+            if exc is not None and key is not None:
+                self._failed[key] = run
+                self._failed.move_to_end(key)
+                while len(self._failed) > _MAX_FAILED_RUNS:
+                    self._failed.popitem(last=False)
         run.close(exc)
 
     def _forget(self, run: Run) -> None:

@@ -273,6 +273,7 @@ class ToolStep(_Step):
                 request.state,
                 request.runtime,
                 create=translate.thread_id(request.runtime) is not None,
+                resume=True,
             )
             if self.run is None:
                 return
