@@ -141,10 +141,11 @@ class Run:
         """Where a continuation of this run (after an exception a middleware
         outside seamscope handled) starts: under this run's parent span when it
         had one, else under this run's ``invoke_agent``: one trace either way."""
-        parent = self._parent
+        parent: otel_context.Context | None = self._parent
         if parent is not None and trace.get_current_span(parent).get_span_context().is_valid:
             return parent
-        return self._agent_otel
+        agent: otel_context.Context | None = self._agent_otel
+        return agent
 
     def start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
         with self.lock:
