@@ -413,3 +413,46 @@ def test_a_retry_inside_seamscope_is_one_run_without_a_warning(
     spans = span_exporter.get_finished_spans()
     assert [f"invoke_agent {AGENT}"] == [s.name for s in spans if s.parent is None]
     assert [] == [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+# -- a watched middleware inside seamscope narrows the tools ----------------------------
+
+
+def test_a_redirect_to_a_tool_a_watched_selector_dropped_is_dropped_by_the_palette(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """seamscope selected every tool; the watched selector inside it bound only
+    ``search``: a redirect to ``web_search`` targets a tool not routed to the
+    model this turn, so the palette gate drops it and ``search`` runs."""
+    from langchain.agents.middleware import LLMToolSelectorMiddleware
+
+    from seamscope.decisions import ToolCallPolicy
+
+    from ._langchain_support import selection
+
+    models, log = scripted_models([OPUS], [ai(("search", {"query": "q3"}, "c1")), ai(text="ok")])
+    selectors, _ = scripted_models(["selector"], [selection("search"), selection("search")])
+    selector = LLMToolSelectorMiddleware(model=selectors["selector"], max_tools=1)
+    policy = ToolCallPolicy(
+        "archive_to_web", match=lambda ctx: True, when_tool="search", redirect_to="web_search"
+    )
+    layer = make_layer(tracer_provider, meter_provider, policies=(policy,))
+    box = Toolbox()
+    agent = create_agent(
+        models[OPUS],
+        box.tools(),
+        middleware=SeamscopeMiddleware(layer, offload=False).watching(selector),
+    )
+    agent.invoke({"messages": [HumanMessage("search q3")]})
+
+    assert ["search"] == log[0].tools  # ground truth: the model was bound with search only
+    assert [("search", {"query": "q3"})] == box.executed
+    dispatches = [
+        s
+        for s in named(span_exporter.get_finished_spans(), c.SPAN_DISPATCH)
+        if not attrs(s).get(c.ATTR_DISPATCH_BLOCKED)
+    ]
+    assert [("dropped", "search")] == [
+        (attrs(s)[c.ATTR_DISPATCH_PALETTE_GATE], attrs(s)[c.ATTR_DISPATCH_FINAL_TOOL])
+        for s in dispatches
+    ]
