@@ -106,7 +106,7 @@ class Run:
         # the model instance the PRE seam chose for the current call, and its name
         self.chosen: tuple[Any, str] | None = None
         # the tool names the current model call was really bound with (the tail's view)
-        self.bound: frozenset[str] | None = None
+        self.bound: tuple[str, ...] | None = None
         # decisions a watched middleware took before the next model call (a summary)
         self.pending: list[Callable[[Iteration], None]] = []
         # what watched middlewares note for later hooks of this run, by middleware name

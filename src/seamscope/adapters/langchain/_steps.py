@@ -394,6 +394,6 @@ class TailStep(_ModelCallStep):
             self.compacted = mw._compactions.carried(run.scope, request.messages)
             # the tools the model is really bound with (a watched middleware may
             # have narrowed seamscope's selection): the POST seam's palette
-            run.bound = frozenset(tool_name(t) or "?" for t in request.tools)
+            run.bound = tuple(tool_name(t) or "?" for t in request.tools)
         except Exception:
             failed("langchain.model_tail")
