@@ -456,3 +456,64 @@ def test_a_redirect_to_a_tool_a_watched_selector_dropped_is_dropped_by_the_palet
         (attrs(s)[c.ATTR_DISPATCH_PALETTE_GATE], attrs(s)[c.ATTR_DISPATCH_FINAL_TOOL])
         for s in dispatches
     ]
+
+
+# -- a summary's predicted net -------------------------------------------------------------
+
+
+def test_a_summarys_span_and_settlement_have_one_predicted_net_with_named_terms(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """The summary call (2 000 in, 60 out at haiku's $1/$5 per M: $0.0023) is a
+    term of the predicted net on the compaction span, as in the settlement."""
+    from decimal import Decimal
+
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.tools import tool
+
+    @tool
+    def lookup(topic: str) -> str:
+        """Look a topic up in the archive."""
+        return "r" * 4_000
+
+    haiku = "claude-haiku-4-5"
+    models, _ = scripted_models(
+        [OPUS],
+        [
+            ai(("lookup", {"topic": "q3"}, "c1")),
+            ai(text="Q3 grew.".ljust(200, ".")),
+            ai(("lookup", {"topic": "q4"}, "c2")),
+            ai(text="Q4 grew too."),
+        ],
+    )
+    summarizers, summary_log = scripted_models(
+        [haiku], [ai(text="Q3 grew; Q4 asked.".ljust(350, "."), usage=(2_000, 60, 0, 0))]
+    )
+    summary = SummarizationMiddleware(
+        model=summarizers[haiku], trigger=("messages", 6), keep=("messages", 2)
+    )
+    layer = make_layer(tracer_provider, meter_provider)
+    agent = create_agent(
+        models[OPUS],
+        [lookup],
+        middleware=SeamscopeMiddleware(layer, offload=False).watching(summary),
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "sum-1"}}
+    agent.invoke({"messages": [HumanMessage("How did Q3 go?".ljust(400, "."))]}, config)
+    agent.invoke({"messages": [HumanMessage("And Q4?".ljust(400, "."))]}, config)
+    (settlement,) = layer.end_conversation("sum-1")
+
+    assert 1 == len(summary_log)  # ground truth: one summary call
+    assert Decimal("0.0023") == settlement.compaction_cost
+    (span,) = named(span_exporter.get_finished_spans(), c.SPAN_COMPACTION)
+    values = attrs(span)
+    assert float(settlement.predicted_net_saving) == values[c.ATTR_OFFLOAD_NET_SAVING_USD]
+    assert values[c.ATTR_OFFLOAD_NET_SAVING_USD] == pytest.approx(
+        values[c.ATTR_OFFLOAD_REPREFILL_SAVING_USD]
+        - values[c.ATTR_OFFLOAD_STUB_CARRY_COST_USD]
+        - values[c.ATTR_OFFLOAD_EXPECTED_RECALL_HOP_COST_USD]
+        - values[c.ATTR_COMPACTION_COST_USD],
+        abs=1e-12,
+    )
+    assert 0.0023 == values[c.ATTR_COMPACTION_COST_USD]

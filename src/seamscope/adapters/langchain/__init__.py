@@ -78,7 +78,13 @@ own decisions of that kind use, with ``seamscope.middleware.*`` attributes:
   the summary call's cost): ``seamscope.compaction``, followed by the offload
   ledger like an offload (``seamscope.offload.mechanism``). A later call of
   the same tool with the same arguments as a cleared result is a re-read
-  (a recall).
+  (a recall). One rule for what a compaction saves: every later prompt that
+  really holds its placeholder (or summary) saves the removed tokens, until
+  the model re-reads the data; the re-read puts the data back in the
+  conversation, so from then on the placeholder saves nothing (a later
+  prompt still holding it is not counted as carried). A compaction span's
+  ``seamscope.offload.net_saving_usd`` is the settlement's predicted net:
+  the gate's terms minus its own model call (``compaction.cost_usd``).
 
 The model tail, innermost, opens the ``chat {model}`` span of every real
 model call (a fallback's failed attempt too) instead of the outer step,
