@@ -517,3 +517,88 @@ def test_a_summarys_span_and_settlement_have_one_predicted_net_with_named_terms(
         abs=1e-12,
     )
     assert 0.0023 == values[c.ATTR_COMPACTION_COST_USD]
+
+
+# -- structured output (ToolStrategy) -------------------------------------------------
+
+
+def _answer_schema() -> Any:
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        """The final answer."""
+
+        summary: str
+
+    return Answer
+
+
+def _dispatches(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            attrs(s)[c.ATTR_DISPATCH_EMITTED_TOOL],
+            attrs(s)[c.ATTR_DISPATCH_FINAL_TOOL],
+            attrs(s)[c.ATTR_DISPATCH_PALETTE_GATE],
+        )
+        for s in named(spans, c.SPAN_DISPATCH)
+    ]
+
+
+def test_a_structured_output_answer_call_has_its_dispatch_span(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    from langchain.agents.structured_output import ToolStrategy
+
+    answer = _answer_schema()
+    models, log = scripted_models([OPUS], [ai(("Answer", {"summary": "Q3 grew."}, "a1"))])
+    layer = make_layer(tracer_provider, meter_provider)
+    agent = create_agent(
+        models[OPUS],
+        Toolbox().tools(),
+        middleware=[SeamscopeMiddleware(layer)],
+        response_format=ToolStrategy(answer),
+    )
+    final = agent.invoke({"messages": [HumanMessage("q3?")]})
+
+    assert answer(summary="Q3 grew.") == final["structured_response"]  # ground truth
+    assert 1 == len(log)
+    assert [("Answer", "Answer", "kept")] == _dispatches(span_exporter.get_finished_spans())
+
+
+def test_a_redirected_structured_output_call_runs_the_tool_chosen(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """A policy sends the first answer to ``fetch_data``: LangChain's answer is
+    dropped, the tool really runs, and the model answers again."""
+    from langchain.agents.structured_output import ToolStrategy
+
+    from seamscope.decisions import ToolCallPolicy
+
+    answer = _answer_schema()
+    policy = ToolCallPolicy(
+        "check_first",
+        match=lambda ctx: ctx.iteration == 0,
+        when_tool="Answer",
+        redirect_to="fetch_data",
+        args_transform=lambda args, ctx: {"source": "sales", "rows": 3},
+    )
+    models, log = scripted_models(
+        [OPUS],
+        [ai(("Answer", {"summary": "guess"}, "a1")), ai(("Answer", {"summary": "checked"}, "a2"))],
+    )
+    box = Toolbox()
+    layer = make_layer(tracer_provider, meter_provider, policies=(policy,))
+    agent = create_agent(
+        models[OPUS],
+        box.tools(),
+        middleware=[SeamscopeMiddleware(layer)],
+        response_format=ToolStrategy(answer),
+    )
+    final = agent.invoke({"messages": [HumanMessage("q3?")]})
+
+    assert [("fetch_data", {"source": "sales", "rows": 3})] == box.executed  # ground truth
+    assert answer(summary="checked") == final["structured_response"]
+    assert "3 rows of sales" == log[1].tool_message("a1").content
+    assert [("Answer", "fetch_data", "kept"), ("Answer", "Answer", "kept")] == _dispatches(
+        span_exporter.get_finished_spans()
+    )
