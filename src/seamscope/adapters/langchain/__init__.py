@@ -149,12 +149,8 @@ Decisions and differences from the reference loop
   crossed this hook), as the reference loop marks a failed tool.
 * Structured output (``ToolStrategy``): its tools are bound by LangChain
   whatever the stages decide, so ``seamscope.select_tools`` records them as
-  offered and selected. The answer call goes through the POST seam like
-  every emitted call (its ``seamscope.dispatch`` span), though LangChain
-  already answered it inside the model call: a redirect of it to another
-  tool drops that answer (its ToolMessage and the structured response) so
-  the agent runs the tool chosen; a rewrite that keeps the structured tool
-  (new arguments only) cannot be applied and is logged as a warning.
+  offered and selected; their calls are consumed inside the model call, so
+  the POST seam never routes or rewrites them (no dispatch span).
 * A run that ends where no hook sees it (a stream the caller closes part
   way, an error raised outside this middleware) is closed when LangGraph
   releases the invocation (a finalizer on the runtime's stream writer):

@@ -246,22 +246,19 @@ class ModelStep(_ModelCallStep):
         try:
             it = self.iteration
             message = translate.last_ai(response.result)
+            routed = translate.routed_calls(message, self.structured)
             bound = None if self.run is None else self.run.bound
             if it is not None and it.selection is not None and bound is not None:
                 # routed this turn = what the model was really bound with
                 kept = tuple(t for t in it.selection.tools if (tool_name(t) or "?") in bound)
                 it.selection = dataclasses.replace(it.selection, tools=kept)
-            if it is not None and message is not None and message.tool_calls:
-                # every emitted call, a structured-output answer too (LangChain
-                # answered it inside the model call: see translate.applied)
-                post = it.post_model(message)
-                response, refused = translate.applied(response, message, post, self.structured)
-                for name in refused:
-                    LOG.warning(
-                        "a rewrite of the structured-output call %r keeps its tool: not "
-                        "applied (LangChain parsed the emitted arguments)",
-                        name,
-                    )
+            if it is not None and message is not None and routed:
+                # a structured-output call is LangChain's, consumed before this
+                # hook returns: never routed or rewritten
+                post = it.post_model(message, calls=[call for _, call in routed])
+                rewritten = translate.rewrite(message, post, [i for i, _ in routed])
+                if rewritten is not message:
+                    response = translate.with_message(response, message, rewritten)
         except Exception:
             failed("langchain.after_model_call")
         return response

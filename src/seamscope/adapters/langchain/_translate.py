@@ -9,7 +9,6 @@ LangGraph's ``get_config()`` when the runtime carries no config, and
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ __all__ = [
     "is_error_result",
     "is_summary",
     "model_label",
+    "routed_calls",
     "structured_tools",
     "choose_model",
     "last_ai",
@@ -53,7 +53,6 @@ __all__ = [
     "tool_call",
     "usage",
     "usage_of",
-    "applied",
     "with_content",
     "with_message",
 ]
@@ -235,6 +234,17 @@ def structured_tools(request: ModelRequest[Any]) -> tuple[dict[str, Any], ...]:
     return tuple({"name": spec.name} for spec in strategy.schema_specs)
 
 
+def routed_calls(
+    message: AIMessage | None, structured: Sequence[Mapping[str, Any]]
+) -> list[tuple[int, Any]]:
+    """``(position, call)`` of the emitted calls the agent dispatches: all but
+    the structured-output calls, which LangChain consumes in the model call."""
+    if message is None or not message.tool_calls:
+        return []
+    names = {tool["name"] for tool in structured}
+    return [(i, call) for i, call in enumerate(message.tool_calls) if call["name"] not in names]
+
+
 _STUB = re.compile(r"^\[offloaded (\S+): ")
 
 
@@ -315,45 +325,6 @@ def rewrite(
             for block in content
         ]
     return message.model_copy(update={"tool_calls": calls, "content": content})
-
-
-def applied(
-    response: ModelResponse[Any],
-    message: AIMessage,
-    post: PostModelResult,
-    structured: Sequence[Mapping[str, Any]],
-) -> tuple[ModelResponse[Any], list[str]]:
-    """The response with the POST seam's rewrites of ``message``'s calls, and the
-    structured-output calls whose rewrite could not be applied.
-
-    A structured-output call (``ToolStrategy``) was already answered inside
-    the model call: a redirect of it to another tool is applied by dropping
-    that answer (its ToolMessage and the structured response), so the agent
-    runs the tool the seam chose; a rewrite keeping the structured tool
-    (new arguments only) cannot be applied (the answer was parsed from the
-    emitted arguments) and is returned by name."""
-    names = {tool["name"] for tool in structured}
-    kept: list[Any] = []
-    redirected: set[str] = set()
-    refused: list[str] = []
-    for record in post.records:
-        emitted, final = record.emitted, record.final
-        if emitted.name in names and final != emitted:
-            if final.name == emitted.name:
-                refused.append(emitted.name)
-                continue
-            redirected.add(emitted.id)
-        kept.append(record)
-    rewritten = rewrite(message, dataclasses.replace(post, records=tuple(kept)))
-    if rewritten is message and not redirected:
-        return response, refused
-    result = [
-        rewritten if m is message else m
-        for m in response.result
-        if not (isinstance(m, ToolMessage) and m.tool_call_id in redirected)
-    ]
-    structured_response = None if redirected else response.structured_response
-    return ModelResponse(result=result, structured_response=structured_response), refused
 
 
 def with_message(
