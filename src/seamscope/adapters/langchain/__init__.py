@@ -150,7 +150,9 @@ Decisions and differences from the reference loop
 * Structured output (``ToolStrategy``): its tools are bound by LangChain
   whatever the stages decide, so ``seamscope.select_tools`` records them as
   offered and selected; their calls are consumed inside the model call, so
-  the POST seam never routes or rewrites them (no dispatch span).
+  the POST seam never routes or rewrites them (no dispatch span): the
+  answer call is never handed to the tool runner, and a dispatch span says
+  only that (a policy redirecting any tool never redirects the answer).
 * A run that ends where no hook sees it (a stream the caller closes part
   way, an error raised outside this middleware) is closed when LangGraph
   releases the invocation (a finalizer on the runtime's stream writer):
