@@ -132,3 +132,59 @@ def test_an_agent_tool_runs_as_its_own_invoke_agent_under_the_tools_span(
     ) == tree(root, spans, keep)
     (search,) = [s for s in spans if s.name == "execute_tool search"]
     assert "i1" == (search.attributes or {})[c.ATTR_GEN_AI_TOOL_CALL_ID]
+
+
+def test_an_agent_tool_whose_run_fails_still_ends_its_spans_under_the_tool(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """The nested run's tool raises with no failure handler (``fatal``): the
+    nested run fails and the agent tool answers the outer model with an error
+    message; the nested run's spans end under the agent tool's span."""
+    models, log = scripted_models(
+        ["outer-m", "inner-m"],
+        [
+            step(call("researcher", {"input": "q3"}, "o1")),
+            step(call("fatal", {"query": "q3"}, "i1")),
+            step(text("Could not research.")),
+        ],
+    )
+    box = Toolbox()
+    researcher = Agent(name="researcher", model=models["inner-m"], tools=[box.tools()["fatal"]])
+    lead = Agent(
+        name=LEAD,
+        model=models["outer-m"],
+        tools=[researcher.as_tool("researcher", "Research a question.")],
+    )
+    layer = DecisionLayer(default_model="outer-m", agent_name=LEAD, tracer_provider=tracer_provider)
+    result = SeamscopeRunner(layer).run_sync(lead, "How did Q3 go?")
+
+    assert "Could not research." == result.final_output
+    assert [("fatal", True)] == [(r.name, r.raised) for r in box.runs]  # ground truth
+    assert ["outer-m", "inner-m", "outer-m"] == [m.model for m in log]
+    spans = span_exporter.get_finished_spans()
+    (root,) = [s for s in spans if s.parent is None]
+    keep = {"invoke_agent", c.SPAN_ITERATION, "execute_tool"}
+    assert (
+        f"invoke_agent {LEAD}",
+        None,
+        [
+            (
+                c.SPAN_ITERATION,
+                0,
+                [
+                    (
+                        "execute_tool researcher",
+                        None,
+                        [
+                            (
+                                "invoke_agent researcher",
+                                None,
+                                [(c.SPAN_ITERATION, 0, [("execute_tool fatal", None, [])])],
+                            )
+                        ],
+                    )
+                ],
+            ),
+            (c.SPAN_ITERATION, 1, []),
+        ],
+    ) == tree(root, spans, keep)

@@ -100,7 +100,9 @@ Decisions and differences from the reference loop
   nested run (``as_tool(hooks=)`` is yours), so the ``execute_tool`` span
   of each tool it calls runs from the call's dispatch to the model call
   that reads its output, and its outputs are not offloaded. An agent tool
-  given its own ``as_tool(run_config=)`` runs outside seamscope.
+  given its own ``as_tool(run_config=)`` runs outside seamscope. A nested
+  run that fails is answered by the agent tool's failure function without
+  any hook seeing the exception: its spans end, without ``error.type``.
 * Telemetry never breaks the run: a failure in seamscope's own code is
   contained (a ``seamscope.telemetry.error`` log event naming the hook) and
   the turn runs as the SDK would have run it. The SDK's exceptions cross

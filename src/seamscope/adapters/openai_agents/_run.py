@@ -123,6 +123,7 @@ class Run:
         # a nested run: no run hooks reach it, so it opens its tools' spans
         # itself (when their calls are dispatched; closed when their output is back)
         self.hookless = False
+        self.parent: Run | None = None  # the run whose agent tool runs this one
 
     @property
     def otel(self) -> Any:
@@ -194,11 +195,17 @@ class Run:
             return call_id in self._tools
 
     def tool_error(self, call_id: str, error: BaseException) -> None:
-        """The tool raised and the SDK answered the model with an error message."""
+        """The tool raised and the SDK answered the model with an error message
+        (a nested run passes on the error of the agent tool that runs it: the
+        SDK reports it through the tool context's configuration, the nested
+        run's)."""
         with self.lock:
             entry = self._tools.get(call_id)
             if entry is not None:
                 entry[2].append(error)
+                return
+        if self.parent is not None:
+            self.parent.tool_error(call_id, error)
 
     def close_tool(self, call_id: str, output: Any) -> ToolCall | None:
         """End a tool's span (recording the error it raised); the call it ran."""
@@ -206,7 +213,8 @@ class Run:
             entry = self._tools.pop(call_id, None)
             nested = self.nested.pop(call_id, None)
         if nested is not None:
-            nested.close(None)  # the agent tool's own run ended before its tool
+            # the agent tool's own run ends before its tool (with the error it raised)
+            nested.close(entry[2][0] if entry is not None and entry[2] else None)
         if entry is None:
             return None
         held, call, errors = entry

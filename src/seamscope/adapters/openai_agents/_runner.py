@@ -262,6 +262,7 @@ class SeamscopeRunner:
             key, new_turn(self.layer, outer.turn.conversation_id, outer.turn.scope), outer.scope
         )
         run.hookless = True
+        run.parent = outer
         run.open(agent_name, outer.tool_otel(call_id))
         with outer.lock:
             outer.nested[call_id] = run
