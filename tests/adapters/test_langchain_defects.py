@@ -517,3 +517,46 @@ def test_a_summarys_span_and_settlement_have_one_predicted_net_with_named_terms(
         abs=1e-12,
     )
     assert 0.0023 == values[c.ATTR_COMPACTION_COST_USD]
+
+
+def test_concurrent_runs_without_a_thread_are_told_apart_without_a_state_key(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """Nothing in the state names the run: two ``ainvoke`` of one agent at once,
+    no thread id, are still two runs (LangGraph's per-invocation RunControl)."""
+    models, log = scripted_models(
+        [OPUS],
+        [
+            ai(("search", {"query": "a"}, "c1")),
+            ai(("search", {"query": "b"}, "c2")),
+            ai(text="one"),
+            ai(text="two"),
+        ],
+    )
+    box = Toolbox()
+    layer = make_layer(tracer_provider, meter_provider)
+    agent = create_agent(models[OPUS], box.tools(), middleware=[SeamscopeMiddleware(layer)])
+
+    async def both() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                agent.ainvoke({"messages": [HumanMessage("first")]}),
+                agent.ainvoke({"messages": [HumanMessage("second")]}),
+            )
+        )
+
+    asyncio.run(both())
+
+    assert 4 == len(log)  # ground truth: two model calls per run
+    assert 2 == len(box.executed)
+    spans = span_exporter.get_finished_spans()
+    roots = [s for s in spans if s.parent is None]
+    assert [f"invoke_agent {AGENT}"] * 2 == [s.name for s in roots]
+    for root in roots:
+        assert root.context is not None
+        iterations = [
+            s
+            for s in named(spans, c.SPAN_ITERATION)
+            if s.parent is not None and s.parent.span_id == root.context.span_id
+        ]
+        assert [0, 1] == [attrs(s)[c.ATTR_ITERATION_INDEX] for s in iterations]
