@@ -543,7 +543,8 @@ def test_a_tool_call_limit_records_the_calls_that_never_ran(
         c.ATTR_DISPATCH_BLOCKED: True,
         c.ATTR_GEN_AI_TOOL_NAME: "search",
         c.ATTR_GEN_AI_TOOL_CALL_ID: "c2",
-        c.ATTR_MIDDLEWARE_REASON: "run_limit=1 reached for all tools (exit_behavior=continue), "
+        c.ATTR_MIDDLEWARE_REASON: "run_limit=1 reached (2/1 calls) for all tools "
+        "(exit_behavior=continue), "
         f"1 call(s) not run: {answer.content}",
     } == {
         k: values[k]

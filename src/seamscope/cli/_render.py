@@ -206,10 +206,13 @@ def _terms(d: dict[str, Any]) -> str:
     """The gate's priced terms on a compaction's sizes, as the gate line shows them."""
     p = number(d.get("recall_probability"))
     horizon = number(d.get("horizon"))
+    cost = number(d.get("cost_usd"))
+    own = f" − {usd(cost)} own call" if cost else ""
     return (
         f"predicted net {usd(d.get('net_saving_usd'), True)} = "
         f"{usd(d.get('reprefill_saving_usd'))} − {usd(d.get('stub_carry_cost_usd'))} − "
-        f"{usd(d.get('expected_recall_hop_cost_usd'))} (H={'?' if horizon is None else horizon}, "
+        f"{usd(d.get('expected_recall_hop_cost_usd'))}{own} "
+        f"(H={'?' if horizon is None else horizon}, "
         f"p={'?' if p is None else f'{p:.2f}'}, {_t(d.get('model'))}, "
         f"{_t(d.get('pricing_source'))})"
     )

@@ -103,6 +103,9 @@ def middleware_attributes(decision: MiddlewareDecision, limits: a.Limits) -> a.A
             attrs.update(a.gate_attributes(k.predicted, limits))
             attrs.pop(c.ATTR_OFFLOAD_FIRE, None)  # nothing was gated: the middleware decided
             attrs.pop(c.ATTR_OFFLOAD_REASON_CODE, None)
+            # one predicted net, the settlement's: the gate's terms minus the
+            # compaction's own model call (compaction.cost_usd), each term named
+            attrs[c.ATTR_OFFLOAD_NET_SAVING_USD] = float(k.predicted.net_saving - k.cost)
         attrs.update(
             {
                 c.ATTR_OFFLOAD_ID: limits.text(k.compaction_id),

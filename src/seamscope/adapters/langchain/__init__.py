@@ -78,7 +78,13 @@ own decisions of that kind use, with ``seamscope.middleware.*`` attributes:
   the summary call's cost): ``seamscope.compaction``, followed by the offload
   ledger like an offload (``seamscope.offload.mechanism``). A later call of
   the same tool with the same arguments as a cleared result is a re-read
-  (a recall).
+  (a recall). One rule for what a compaction saves: every later prompt that
+  really holds its placeholder (or summary) saves the removed tokens, until
+  the model re-reads the data; the re-read puts the data back in the
+  conversation, so from then on the placeholder saves nothing (a later
+  prompt still holding it is not counted as carried). A compaction span's
+  ``seamscope.offload.net_saving_usd`` is the settlement's predicted net:
+  the gate's terms minus its own model call (``compaction.cost_usd``).
 
 The model tail, innermost, opens the ``chat {model}`` span of every real
 model call (a fallback's failed attempt too) instead of the outer step,
@@ -90,7 +96,12 @@ model calls: a LangChain callback handler, added with
 ``register_configure_hook``, sees only the runs started while the wrapped
 middleware's own code runs (not while the handler it passed inward does).
 A failure of a watcher's own code is contained; the middleware runs
-unchanged, and its exceptions pass through as they are.
+unchanged, and its exceptions pass through as they are. The watcher fails
+closed: its hook list is the installed ``AgentMiddleware``'s, read at run
+time, and a middleware whose class overrides a hook the watcher does not
+know (or an ``AgentMiddleware`` with an attribute it does not forward) is
+returned as itself, unwatched, with one WARNING on the
+``seamscope.adapters.langchain`` logger naming it.
 
 Spans of one agent run (one ``invoke``) share one trace::
 
@@ -108,8 +119,12 @@ Spans of one agent run (one ``invoke``) share one trace::
 Decisions and differences from the reference loop
 -------------------------------------------------
 * LangGraph runs every graph node in its own copy of the context, so the
-  run's spans are kept by the middleware (keyed by a private, unsaved state
-  key) and attached in each hook. An iteration span stays open from its
+  run's spans are kept by the middleware and attached in each hook. A hook
+  finds its run by the graph invocation it runs in (LangGraph's
+  per-invocation ``Runtime.control`` and the agent graph's checkpoint
+  namespace), else by thread: nothing is added to the agent's state, so
+  ``invoke`` results, ``stream`` chunks and checkpoints are the same with
+  and without seamscope. An iteration span stays open from its
   model call until the next model call of the run (or the run's end), so
   the tool calls it emitted are its children.
 * Conversation id = ``configurable.thread_id``; without one, spans carry
@@ -135,7 +150,9 @@ Decisions and differences from the reference loop
 * Structured output (``ToolStrategy``): its tools are bound by LangChain
   whatever the stages decide, so ``seamscope.select_tools`` records them as
   offered and selected; their calls are consumed inside the model call, so
-  the POST seam never routes or rewrites them (no dispatch span).
+  the POST seam never routes or rewrites them (no dispatch span): the
+  answer call is never handed to the tool runner, and a dispatch span says
+  only that (a policy redirecting any tool never redirects the answer).
 * A run that ends where no hook sees it (a stream the caller closes part
   way, an error raised outside this middleware) is closed when LangGraph
   releases the invocation (a finalizer on the runtime's stream writer):
@@ -158,8 +175,14 @@ Decisions and differences from the reference loop
 Limitations
 -----------
 * Put this middleware first in ``middleware=[...]`` (outermost): an
-  exception crossing it is taken as the end of the run, so retries (e.g.
-  ``ModelRetryMiddleware``) belong inside it. Middleware inside it may
+  exception crossing it is taken as the end of the run, so retries and
+  error handlers (``ModelRetryMiddleware``, ``ToolRetryMiddleware``,
+  ``ToolErrorMiddleware``) belong inside it. Where one is placed outside
+  it, that is seen only when the exception it handled turns out not to
+  have ended the run (the next hook of the same invocation): one WARNING
+  names the order to use, and the run goes on in the same trace (a new
+  ``invoke_agent`` under the ended one, its iterations counting on); the
+  ended ``invoke_agent`` keeps the handled exception's ``error.type``. Middleware inside it may
   still change the request it decided (a tool selector narrowing further):
   the spans show that only for middlewares given to ``watching``.
 * Once ``watching`` is called, every agent using this middleware needs the

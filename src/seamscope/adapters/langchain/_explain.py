@@ -243,9 +243,38 @@ def blocked_call(raw_call: Mapping[str, Any], result: Any, handler_called: bool)
     return Blocked(translate.tool_call(raw_call), translate.text(result.content) or "")
 
 
-def tool_call_limit_reason(middleware: Any, blocked: Sequence[Blocked]) -> str:
-    """ToolCallLimitMiddleware: the limit that was reached, for which tool, and
-    what it told the model."""
+def _limits_hit(middleware: Any, blocked: Sequence[Blocked], state: Any) -> list[str]:
+    """Which of a ToolCallLimitMiddleware's limits the blocked calls hit, with
+    the counts its own final message uses (the calls of this run / thread
+    had the blocked ones run): ``["run_limit=2 (3/2 calls)"]``. Read from
+    its public state keys (``thread_tool_call_count``/``run_tool_call_count``)
+    before the update; empty when they cannot be read."""
+    if not isinstance(state, Mapping):
+        return []
+    tool = getattr(middleware, "tool_name", None)
+    key = tool if isinstance(tool, str) and tool else "__all__"
+    last = _last_ai(state.get("messages") or [])
+    if last is None:
+        return []
+    attempted = sum(1 for c in last.tool_calls if key == "__all__" or c.get("name") == key)
+    hit: list[str] = []
+    for field, counts in (
+        ("thread_limit", "thread_tool_call_count"),
+        ("run_limit", "run_tool_call_count"),
+    ):
+        limit = getattr(middleware, field, None)
+        before = state.get(counts) or {}
+        count = (before.get(key, 0) if isinstance(before, Mapping) else 0) + attempted
+        if isinstance(limit, int) and isinstance(count, int) and count > limit:
+            hit.append(f"{field}={limit} reached ({count}/{limit} calls)")
+    return hit if blocked else []
+
+
+def tool_call_limit_reason(middleware: Any, blocked: Sequence[Blocked], state: Any = None) -> str:
+    """ToolCallLimitMiddleware: the limit that was hit (thread or run, both when
+    both were), for which tool, and what it told the model; the configured
+    limits when the state does not say which was hit."""
+    hit = _limits_hit(middleware, blocked, state)
     limits = [
         f"{field}={value}"
         for field in ("thread_limit", "run_limit")
@@ -256,8 +285,8 @@ def tool_call_limit_reason(middleware: Any, blocked: Sequence[Blocked]) -> str:
     exit_behavior = getattr(middleware, "exit_behavior", None)
     behavior = f" (exit_behavior={exit_behavior})" if isinstance(exit_behavior, str) else ""
     said = f": {blocked[0].text}" if blocked and blocked[0].text else ""
-    limit = " ".join(limits) or "limit"
-    return f"{limit} reached for {scope}{behavior}, {len(blocked)} call(s) not run{said}"
+    limit = " and ".join(hit) if hit else " ".join(limits or ["limit"]) + " reached"
+    return f"{limit} for {scope}{behavior}, {len(blocked)} call(s) not run{said}"
 
 
 _RISKY = re.compile(r"classified as risky \(probability: [0-9.]+\)")
@@ -269,12 +298,12 @@ def auto_mode_reason(text: str) -> str:
     return found.group(0) if found else text
 
 
-def blocked_reason(middleware: Any, blocked: Sequence[Blocked]) -> str:
+def blocked_reason(middleware: Any, blocked: Sequence[Blocked], state: Any = None) -> str:
     """The reason of a block by whichever middleware made it. The error text is
     quoted only for LangChain's own limit and risk check (texts they write,
     naming only the tool); another middleware's text could hold content."""
     if hasattr(middleware, "run_limit") or hasattr(middleware, "thread_limit"):
-        return tool_call_limit_reason(middleware, blocked)
+        return tool_call_limit_reason(middleware, blocked, state)
     if hasattr(middleware, "classifier") and blocked:
         return auto_mode_reason(blocked[0].text)
     return f"{len(blocked)} call(s) answered with an error instead of running"

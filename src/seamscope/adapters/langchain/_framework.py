@@ -15,7 +15,6 @@ try:
         ModelResponse,
         ToolCallRequest,
     )
-    from langchain.agents.middleware.types import PrivateStateAttr
     from langchain.agents.structured_output import ToolStrategy
     from langchain.tools import ToolRuntime
     from langchain_core.callbacks import BaseCallbackHandler
@@ -23,11 +22,10 @@ try:
     from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.tracers.context import register_configure_hook
-    from langgraph.channels.untracked_value import UntrackedValue
     from langgraph.config import get_config
     from langgraph.errors import GraphBubbleUp
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
-    from langgraph.runtime import Runtime
+    from langgraph.runtime import Runtime, get_runtime
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -47,7 +45,6 @@ __all__ = [
     "GraphBubbleUp",
     "ModelRequest",
     "ModelResponse",
-    "PrivateStateAttr",
     "RemoveMessage",
     "Runtime",
     "StructuredTool",
@@ -55,7 +52,7 @@ __all__ = [
     "ToolMessage",
     "ToolRuntime",
     "ToolStrategy",
-    "UntrackedValue",
     "get_config",
+    "get_runtime",
     "register_configure_hook",
 ]

@@ -8,7 +8,7 @@ Each hook hands its work to a step (:mod:`._steps`) in the same order
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired
+from typing import Any
 
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
@@ -21,13 +21,11 @@ from seamscope.adapters.langchain._framework import (
     ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
-    PrivateStateAttr,
     Runtime,
     StructuredTool,
     ToolCallRequest,
     ToolMessage,
     ToolRuntime,
-    UntrackedValue,
 )
 from seamscope.adapters.langchain._runs import Compactions, Outputs, Runs, failed
 from seamscope.adapters.langchain._steps import ModelStep, TailStep, ToolStep
@@ -46,14 +44,7 @@ _RECALL_DESCRIPTION = (
 )
 
 
-class _SeamscopeState(AgentState[Any]):
-    """The agent state plus the run key (private to the middleware, never saved)."""
-
-    # the field's name is translate.RUN_KEY
-    seamscope_run: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
-
-
-class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
+class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """seamscope's decision layer as LangChain v1 agent middleware.
 
     ``layer``: the :class:`~seamscope.adapters.loop.DecisionLayer` whose
@@ -68,8 +59,6 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
 
     Configuration errors raise ValueError naming the argument.
     """
-
-    state_schema = _SeamscopeState
 
     def __init__(
         self,
@@ -144,20 +133,19 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
 
     # -- agent hooks --------------------------------------------------------------
 
-    def before_agent(self, state: _SeamscopeState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         try:
-            run = self._runs.open(runtime)
+            self._runs.open(runtime)
         except Exception:
             failed("langchain.run_start")
-            return None
-        return {translate.RUN_KEY: run.key}
+        return None
 
     async def abefore_agent(
-        self, state: _SeamscopeState, runtime: Runtime[Any]
+        self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)
 
-    def after_agent(self, state: _SeamscopeState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         try:
             run, _ = self._runs.for_hook(state, runtime, create=False)
             if run is not None:
@@ -167,7 +155,7 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
         return None
 
     async def aafter_agent(
-        self, state: _SeamscopeState, runtime: Runtime[Any]
+        self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return self.after_agent(state, runtime)
 
@@ -246,7 +234,7 @@ class SeamscopeMiddleware(AgentMiddleware[_SeamscopeState, Any, Any]):
     # -- the recall tool --------------------------------------------------------------
 
     def _recall(self, offload_id: str, runtime: Any) -> str:
-        scope = translate.recall_scope(runtime)
+        scope = self._runs.scope_of(runtime)
         found = None if scope is None else self._outputs.lookup(offload_id, scope)
         return translate.recall_answer(offload_id, found)
 

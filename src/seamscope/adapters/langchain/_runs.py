@@ -46,6 +46,15 @@ LOG = logging.getLogger("seamscope.adapters.langchain")
 """The adapter's stdlib logger (the package's name, whichever module logs)."""
 
 _MAX_OPEN_RUNS = 1024
+_MAX_FAILED_RUNS = 256  # runs ended by an exception, kept to see whether they continue
+
+_OUTSIDE = (
+    "seamscope: %s crossed SeamscopeMiddleware and was handled by a middleware placed "
+    "outside it (such as ModelRetryMiddleware or ToolErrorMiddleware): put "
+    "SeamscopeMiddleware first in create_agent(middleware=[...]) (or pass those "
+    "middlewares to seamscope.watching(...)). The run continues in a new invoke_agent "
+    "span under the first one, whose error stands for the handled exception"
+)
 
 
 def failed(hook: str) -> None:
@@ -79,8 +88,13 @@ class Run:
     duration.
     """
 
-    def __init__(self, key: str, turn: Turn, scope: str) -> None:
+    def __init__(
+        self, key: str, turn: Turn, scope: str, invocation: tuple[Any, str] | None = None
+    ) -> None:
         self.key = key
+        # the graph invocation it runs in (see translate.invocation): holding the
+        # RunControl keeps its id from being reused while the run is open
+        self.invocation = invocation
         self.turn = turn
         self.scope = scope
         self.lock = threading.Lock()
@@ -91,6 +105,8 @@ class Run:
         self.watched: Any = None  # (weakref to the invocation's stream writer, finalizer)
         # the model instance the PRE seam chose for the current call, and its name
         self.chosen: tuple[Any, str] | None = None
+        # the tool names the current model call was really bound with (the tail's view)
+        self.bound: tuple[str, ...] | None = None
         # decisions a watched middleware took before the next model call (a summary)
         self.pending: list[Callable[[Iteration], None]] = []
         # what watched middlewares note for later hooks of this run, by middleware name
@@ -102,6 +118,8 @@ class Run:
         self._iteration_context: contextvars.Context | None = None
         self._agent_otel: Any = None
         self._otel: Any = None
+        self._parent: Any = None
+        self.error: str | None = None  # the type of the exception that ended it
 
     @property
     def otel(self) -> Any:
@@ -117,8 +135,19 @@ class Run:
                 layer.agent_name, conversation_id=self.turn.conversation_id, context=base
             )
             self._agent_otel = self._otel = trace.set_span_in_context(self._span, base)
+            self._parent = base
         except Exception:
             failed("langchain.invoke_agent_start")
+
+    def continuation_parent(self) -> otel_context.Context | None:
+        """Where a continuation of this run (after an exception a middleware
+        outside seamscope handled) starts: under this run's parent span when it
+        had one, else under this run's ``invoke_agent``: one trace either way."""
+        parent: otel_context.Context | None = self._parent
+        if parent is not None and trace.get_current_span(parent).get_span_context().is_valid:
+            return parent
+        agent: otel_context.Context | None = self._agent_otel
+        return agent
 
     def start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
         with self.lock:
@@ -192,6 +221,7 @@ class Run:
             self.closed = True
             self._end_iteration(exc)
             if exc is not None:
+                self.error = type(exc).__qualname__
                 record_error(self._span, exc)
             try:
                 self._span.end()
@@ -226,6 +256,9 @@ class Runs:
         self._role = role
         self._scope = scope
         self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._by_invocation: dict[tuple[int, str], Run] = {}
+        self._failed: OrderedDict[tuple[int, str], Run] = OrderedDict()
+        self._warned_outside = False
         self._lock = threading.Lock()
         self._released: deque[str] = deque()
 
@@ -241,18 +274,26 @@ class Runs:
         self.watch(run, runtime)
         return run
 
-    def for_hook(self, state: Any, runtime: Any, *, create: bool) -> tuple[Run | None, bool]:
-        """The run a hook belongs to: by the state key, else by thread; maybe new.
+    def for_hook(
+        self, state: Any, runtime: Any, *, create: bool, resume: bool | None = None
+    ) -> tuple[Run | None, bool]:
+        """The run a hook belongs to: by its graph invocation, else by thread;
+        maybe new.
 
-        A new run is made for a hook that finds none (a run resumed after an
-        interrupt, or one whose ``before_agent`` did not run); parallel hooks
-        agree on one.
+        Nothing is written to the agent's state (the caller's state, stream
+        chunks and checkpoints are the same with and without seamscope): the
+        run is found by the invocation the hook runs in. A new run is made
+        for a hook that finds none (a run resumed after an interrupt, or one
+        whose ``before_agent`` did not run); parallel hooks agree on one.
         """
         self._drain()
-        key = translate.run_key(state)
+        key = _invocation_key(translate.invocation(runtime))
         conversation_id = translate.thread_id(runtime)
         with self._lock:
             run = self._find(key, conversation_id)
+            ended = None if run is not None or key is None else self._failed.pop(key, None)
+        if ended is not None:
+            return self._continued(ended, runtime, create if resume is None else resume)
         if run is not None or not create:
             if run is not None:
                 self.watch(run, runtime)
@@ -272,11 +313,58 @@ class Runs:
         self.watch(candidate, runtime)
         return candidate, True
 
-    def close(self, run: Run, exc: BaseException | None) -> None:
+    def _continued(self, ended: Run, runtime: Any, resume: bool) -> tuple[Run | None, bool]:
+        """A hook of an invocation whose run an exception ended: a middleware
+        outside seamscope handled that exception (a retry, an error handler)
+        and the agent went on. Says so once (a WARNING naming the order to
+        use) and, when ``resume``, continues the run in the same trace: the
+        same turn (its iterations keep counting), a new ``invoke_agent``
+        under the ended run's parent (or under the ended run)."""
+        if not self._warned_outside:
+            self._warned_outside = True
+            LOG.warning(_OUTSIDE, ended.error or "an exception")
+        if not resume:
+            return None, False
+        run = Run(uuid.uuid4().hex, ended.turn, ended.scope, ended.invocation)
+        run.open(ended.continuation_parent())
         with self._lock:
-            if self._runs.get(run.key) is run:
-                del self._runs[run.key]
+            stale = self._register(run)
+        for old in stale:
+            old.close(None if old.paused else _Abandoned())
+        self.watch(run, runtime)
+        return run, True
+
+    def scope_of(self, runtime: Any) -> str | None:
+        """Whose offloaded outputs a hook may read: the thread, else its run."""
+        conversation_id = translate.thread_id(runtime)
+        if conversation_id:
+            return conversation_id
+        key = _invocation_key(translate.invocation(runtime))
+        with self._lock:
+            run = self._find(key, None)
+        return None if run is None else run.scope
+
+    def close(self, run: Run, exc: BaseException | None) -> None:
+        """End ``run`` (``exc``: the agent's exception that crossed a hook). A run
+        an exception ended is remembered (at most ``_MAX_FAILED_RUNS``) in case
+        its invocation goes on: see :meth:`_continued`."""
+        with self._lock:
+            self._forget(run)
+            key = _invocation_key(run.invocation)
+            if exc is not None and key is not None:
+                self._failed[key] = run
+                self._failed.move_to_end(key)
+                while len(self._failed) > _MAX_FAILED_RUNS:
+                    self._failed.popitem(last=False)
         run.close(exc)
+
+    def _forget(self, run: Run) -> None:
+        """Drop ``run`` from the registry (holding the lock)."""
+        if self._runs.get(run.key) is run:
+            del self._runs[run.key]
+        key = _invocation_key(run.invocation)
+        if key is not None and self._by_invocation.get(key) is run:
+            del self._by_invocation[key]
 
     def watch(self, run: Run, runtime: Any) -> None:
         """Follow the invocation ``runtime`` belongs to: when LangGraph releases
@@ -321,8 +409,7 @@ class Runs:
             with contextlib.suppress(Exception):
                 if self._lock.acquire(blocking=False):
                     try:
-                        if self._runs.get(key) is run:
-                            del self._runs[key]
+                        self._forget(run)
                     finally:
                         self._lock.release()
 
@@ -339,6 +426,7 @@ class Runs:
         role = self._resolve(self._role, runtime, "role")
         scope = self._resolve(self._scope, runtime, "scope")
         key = uuid.uuid4().hex
+        invocation = translate.invocation(runtime)
         turn = Turn(
             self._layer,
             conversation_id,
@@ -347,7 +435,7 @@ class Runs:
             {},
             scope if isinstance(scope, Mapping) else None,
         )
-        return Run(key, turn, conversation_id or f"run:{key}")
+        return Run(key, turn, conversation_id or f"run:{key}", invocation)
 
     def _register(self, run: Run) -> list[Run]:
         """Add ``run`` (holding the lock); returns the runs it supersedes or evicts."""
@@ -355,20 +443,32 @@ class Runs:
         stale: list[Run] = []
         if conversation_id:
             stale = [r for r in self._runs.values() if r.turn.conversation_id == conversation_id]
-            for old in stale:
-                del self._runs[old.key]
+        invocation = _invocation_key(run.invocation)
+        earlier = None if invocation is None else self._by_invocation.get(invocation)
+        if earlier is not None and earlier not in stale:
+            stale.append(earlier)  # a later run of the same invocation supersedes it
+        for old in stale:
+            self._forget(old)
         self._runs[run.key] = run
+        if invocation is not None:
+            self._by_invocation[invocation] = run
         while len(self._runs) > _MAX_OPEN_RUNS:
-            stale.append(self._runs.popitem(last=False)[1])
+            evicted = next(iter(self._runs.values()))
+            self._forget(evicted)
+            stale.append(evicted)
         return stale
 
-    def _find(self, key: Any, conversation_id: str | None) -> Run | None:
-        run = self._runs.get(key) if isinstance(key, str) else None
+    def _find(self, key: tuple[int, str] | None, conversation_id: str | None) -> Run | None:
+        run = None if key is None else self._by_invocation.get(key)
         if run is None and conversation_id:
             for candidate in reversed(self._runs.values()):
                 if candidate.turn.conversation_id == conversation_id:
                     return candidate
         return run
+
+
+def _invocation_key(invocation: tuple[Any, str] | None) -> tuple[int, str] | None:
+    return None if invocation is None else (id(invocation[0]), invocation[1])
 
 
 def active_parent() -> otel_context.Context | None:

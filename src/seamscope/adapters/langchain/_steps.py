@@ -11,6 +11,7 @@ read and built by :mod:`._translate`, runs are kept by :mod:`._runs`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,6 +31,7 @@ from seamscope.adapters.langchain._runs import LOG, Run, failed
 from seamscope.adapters.loop import ChatCall, Iteration, estimate_tokens
 from seamscope.adapters.react import RECALL_TOOL, offload_stub
 from seamscope.decisions import ToolCall
+from seamscope.decisions.records import tool_name
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._genai import record_error
 from seamscope.telemetry._logging import log_event
@@ -182,6 +184,7 @@ class ModelStep(_ModelCallStep):
             self.run, self.created = mw._runs.for_hook(request.state, request.runtime, create=True)
             if self.run is None:
                 return request
+            self.run.bound = None
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
             self.attached = Attached(self.run.otel)
@@ -244,6 +247,11 @@ class ModelStep(_ModelCallStep):
             it = self.iteration
             message = translate.last_ai(response.result)
             routed = translate.routed_calls(message, self.structured)
+            bound = None if self.run is None else self.run.bound
+            if it is not None and it.selection is not None and bound is not None:
+                # routed this turn = what the model was really bound with
+                kept = tuple(t for t in it.selection.tools if (tool_name(t) or "?") in bound)
+                it.selection = dataclasses.replace(it.selection, tools=kept)
             if it is not None and message is not None and routed:
                 # a structured-output call is LangChain's, consumed before this
                 # hook returns: never routed or rewritten
@@ -251,11 +259,6 @@ class ModelStep(_ModelCallStep):
                 rewritten = translate.rewrite(message, post, [i for i, _ in routed])
                 if rewritten is not message:
                     response = translate.with_message(response, message, rewritten)
-            if self.created and self.run is not None:
-                return ExtendedModelResponse(
-                    model_response=response,
-                    command=Command(update={translate.RUN_KEY: self.run.key}),
-                )
         except Exception:
             failed("langchain.after_model_call")
         return response
@@ -278,6 +281,7 @@ class ToolStep(_Step):
                 request.state,
                 request.runtime,
                 create=translate.thread_id(request.runtime) is not None,
+                resume=True,
             )
             if self.run is None:
                 return
@@ -388,5 +392,8 @@ class TailStep(_ModelCallStep):
                 request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
             )
             self.compacted = mw._compactions.carried(run.scope, request.messages)
+            # the tools the model is really bound with (a watched middleware may
+            # have narrowed seamscope's selection): the POST seam's palette
+            run.bound = tuple(tool_name(t) or "?" for t in request.tools)
         except Exception:
             failed("langchain.model_tail")

@@ -2,8 +2,9 @@
 
 No OpenTelemetry and no state here: each function reads LangChain or
 LangGraph objects and returns a seamscope value or a new LangChain object,
-mutating nothing. The one ambient read is :func:`thread_id` falling back to
-LangGraph's ``get_config()`` when the runtime carries no config.
+mutating nothing. The ambient reads are :func:`thread_id` falling back to
+LangGraph's ``get_config()`` when the runtime carries no config, and
+:func:`invocation` falling back to ``get_runtime()``.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from seamscope.adapters.langchain._framework import (
     ToolMessage,
     ToolStrategy,
     get_config,
+    get_runtime,
 )
 from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import ModelConfig, ModelUsage, PostModelResult, ToolCall
 from seamscope.decisions.records import tool_name
 
 __all__ = [
-    "RUN_KEY",
     "ModelChoice",
     "bindable",
     "carried",
@@ -44,10 +45,9 @@ __all__ = [
     "prepared_request",
     "recall_answer",
     "recall_id",
-    "recall_scope",
     "response_model",
     "rewrite",
-    "run_key",
+    "invocation",
     "text",
     "thread_id",
     "tool_call",
@@ -57,8 +57,8 @@ __all__ = [
     "with_message",
 ]
 
-RUN_KEY = "seamscope_run"
-"""The private, unsaved state key that carries a run's key between graph nodes."""
+NS_SEP = "|"
+"""The separator of LangGraph's checkpoint namespaces (a tripwire test pins it)."""
 
 
 # -- the run's identity ------------------------------------------------------------
@@ -81,18 +81,24 @@ def thread_id(runtime: Any) -> str | None:
     return str(found) if found else None
 
 
-def run_key(state: Any) -> Any:
-    """The run key a graph state carries (None when it carries none)."""
-    return state.get(RUN_KEY) if isinstance(state, Mapping) else None
-
-
-def recall_scope(runtime: Any) -> str | None:
-    """Whose offloaded outputs a recall may read: the thread, else the run."""
-    conversation_id = thread_id(runtime)
-    if conversation_id:
-        return conversation_id
-    key = run_key(getattr(runtime, "state", None))
-    return f"run:{key}" if key else None
+def invocation(runtime: Any) -> tuple[Any, str] | None:
+    """The graph invocation a hook runs in, without writing anything to the
+    state: LangGraph's per-invocation ``RunControl`` (``Runtime.control``,
+    one per ``invoke``/``stream``; an agent run inside another graph's node
+    shares its parent's) and the checkpoint namespace of the graph the agent
+    runs as (``""`` at the top, the parent node's task inside another graph).
+    None when the hook runs outside a LangGraph run."""
+    rt = runtime if getattr(runtime, "control", None) is not None else None
+    if rt is None:
+        try:
+            rt = get_runtime()
+        except Exception:
+            return None
+    control = getattr(rt, "control", None)
+    namespace = getattr(getattr(rt, "execution_info", None), "checkpoint_ns", None)
+    if control is None or not isinstance(namespace, str):
+        return None
+    return control, namespace.rsplit(NS_SEP, 1)[0] if NS_SEP in namespace else ""
 
 
 # -- model calls -------------------------------------------------------------------

@@ -41,6 +41,7 @@ import contextvars
 import dataclasses
 import functools
 import inspect
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -53,7 +54,7 @@ from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls, outside
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp
-from seamscope.adapters.langchain._runs import Run, failed
+from seamscope.adapters.langchain._runs import LOG, Run, failed
 from seamscope.adapters.langchain._steps import Attached
 from seamscope.adapters.loop import Iteration, estimate_tokens
 from seamscope.decisions.records import (
@@ -62,20 +63,78 @@ from seamscope.decisions.records import (
     OffloadMechanism,
 )
 
-__all__ = ["Watcher", "watched"]
+__all__ = [
+    "FORWARDED",
+    "KNOWN_HOOKS",
+    "Watcher",
+    "framework_attributes",
+    "framework_hooks",
+    "watched",
+]
 
 _K = MiddlewareDecisionKind
 
 _SYNC_NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 _ASYNC_NODE_HOOKS = ("abefore_agent", "abefore_model", "aafter_model", "aafter_agent")
-_HOOKS = (
-    *_SYNC_NODE_HOOKS,
-    *_ASYNC_NODE_HOOKS,
-    "wrap_model_call",
-    "awrap_model_call",
-    "wrap_tool_call",
-    "awrap_tool_call",
+KNOWN_HOOKS = frozenset(
+    (
+        *_SYNC_NODE_HOOKS,
+        *_ASYNC_NODE_HOOKS,
+        "wrap_model_call",
+        "awrap_model_call",
+        "wrap_tool_call",
+        "awrap_tool_call",
+    )
 )
+"""The hooks a watcher knows how to watch (and forward)."""
+
+FORWARDED = frozenset(("name", "state_schema", "tools", "trace_policy", "transformers"))
+"""The middleware attributes a watcher forwards from the wrapped middleware."""
+
+
+def framework_hooks() -> tuple[str, ...]:
+    """The hooks of the installed LangChain: ``AgentMiddleware``'s public methods,
+    read at run time (a hook LangChain adds later is in this list)."""
+    return tuple(
+        name
+        for name, value in vars(AgentMiddleware).items()
+        if not name.startswith("_") and inspect.isfunction(value)
+    )
+
+
+def framework_attributes() -> frozenset[str]:
+    """The other public attributes of the installed ``AgentMiddleware`` (its
+    annotated fields, properties and class values)."""
+    names = set(getattr(AgentMiddleware, "__annotations__", {}))
+    names.update(
+        name
+        for name, value in vars(AgentMiddleware).items()
+        if not name.startswith("_") and not inspect.isfunction(value)
+    )
+    return frozenset(names)
+
+
+class _Unwatchable(Exception):
+    """A middleware class the watcher cannot copy exactly (the reason is the message)."""
+
+
+_warned: set[type] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_unwatched(cls: type, reason: str) -> None:
+    """One warning per middleware class, on the adapter's stdlib logger."""
+    with _warned_lock:
+        if cls in _warned:
+            return
+        _warned.add(cls)
+    LOG.warning(
+        "seamscope: %s.%s is not watched (%s); it runs unchanged and its decisions "
+        "are not recorded",
+        cls.__module__,
+        cls.__qualname__,
+        reason,
+    )
 
 
 def _is(middleware: Any, class_name: str) -> bool:
@@ -138,10 +197,13 @@ class _HookWatch:
     def decision_model(self) -> str | None:
         return None if self.calls is None else self.calls.first_model
 
-    def record(self, iteration: Iteration, decision: MiddlewareDecision) -> None:
+    def record(
+        self, iteration: Iteration, decision: MiddlewareDecision, *, charge: bool = True
+    ) -> None:
         """Record a decision in ``iteration``, its span under the iteration's,
-        with what the middleware's own model calls cost."""
-        if self.calls is not None and not decision.cost:
+        with what the middleware's own model calls cost (``charge`` False: a
+        further decision of the same hook call, already charged)."""
+        if charge and self.calls is not None and not decision.cost:
             decision = dataclasses.replace(decision, cost=_cost(iteration, self.calls.usages()))
         attached = Attached(None if self.run is None else self.run.otel)
         try:
@@ -350,20 +412,27 @@ class _NodeWatch(_HookWatch):
                 run.notes[f"{self.name}:usages"] = self.calls.usages()
 
     def _blocked(self, run: Run, update: Any) -> None:
+        """One decision per call that never runs (a limit's ``end`` answers every
+        call of the message, ``continue`` the calls past the limit), each with
+        the batch's reason: a span and one unit of the decisions counter each."""
         blocked = explain.blocked_calls(self._messages(), update)
         if not blocked:
             return
-        self.record(
-            run.current_iteration(),
-            MiddlewareDecision(
-                self.name,
-                _K.TOOL_CALL_BLOCKED,
-                explain.blocked_reason(self.middleware, blocked),
-                calls=tuple(b.call for b in blocked),
-                decision_model=self.decision_model,
-                start_time_ns=self.start_ns,
-            ),
-        )
+        reason = explain.blocked_reason(self.middleware, blocked, self.state)
+        iteration = run.current_iteration()
+        for position, one in enumerate(blocked):
+            self.record(
+                iteration,
+                MiddlewareDecision(
+                    self.name,
+                    _K.TOOL_CALL_BLOCKED,
+                    reason,
+                    calls=(one.call,),
+                    decision_model=self.decision_model,
+                    start_time_ns=self.start_ns,
+                ),
+                charge=position == 0,
+            )
 
     def _summarized(self, run: Run, update: Any) -> None:
         """A summary belongs to the model call that follows: recorded when
@@ -584,12 +653,24 @@ _WRAP_HOOKS: dict[str, Callable[[], Callable[..., Any]]] = {
 def _watcher_class(cls: type) -> type[Watcher]:
     """The watcher class for middlewares of ``cls``: it overrides exactly the
     hooks ``cls`` overrides, each carrying the original's signature and
-    ``__can_jump_to__`` (what ``create_agent`` reads to build the graph)."""
+    ``__can_jump_to__`` (what ``create_agent`` reads to build the graph).
+
+    The hook list is the installed ``AgentMiddleware``'s (read at run time);
+    raises :class:`_Unwatchable` for a class overriding a hook the watcher
+    does not know, or when ``AgentMiddleware`` has an attribute the watcher
+    does not forward: a copy would silently drop it."""
+    unknown_attributes = sorted(framework_attributes() - FORWARDED)
+    if unknown_attributes:
+        raise _Unwatchable(
+            f"AgentMiddleware has attributes seamscope does not forward: {unknown_attributes}"
+        )
     namespace: dict[str, Any] = {"__module__": __name__, "__doc__": Watcher.__doc__}
-    for hook in _HOOKS:
+    for hook in framework_hooks():
         original = getattr(cls, hook, None)
         if original is None or original is getattr(AgentMiddleware, hook):
             continue
+        if hook not in KNOWN_HOOKS:
+            raise _Unwatchable(f"it overrides {hook}, a hook seamscope does not know")
         make = _WRAP_HOOKS.get(hook)
         function = make() if make is not None else _node_hook(hook)
         if make is None:
@@ -605,11 +686,16 @@ def _watcher_class(cls: type) -> type[Watcher]:
 
 
 def watched(seamscope: Any, middleware: AgentMiddleware[Any, Any, Any]) -> Any:
-    """``middleware`` behind a watcher (itself, unwatched, if no watcher can be
-    built for its class: seamscope's failure never changes the agent)."""
+    """``middleware`` behind a watcher; itself, unwatched, when no exact watcher
+    can be built for its class (one warning naming it: a hook or attribute
+    of the installed LangChain the watcher does not know), or when building
+    one fails: seamscope never changes the agent."""
+    cls: Any = type(middleware)
     try:
-        cls: Any = type(middleware)
         return _watcher_class(cls)(seamscope, middleware)
+    except _Unwatchable as exc:
+        _warn_unwatched(cls, str(exc))
+        return middleware
     except Exception:
         failed("langchain.watch")
         return middleware

@@ -91,6 +91,18 @@ Decisions and differences from the reference loop
   palette gate judges a redirect against the tools selected for the call.
 * The recall tool is offered only while the conversation has offloaded
   outputs; a recalled output is never offloaded again.
+* An agent used as a tool (``Agent.as_tool``) runs a nested run of its own:
+  an ``invoke_agent {agent}`` span under the tool's ``execute_tool`` span,
+  with its own iterations (indices from 0) and decisions, in the same
+  conversation. The SDK gives the nested run the tool context's
+  ``run_config``: seamscope replaces it, when the agent tool starts, by a
+  copy of your ``RunConfig`` bound to the nested run. No run hooks reach a
+  nested run (``as_tool(hooks=)`` is yours), so the ``execute_tool`` span
+  of each tool it calls runs from the call's dispatch to the model call
+  that reads its output, and its outputs are not offloaded. An agent tool
+  given its own ``as_tool(run_config=)`` runs outside seamscope. A nested
+  run that fails is answered by the agent tool's failure function without
+  any hook seeing the exception: its spans end, without ``error.type``.
 * Telemetry never breaks the run: a failure in seamscope's own code is
   contained (a ``seamscope.telemetry.error`` log event naming the hook) and
   the turn runs as the SDK would have run it. The SDK's exceptions cross

@@ -23,10 +23,12 @@ try:
         RunResultStreaming,
         Tool,
         ToolErrorFormatterArgs,
+        ToolOriginType,
         Usage,
     )
     from agents.models.default_models import get_default_model_settings
     from agents.run_config import CallModelData, ModelInputData
+    from agents.tool import get_function_tool_origin
     from agents.tool_context import ToolContext
     from openai.types.responses import (
         ResponseCompletedEvent,
@@ -61,6 +63,8 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolErrorFormatterArgs",
+    "ToolOriginType",
     "Usage",
     "get_default_model_settings",
+    "get_function_tool_origin",
 ]

@@ -147,6 +147,11 @@ class RoutedModel(Model):
                 return None
             with attached(self.run.otel):
                 post = it.post_model(message)
+            if self.run.hookless:
+                # a nested run: no run hooks see its tools; a tool's span runs
+                # from its dispatch to the model call that reads its output
+                for call in post.calls:
+                    self.run.open_tool(call)
             return translate.rewrite(output, positions, post)
         except Exception:
             failed("openai_agents.after_model_call")
@@ -287,6 +292,9 @@ def input_filter(runner: SeamscopeRunner, run: Run, user: Callable[..., Any] | N
             model_data = await updated if inspect.isawaitable(updated) else updated
         try:
             run.agent = data.agent
+            if run.hookless:
+                for call_id, output in translate.call_outputs(model_data.input):
+                    run.close_tool(call_id, output)
             if not runner.offload:
                 run.carried = ()
                 return model_data
@@ -357,6 +365,9 @@ class RunHooks(SDKRunHooks[Any]):
                 name = context.tool_name or tool.name
                 args = translate.parse_args(context.tool_arguments)
                 self._run.open_tool(ToolCall(context.tool_call_id, name, args))
+                nested = translate.agent_tool(tool)
+                if nested is not None:
+                    self._runner.nest(self._run, context, nested)
         except Exception:
             failed("openai_agents.before_tool_call")
         if self._user is not None:

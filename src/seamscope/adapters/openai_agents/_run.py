@@ -116,6 +116,14 @@ class Run:
         self._agent_otel: Any = None
         self._otel: Any = None
         self._tools: dict[str, tuple[Held, ToolCall, list[BaseException]]] = {}
+        # the caller's own RunConfig (nested runs get a copy of it of their own)
+        self.base_config: Any = None
+        # nested runs (``Agent.as_tool``) by the call id of the tool that runs them
+        self.nested: dict[str, Run] = {}
+        # a nested run: no run hooks reach it, so it opens its tools' spans
+        # itself (when their calls are dispatched; closed when their output is back)
+        self.hookless = False
+        self.parent: Run | None = None  # the run whose agent tool runs this one
 
     @property
     def otel(self) -> Any:
@@ -131,12 +139,16 @@ class Run:
     def context(self) -> contextvars.Context:
         return self._context
 
-    def open(self) -> None:
+    def open(self, agent_name: str | None = None, parent: Any = None) -> None:
+        """Start the ``invoke_agent`` span (named by ``agent_name``, default the
+        layer's), under ``parent`` (an OpenTelemetry context; None: the current)."""
         layer = self.turn.layer
         try:
             manager = layer.genai.invoke_agent(
-                layer.agent_name, conversation_id=self.turn.conversation_id
+                agent_name or layer.agent_name, conversation_id=self.turn.conversation_id
             )
+            if parent is not None:
+                self._context.run(otel_context.attach, parent)  # private: never detached
             self._context.run(manager.__enter__)
             self._agent = manager
             self._agent_otel = self._otel = self._context.run(otel_context.get_current)
@@ -172,17 +184,37 @@ class Run:
             held = Held(self._context, lambda: it.execute_tool(call), "openai_agents.tool_span")
             self._tools[call.id] = (held, call, [])
 
+    def tool_otel(self, call_id: str) -> Any:
+        """The OpenTelemetry context with an open tool's ``execute_tool`` span current."""
+        with self.lock:
+            entry = self._tools.get(call_id)
+        return None if entry is None else entry[0].otel
+
+    def has_tool(self, call_id: str) -> bool:
+        with self.lock:
+            return call_id in self._tools
+
     def tool_error(self, call_id: str, error: BaseException) -> None:
-        """The tool raised and the SDK answered the model with an error message."""
+        """The tool raised and the SDK answered the model with an error message
+        (a nested run passes on the error of the agent tool that runs it: the
+        SDK reports it through the tool context's configuration, the nested
+        run's)."""
         with self.lock:
             entry = self._tools.get(call_id)
             if entry is not None:
                 entry[2].append(error)
+                return
+        if self.parent is not None:
+            self.parent.tool_error(call_id, error)
 
     def close_tool(self, call_id: str, output: Any) -> ToolCall | None:
         """End a tool's span (recording the error it raised); the call it ran."""
         with self.lock:
             entry = self._tools.pop(call_id, None)
+            nested = self.nested.pop(call_id, None)
+        if nested is not None:
+            # the agent tool's own run ends before its tool (with the error it raised)
+            nested.close(entry[2][0] if entry is not None and entry[2] else None)
         if entry is None:
             return None
         held, call, errors = entry
@@ -219,6 +251,9 @@ class Run:
             if self.closed:
                 return
             self.closed = True
+            nested, self.nested = list(self.nested.values()), {}
+            for run in nested:
+                run.close(exc)
             tools, self._tools = list(self._tools.values()), {}
             for held, _, errors in tools:
                 held.exit(errors[0] if errors else exc)

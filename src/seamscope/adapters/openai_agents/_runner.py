@@ -230,14 +230,45 @@ class SeamscopeRunner:
         turn = new_turn(self.layer, conversation_id, scope)
         run = Run(key, turn, conversation_id or f"run:{key}")
         run.open()
-        config = dataclasses.replace(
+        options = {
+            **kwargs,
+            "run_config": self._config(run, base),
+            "hooks": RunHooks(self, run, hooks),
+        }
+        return run, options
+
+    def _config(self, run: Run, base: RunConfig) -> RunConfig:
+        """A copy of the caller's ``base`` whose model, input filter and error
+        formatter are ``run``'s."""
+        run.base_config = base
+        return dataclasses.replace(
             base,
             model=RoutedModel(self, run, base.model, base.model_provider),
             call_model_input_filter=input_filter(self, run, base.call_model_input_filter),
             tool_error_formatter=error_formatter(run, base.tool_error_formatter),
         )
-        options = {**kwargs, "run_config": config, "hooks": RunHooks(self, run, hooks)}
-        return run, options
+
+    def nest(self, outer: Run, context: ToolContext[Any], agent_name: str | None) -> None:
+        """An agent tool (``Agent.as_tool``) of ``outer`` starts: its nested run
+        gets a run of its own, an ``invoke_agent`` under the tool's
+        ``execute_tool`` span. The SDK runs it with the tool context's
+        ``run_config`` (unless the tool has its own): that becomes a copy of
+        the caller's configuration bound to the nested run, so its model calls
+        are its own iterations, never the outer run's."""
+        call_id = context.tool_call_id
+        base = outer.base_config
+        if base is None or not outer.has_tool(call_id):
+            return
+        key = uuid.uuid4().hex
+        run = Run(
+            key, new_turn(self.layer, outer.turn.conversation_id, outer.turn.scope), outer.scope
+        )
+        run.hookless = True
+        run.parent = outer
+        run.open(agent_name, outer.tool_otel(call_id))
+        with outer.lock:
+            outer.nested[call_id] = run
+        context.run_config = self._config(run, base)
 
     def _resolve_scope(self, context: Any) -> Mapping[str, Any] | None:
         scope = self._scope

@@ -16,12 +16,15 @@ from typing import Any
 from seamscope.adapters._outputs import Offloaded
 from seamscope.adapters.openai_agents._framework import (
     Agent,
+    FunctionTool,
     Model,
     ModelSettings,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     Tool,
+    ToolOriginType,
     get_default_model_settings,
+    get_function_tool_origin,
 )
 from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
@@ -30,6 +33,8 @@ from seamscope.decisions.records import tool_name
 __all__ = [
     "ModelChoice",
     "Offloaded",
+    "agent_tool",
+    "call_outputs",
     "choose_model",
     "conversation_id",
     "emitted",
@@ -170,7 +175,27 @@ def stub_input(
     return out, tuple(carried)
 
 
+def call_outputs(items: Any) -> list[tuple[str, Any]]:
+    """``(call id, output)`` of the function call outputs in a model input."""
+    if isinstance(items, str) or not isinstance(items, Sequence):
+        return []
+    return [
+        (str(_field(item, "call_id") or ""), _field(item, "output"))
+        for item in items
+        if _field(item, "type") == "function_call_output"
+    ]
+
+
 # -- tools and models ---------------------------------------------------------------
+
+
+def agent_tool(tool: Any) -> str | None:
+    """The agent an ``Agent.as_tool`` tool runs (its name), from the tool's public
+    ``ToolOrigin``; None for any other tool."""
+    origin = get_function_tool_origin(tool) if isinstance(tool, FunctionTool) else None
+    if origin is None or origin.type is not ToolOriginType.AGENT_AS_TOOL:
+        return None
+    return origin.agent_name or getattr(tool, "name", None)
 
 
 def offered(tools: Sequence[Any], *, recall: bool) -> list[Any]:

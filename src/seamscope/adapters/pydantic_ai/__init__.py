@@ -85,6 +85,12 @@ Decisions and differences from the reference loop
   request's own model: the ``chat`` span names the model that really ran,
   and a name that is not in ``models`` is logged
   (``seamscope.model.unavailable``).
+* A step pydantic-ai refuses before its model request (``UsageLimits``:
+  ``request_limit``, token or cost limits, checked with their own
+  ``check_before_request`` on the run's usage) is no iteration: it makes no
+  model call, so it gets no ``seamscope.iteration`` and no selection; the
+  run ends with ``UsageLimitExceeded`` on ``invoke_agent`` (and on the
+  iteration still open, as every error that ends a run).
 * Telemetry never breaks the run: a failure in seamscope's own code is
   contained (a ``seamscope.telemetry.error`` log event naming the hook) and
   the step runs as pydantic-ai would have run it. pydantic-ai's exceptions

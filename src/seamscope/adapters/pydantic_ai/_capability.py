@@ -44,6 +44,7 @@ from seamscope.adapters.pydantic_ai._framework import (
     RunContext,
     ToolCallPart,
     ToolDefinition,
+    UsageLimitExceeded,
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
 from seamscope.adapters.react import RECALL_TOOL, offload_stub
@@ -52,6 +53,25 @@ from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import log_event
 
 __all__ = ["SeamscopeCapability"]
+
+
+def _refused(ctx: RunContext[Any]) -> bool:
+    """Whether pydantic-ai will refuse this step's model request (its usage limits,
+    checked with their own public ``check_before_request`` on the run's usage,
+    as pydantic-ai checks them before ``wrap_model_request``): such a step is
+    no iteration (it makes no model call); the run ends with the limit's
+    ``UsageLimitExceeded``."""
+    limits = getattr(ctx, "usage_limits", None)
+    check = getattr(limits, "check_before_request", None)
+    if check is None:
+        return False
+    try:
+        check(ctx.usage)
+    except UsageLimitExceeded:
+        return True
+    except Exception:
+        failed("pydantic_ai.usage_limits")
+    return False
 
 
 def _scope(ctx: RunContext[Any]) -> str:
@@ -244,7 +264,7 @@ class _RunCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
     ) -> list[ToolDefinition]:
         run, parent = self.run, self.parent
-        if run is None:
+        if run is None or _refused(ctx):
             return tool_defs
         try:
             it = run.start_iteration(

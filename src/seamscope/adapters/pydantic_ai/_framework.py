@@ -10,6 +10,7 @@ try:
     from opentelemetry.trace import NoOpTracer
     from pydantic_ai import RunContext
     from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import UsageLimitExceeded
     from pydantic_ai.messages import (
         ModelMessage,
         ModelRequest,
@@ -44,6 +45,7 @@ __all__ = [
     "TextPart",
     "ToolCallPart",
     "ToolDefinition",
+    "UsageLimitExceeded",
     "ToolReturnPart",
     "UserPromptPart",
 ]

@@ -11,6 +11,10 @@ adopter exceptions reach symfonic unchanged.
 Why each private symfonic object is wrapped
 -------------------------------------------
 
+Every private name, the gate's call site and the log texts matched are
+read or replaced through :mod:`._private` only (one module, with a
+tripwire test against the installed symfonic).
+
 symfonic-core 9.12 has one public hook interface, its callbacks; the other
 decisions seamscope records are taken where no callback reaches. From the
 least to the most intrusive:
@@ -19,8 +23,9 @@ least to the most intrusive:
   deps-level ``CallbackManager`` symfonic calls, and a built agent has no
   public way to add a handler. A new manager holding seamscope's handler
   first (so it sees each dispatch as the policies left it, before an
-  adopter's handler rewrites it), then the original handlers (read from
-  ``CallbackManager._handlers``), is registered in its place; uninstall
+  adopter's handler rewrites it), then the original handlers (symfonic's
+  public ``CallbackManager.merge``), is registered in its place (public
+  ``BaseAgentDeps.register``); uninstall
   registers the original object again (or, when there was none, removes
   the entry from ``_deps._capabilities``). The handler receives
   ``on_agent_start/end``, ``on_node_start/error``, ``on_llm_start/end``,
@@ -76,7 +81,6 @@ import contextvars
 import dataclasses
 import functools
 import logging
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -84,6 +88,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from seamscope.adapters.symfonic import _private as private
 from seamscope.adapters.symfonic._recorder import (
     _ACTIVE,
     OffloadLedger,
@@ -92,8 +97,7 @@ from seamscope.adapters.symfonic._recorder import (
     _default_observer,
 )
 from seamscope.adapters.symfonic._seams import _SeamRecorder
-from seamscope.adapters.symfonic._symfonic import CallbackManager, _AgentModelResolver
-from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
+from seamscope.adapters.symfonic._symfonic import CallbackManager
 from seamscope.adapters.symfonic._translate import _wrappable, symfonic_pricing
 from seamscope.decisions import DecisionObserver
 from seamscope.decisions._observer import guard_observer
@@ -103,14 +107,7 @@ __all__ = ["SymfonicInstrumentation", "instrument_symfonic"]
 
 _log = logging.getLogger("seamscope.adapters.symfonic")
 
-_REACT_LOGGER = "symfonic.core.nodes.react"
-_ADOPTER_DROP_PREFIX = "on_tool_call_dispatch: rewrite targets unregistered tool"
 _TAP_ATTR = "_seamscope_tap"
-_MANAGER_LOGGER = "symfonic.core.callbacks.manager"
-_DISPATCH_HOOK = "on_tool_call_dispatch"
-_DISPATCH_RAISED = "Callback handler %r raised in on_tool_call_dispatch"
-_DISPATCH_NOT_A_DICT = "Callback handler %r returned non-dict from on_tool_call_dispatch"
-_DISPATCH_MALFORMED = "Callback handler %r returned malformed on_tool_call_dispatch rewrite"
 
 
 # --------------------------------------------------------------------------
@@ -175,11 +172,11 @@ class _GatePatch:
     def acquire(cls) -> None:
         with cls.lock:
             if cls.users == 0:
-                current = _sym_gate.evaluate_offload_gate
+                current = private.gate()
                 found = _seamscope_layer(current)
                 if found is None:
                     found = _gate_wrapper(current)
-                    _sym_gate.evaluate_offload_gate = found
+                    private.set_gate(found)
                 cls.wrapper = found
             cls.users += 1
 
@@ -192,9 +189,9 @@ class _GatePatch:
             if cls.users:
                 return
             cls.wrapper = None
-            current: Any = _sym_gate.evaluate_offload_gate
+            current: Any = private.gate()
             if _is_ours(current):
-                _sym_gate.evaluate_offload_gate = current.__wrapped__
+                private.set_gate(current.__wrapped__)
             elif _seamscope_layer(current) is not None:
                 _log.warning(
                     "symfonic.core.tool_offload_gate.evaluate_offload_gate was wrapped again "
@@ -252,35 +249,12 @@ def _gate_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(inputs)
         token = _IN_GATE.set(True)
         try:
-            return active[0]._gate(original, inputs, active[1], _gate_site())
+            return active[0]._gate(original, inputs, active[1], private.gate_site())
         finally:
             _IN_GATE.reset(token)
 
     _GATE_WRAPPERS.add(evaluate_offload_gate)
     return evaluate_offload_gate
-
-
-def _gate_site() -> tuple[str | None, str | None]:
-    """(tool_call_id, tool_name) of the ToolMessage symfonic is gating, if visible.
-
-    symfonic passes the gate only the economics; the message being gated
-    is the loop variable ``msg`` of its caller's caller
-    (``_maybe_compact_tool_results``). Read-only and best effort.
-    """
-    try:
-        frame: Any = sys._getframe(1)
-        for _ in range(16):
-            if frame is None:
-                break
-            if frame.f_code.co_name == "_maybe_compact_tool_results":
-                msg = frame.f_locals.get("msg")
-                call_id = str(getattr(msg, "tool_call_id", "") or "") or None
-                name = str(getattr(msg, "name", "") or "") or None
-                return call_id, name
-            frame = frame.f_back
-    except Exception:
-        pass
-    return None, None
 
 
 # --------------------------------------------------------------------------
@@ -347,7 +321,7 @@ class _AdopterDropLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if not str(record.msg).startswith(_ADOPTER_DROP_PREFIX):
+            if not str(record.msg).startswith(private.ADOPTER_DROP_PREFIX):
                 return
             args = record.args
             if isinstance(args, tuple) and len(args) == 4:
@@ -370,19 +344,19 @@ class _AdopterDispatchErrorLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             msg = str(record.msg)
-            if _DISPATCH_HOOK not in msg:
+            if private.DISPATCH_HOOK not in msg:
                 return
             args = record.args if isinstance(record.args, tuple) else ()
             if args and args[0] is self._inst._handler:
                 return  # never the case: seamscope's handler is contained
             error: BaseException
-            if msg.startswith(_DISPATCH_RAISED):
+            if msg.startswith(private.DISPATCH_RAISED):
                 raised = record.exc_info[1] if record.exc_info else None
                 error = raised if raised is not None else RuntimeError(msg)
-            elif msg.startswith(_DISPATCH_NOT_A_DICT):
+            elif msg.startswith(private.DISPATCH_NOT_A_DICT):
                 got = args[1] if len(args) > 1 else "?"
                 error = TypeError(f"on_tool_call_dispatch returned {got}, expected a dict or None")
-            elif msg.startswith(_DISPATCH_MALFORMED):
+            elif msg.startswith(private.DISPATCH_MALFORMED):
                 error = TypeError("on_tool_call_dispatch returned a malformed rewrite")
             else:
                 return
@@ -479,19 +453,19 @@ class SymfonicInstrumentation(_SeamRecorder):
 
     def _install(self) -> None:
         agent = self.agent
-        deps = getattr(agent, "_deps", None)
-        config = getattr(agent, "_config", None)
-        resolver = deps.get(_AgentModelResolver) if deps is not None else None
+        deps = private.agent_deps(agent)
+        config = private.agent_config(agent)
+        resolver = private.model_resolver(deps)
         if deps is None or config is None or resolver is None:
             raise TypeError(
                 "instrument_symfonic expects a SymfonicAgent built by symfonic-core 9.12 "
                 "(it has no _deps/_config/_AgentModelResolver)"
             )
-        for attr in ("_tool_call_policies", "_resolver", "_snapshot_default"):
+        for attr in private.RESOLVER_ATTRIBUTES:
             if not hasattr(resolver, attr):
                 raise TypeError(f"unsupported symfonic-core: _AgentModelResolver has no {attr}")
         manager = deps.get(CallbackManager)
-        self._snapshot_default = resolver._snapshot_default
+        self._snapshot_default = private.resolver_get(resolver, "_snapshot_default")
         try:
             self._install_policies(agent, config, resolver)
             self._install_resolve(resolver)
@@ -521,28 +495,28 @@ class SymfonicInstrumentation(_SeamRecorder):
             return tuple(out)
 
         post = tuple(getattr(config, "tool_call_policies", ()) or ())
-        pre = tuple(resolver._tool_call_policies or ())
+        pre = tuple(private.resolver_get(resolver, "_tool_call_policies") or ())
         self._post_policies = post
         self._pre_policies = pre
         wrapped_post = wrap_all(post)
         wrapped_pre = wrap_all(pre)
         if any(w is not p for w, p in zip(wrapped_post, post, strict=True)):
             new_config = config.model_copy(update={"tool_call_policies": wrapped_post})
-            agent._config = new_config
+            private.set_agent_config(agent, new_config)
 
             def undo_config() -> None:
-                if agent._config is new_config:
-                    agent._config = config
+                if private.agent_config(agent) is new_config:
+                    private.set_agent_config(agent, config)
                 else:
                     _log.warning("SymfonicAgent._config was replaced; not restoring it")
 
             self._restore.append(undo_config)
-        original_pre = resolver._tool_call_policies
-        resolver._tool_call_policies = wrapped_pre
+        original_pre = private.resolver_get(resolver, "_tool_call_policies")
+        private.resolver_set(resolver, "_tool_call_policies", wrapped_pre)
 
         def undo_pre() -> None:
-            if resolver._tool_call_policies is wrapped_pre:
-                resolver._tool_call_policies = original_pre
+            if private.resolver_get(resolver, "_tool_call_policies") is wrapped_pre:
+                private.resolver_set(resolver, "_tool_call_policies", original_pre)
             else:
                 _log.warning("_AgentModelResolver._tool_call_policies was replaced; not restoring")
 
@@ -603,7 +577,7 @@ class SymfonicInstrumentation(_SeamRecorder):
                 del resolver.resolve
 
         self._restore.append(undo_resolve)
-        role_resolver = resolver._resolver
+        role_resolver = private.resolver_get(resolver, "_resolver")
         if role_resolver is None:
             return
 
@@ -611,19 +585,21 @@ class SymfonicInstrumentation(_SeamRecorder):
         def wrapped_resolver(ctx: Any) -> Any:
             return inst._role_resolver(role_resolver, ctx)
 
-        resolver._resolver = wrapped_resolver
+        private.resolver_set(resolver, "_resolver", wrapped_resolver)
 
         def undo_resolver() -> None:
-            if resolver._resolver is wrapped_resolver:
-                resolver._resolver = role_resolver
+            if private.resolver_get(resolver, "_resolver") is wrapped_resolver:
+                private.resolver_set(resolver, "_resolver", role_resolver)
             else:
                 _log.warning("_AgentModelResolver._resolver was replaced; not restoring it")
 
         self._restore.append(undo_resolver)
 
     def _install_callbacks(self, deps: Any, manager: Any) -> None:
-        handlers = list(getattr(manager, "_handlers", ()) or ()) if manager is not None else []
-        ours = CallbackManager([self._handler, *handlers])
+        # seamscope's handler first, then the agent's own (public merge: no
+        # read of the manager's handler list)
+        first = CallbackManager([self._handler])
+        ours = first.merge(manager) if isinstance(manager, CallbackManager) else first
         deps.register(CallbackManager, ours)
 
         def undo_callbacks() -> None:
@@ -633,17 +609,15 @@ class SymfonicInstrumentation(_SeamRecorder):
             if manager is not None:
                 deps.register(CallbackManager, manager)
             else:
-                capabilities = getattr(deps, "_capabilities", None)
-                if isinstance(capabilities, dict):
-                    capabilities.pop(CallbackManager, None)
+                private.unregister(deps, CallbackManager)
 
         self._restore.append(undo_callbacks)
 
     def _install_log_handler(self) -> None:
-        logger = logging.getLogger(_REACT_LOGGER)
+        logger = logging.getLogger(private.REACT_LOGGER)
         logger.addHandler(self._log_handler)
         self._restore.append(lambda: logger.removeHandler(self._log_handler))
-        manager_logger = logging.getLogger(_MANAGER_LOGGER)
+        manager_logger = logging.getLogger(private.MANAGER_LOGGER)
         manager_logger.addHandler(self._dispatch_error_log)
         self._restore.append(lambda: manager_logger.removeHandler(self._dispatch_error_log))
 
@@ -714,8 +688,8 @@ def instrument_symfonic(
         tracer_provider = tracer_provider or telemetry.tracer_provider
         meter_provider = meter_provider or telemetry.meter_provider
         observer = observer or telemetry.observer
-    config = getattr(agent, "_config", None)
-    if config is None or not hasattr(agent, "_deps"):
+    config = private.agent_config(agent)
+    if config is None or private.agent_deps(agent) is None:
         raise TypeError(
             f"instrument_symfonic.agent must be a SymfonicAgent, got {type(agent).__name__}"
             " (a FrameworkConfig is read at agent construction: build the agent first)"
