@@ -484,6 +484,7 @@ def run_only(keys: Sequence[str], iterations: int) -> int:
             mark()
         finally:
             case.exit()
+    mark()  # one more dump: the last window's is then written before exit
     return 0
 
 
