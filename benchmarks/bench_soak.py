@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run (numbers meaningless)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.iterations, args.conversations, args.checkpoint = 3_000, 300, 500
+        args.iterations, args.conversations, args.checkpoint = 1_500, 300, 500
         args.tool_names, args.collect_every = 200, 250
     warmup = args.conversations if args.warmup is None else args.warmup
     configure_logging()
