@@ -26,9 +26,13 @@ metric exporter, both posting to a loopback sink that discards (see
 Every ``--checkpoint`` iterations it prints the resident set size (from
 ``/proc/self/statm``), the conversations the ledger follows, the live offloads
 of the conversation just used, and the data points of the last metric
-collection. Flat means: after warm-up (the first pass over every
-conversation, or ``--warmup`` iterations), the RSS never exceeds its value at
-the end of warm-up by more than 50 MB. With ``--seconds``, the run stops at
+collection. Flat means: after warm-up (``--warmup``, 20 000 iterations: the
+ledger is full at 10 000 conversations, and from then on every iteration
+evicts one and adds one; the invented tool names have all been seen), the RSS
+never exceeds its value at the end of warm-up by more than 50 MB. A warm-up
+shorter than one pass over the conversations is the stricter test: anything
+kept per conversation without a bound would grow through the rest of the
+first pass. With ``--seconds``, the run stops at
 that budget and says how far it got.
 
 What bounds what (``seamscope.decisions._ledger.OffloadLedger``): the ledger
@@ -137,14 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-names", type=int, default=5_000, help="invented tool names")
     parser.add_argument("--checkpoint", type=int, default=50_000, help="iterations per row")
     parser.add_argument("--collect-every", type=int, default=1_000, help="iterations")
-    parser.add_argument("--warmup", type=int, default=None, help="default: --conversations")
+    parser.add_argument("--warmup", type=int, default=20_000, help="iterations (20000)")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this long")
     parser.add_argument("--quick", action="store_true", help="a smoke run (numbers meaningless)")
     args = parser.parse_args(argv)
     if args.quick:
         args.iterations, args.conversations, args.checkpoint = 1_500, 300, 500
-        args.tool_names, args.collect_every = 200, 250
-    warmup = args.conversations if args.warmup is None else args.warmup
+        args.tool_names, args.collect_every, args.warmup = 200, 250, 500
+    warmup = args.warmup
     configure_logging()
     sink = Sink()
     soak = Soak(sink, args.conversations, args.tool_names)
