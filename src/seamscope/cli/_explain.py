@@ -28,7 +28,7 @@ from typing import IO, Any, TextIO
 
 from rich.console import Console
 
-from seamscope.cli._otlp import Problem, SpanRecord
+from seamscope.cli._otlp import Problem, SpanRecord, id_needles, text_needles
 from seamscope.cli._render import (
     Node,
     plain_lines,
@@ -364,21 +364,28 @@ def explain(
     )
     outcome = Outcome()
     copy: Any = None
+    needles = id_needles(wanted) if wanted else None
+
+    def again(stack: contextlib.ExitStack) -> TextIO:
+        if reopen is None:
+            copy.seek(0)
+            return copy  # type: ignore[no-any-return]
+        return stack.enter_context(reopen())
+
     try:
         with _no_gc(), contextlib.ExitStack() as stack:
             if reopen is None:
                 copy = stack.enter_context(tempfile.SpooledTemporaryFile(32 * 1024 * 1024, "w+"))
-            collector.read(handle, copy)
+            collector.read(handle, copy, needles)
             late = collector.late
-            if late and reopen is None:
-                copy.seek(0)
-                reread(copy, late, finisher)
-            elif late and reopen is not None:
-                reread(stack.enter_context(reopen()), late, finisher)
-            outcome.lines = collector.reader.lines
+            if late:
+                reread(again(stack), late, finisher)
+            if collector.skipped:
+                _number_pass(collector, wanted, needles, again(stack))
+            outcome.lines = collector.reader.lines + collector.skipped
             outcome.traces = len(collector.traces)
             outcome.late = len(late)
-            if not collector.traces:
+            if not collector.traces and not collector.skipped:
                 problems.close()
                 what = "empty file" if outcome.lines == 0 else "no readable span"
                 outcome.code = _usage(err, f"{source}: {what}, nothing to explain")
@@ -395,6 +402,21 @@ def explain(
     outcome.problems = problems.count
     outcome.code = 1 if problems.count else 0
     return outcome
+
+
+def _number_pass(
+    collector: Collector, wanted: str | None, needles: Any, handle: TextIO
+) -> None:
+    """With ``--trace-id`` the first pass skipped the lines without the id: read the
+    chosen trace's conversation's other turns from them (only the lines that name the
+    conversation), so the turn gets the number a whole read would give it."""
+    matching = [t for t in collector.traces.values() if wanted and t.trace_id.startswith(wanted)]
+    if len(matching) != 1 or not matching[0].has_decisions:
+        return  # a usage error, or a span tree: no turn number needed
+    conversation = matching[0].conversation_id
+    # a turn without a conversation id is numbered among all such turns: read every line
+    others = None if conversation is None else text_needles(conversation)
+    collector.summarize(handle, others, needles)
 
 
 def _write(

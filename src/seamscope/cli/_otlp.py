@@ -48,6 +48,8 @@ __all__ = [
     "Values",
     "compact",
     "decode",
+    "id_needles",
+    "text_needles",
     "read_lines",
     "text_value",
 ]
@@ -429,6 +431,28 @@ def _id(raw: Any, size: int, pattern: re.Pattern[str], what: str) -> str:
                 return data.hex()
     shown = repr(raw[:40]) if isinstance(raw, str) else type(raw).__name__
     raise _Bad(f"{what} is not a {size}-digit hex id ({shown})")
+
+
+def id_needles(prefix: str) -> tuple[str, ...] | None:
+    """Strings one of which a line holding a span of a trace whose id starts with the
+    lower-case hex ``prefix`` must contain: the prefix in lower and upper case and, for
+    ids written in base64, the base64 of its first whole 3-byte groups. None when a line
+    cannot be ruled out this way (a prefix shorter than 6 digits: no base64 needle).
+
+    A file's ids are hex strings written in one case, or base64: a line none of these
+    is in cannot hold the trace, so it is skipped without being parsed.
+    """
+    whole = len(prefix) // 6 * 6
+    if not whole:
+        return None
+    b64 = base64.b64encode(bytes.fromhex(prefix[:whole])).decode("ascii")
+    return tuple(dict.fromkeys((prefix, prefix.upper(), b64)))
+
+
+def text_needles(text: str) -> tuple[str, ...]:
+    """The forms a string attribute value ``text`` takes in a JSON line (quoted, with
+    non-ASCII characters escaped or not)."""
+    return tuple(dict.fromkeys((json.dumps(text), json.dumps(text, ensure_ascii=False))))
 
 
 def _json_problem(exc: json.JSONDecodeError, text: str) -> str:

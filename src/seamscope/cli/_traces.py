@@ -183,13 +183,21 @@ class Collector:
         self._budget = OPEN_BYTES if open_bytes is None else open_bytes
         self._open: OrderedDict[str, _Open] = OrderedDict()  # least recently active first
         self._open_chars = 0
+        self.skipped = 0  # lines ruled out by ``needles`` unparsed
 
     @property
     def late(self) -> list[TraceInfo]:
         return [t for t in self.traces.values() if t.late]
 
-    def read(self, handle: TextIO, copy: Any = None) -> None:
-        """Read every line of ``handle`` (and write it to ``copy``, for a second pass)."""
+    def read(
+        self, handle: TextIO, copy: Any = None, needles: tuple[str, ...] | None = None
+    ) -> None:
+        """Read every line of ``handle`` (and write it to ``copy``, for a second pass).
+
+        ``needles``: a line that holds none of these strings is skipped unparsed (and
+        counted in :attr:`skipped`): with ``--trace-id``, the forms of the id's prefix
+        (:func:`~seamscope.cli._otlp.id_needles`); a skipped line's problems go unnamed.
+        """
         for number, text in read_lines(handle):
             if copy is not None:
                 copy.write(text if text is not None else "\n")
@@ -197,6 +205,11 @@ class Collector:
                 self.problem(
                     Problem(number, f"line longer than {_otlp.MAX_LINE_CHARS} characters; skipped")
                 )
+                continue
+            if needles is not None and not _holds(text, needles):
+                if not text.isspace():
+                    self.skipped += 1
+                self._expire(number)
                 continue
             spans, summaries, problems = self.reader.read(number, text)
             for problem in problems:
@@ -206,6 +219,32 @@ class Collector:
             self._expire(number)
         for trace_id in list(self._open):
             self._close(trace_id)
+
+    def summarize(
+        self,
+        handle: TextIO,
+        needles: tuple[str, ...] | None,
+        exclude: tuple[str, ...],
+    ) -> None:
+        """Count, from their summaries, the spans of the lines the first pass skipped
+        that hold one of ``needles`` (all of them when None) and none of ``exclude``
+        (those it read): with ``--trace-id``, the other turns of the chosen trace's
+        conversation, so that it gets its number."""
+        reader = LineReader(
+            keep=_nothing,
+            conversation_key=c.ATTR_GEN_AI_CONVERSATION_ID,
+            conversation_spans=(c.SPAN_ITERATION,),
+        )
+        for number, text in read_lines(handle):
+            if text is None or _holds(text, exclude):
+                continue
+            if needles is not None and not _holds(text, needles):
+                continue
+            _, summaries, _ = reader.read(number, text)  # problems are not ours to name here
+            for s in summaries:
+                self._info(s.trace_id, s.start_ns).note(
+                    s.name, s.start_ns, s.is_root, s.conversation_id
+                )
 
     def problem(self, problem: Problem) -> None:
         self.problems += 1
@@ -270,6 +309,14 @@ class Collector:
         info = self.traces[trace_id]
         info.finished = True
         self._finish(info, held.spans)
+
+
+def _holds(text: str, needles: tuple[str, ...]) -> bool:
+    return any(needle in text for needle in needles)
+
+
+def _nothing(trace_id: str) -> bool:
+    return False
 
 
 def reread(
