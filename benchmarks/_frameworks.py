@@ -372,10 +372,24 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
 
         return run
 
+    # what the SDK and the client cost with the tools seamscope's selection keeps (its recall
+    # tool aside): the part of seamscope's overhead that narrowing saves back
+    narrowed = plain.clone(tools=[t for t in tools if t.name in OA_TURN.selected])
+
+    def narrowed_run(i: int) -> Any:
+        return loop.run_until_complete(Runner.run(narrowed, USER_TEXT, run_config=config))
+
     c, d, e, f = (Providers.otlp(sink) for _ in range(4))
     cases = [
         Case(
             "oa-a", "(a) no instrumentation (SDK tracing off)", "", plain_run, listen=(c, d, e, f)
+        ),
+        Case(
+            "oa-a-narrow",
+            "(a') no instrumentation, only the tools seamscope selects (reference)",
+            "",
+            narrowed_run,
+            listen=(c, d, e, f),
         ),
         Case(
             "oa-b-own",
