@@ -468,7 +468,8 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
         kept, own_exporter.kept = own_exporter.kept, []
         return kept
 
-    cases[1].capture_own = own_spans  # type: ignore[attr-defined]
+    own = next(case for case in cases if case.key == "oa-b-own")
+    own.capture_own = own_spans  # type: ignore[attr-defined]
     return cases
 
 
