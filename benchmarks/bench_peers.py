@@ -42,7 +42,8 @@ tools, PRE seam, POST seam over two calls, one gate call) for P policies, the
 winner last (3P evaluations). Part 4, the OpenAI Agents SDK's ``Runner.run``
 driving the SDK's own ``OpenAIResponsesModel`` on an ``AsyncOpenAI`` client
 over an in-process ``httpx.MockTransport`` that answers from a script (so
-the SDK opens its response span as in real use): (a) none, (b) the SDK's
+the SDK opens its response span as in real use): (a) none, (a') none with only
+the tools seamscope selects (what its narrowing saves), (b) the SDK's
 own tracing, (c) OpenInference's ``OpenAIAgentsInstrumentor``, (d)
 ``SeamscopeRunner``, (e) (c) + (d), (f) OpenLLMetry's
 ``OpenAIAgentsInstrumentor`` (opentelemetry-instrumentation-openai-agents).
