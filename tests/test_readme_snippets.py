@@ -64,6 +64,10 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+# a structlog console line (``[info     ] seamscope...``) or a stdlib warning
+_LOG_LINE = re.compile(r"^.*(?:\[(?:debug|info|warning|error|critical)\s*\]|Warning: ).*$", re.M)
+
+
 def python_blocks(text: str) -> list[tuple[str, str]]:
     """``(heading, code)`` of every ```python block, the heading being the
     nearest one above it (without its ``#`` marks)."""
@@ -151,6 +155,9 @@ def run_snippet(code: str, folder: Path, env: dict[str, str] | None = None) -> R
         check=False,
     )
     assert 0 == done.returncode, f"the snippet failed:\n{done.stdout}\n{done.stderr}"
+    # a library prints nothing by default: no event, no warning beside what the
+    # example prints itself
+    assert ("", []) == (done.stderr, _LOG_LINE.findall(done.stdout)), done.stdout
     trace = folder / TRACE_FILE
     return Run(done.stdout, done.stderr, read_spans(trace) if trace.exists() else [])
 

@@ -10,9 +10,14 @@ first use (PEP 562), so ``import seamscope.cli`` does not load the core.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from seamscope.decisions._lazy import lazy_exports
+
+# a library prints nothing by default: its events show once the application
+# configures logging (or structlog)
+logging.getLogger("seamscope").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from seamscope.decisions import (

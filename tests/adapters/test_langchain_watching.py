@@ -657,7 +657,7 @@ def test_context_editing_records_each_cleared_result_once(
         c.ATTR_OFFLOAD_ID: "context_editing:c1",
         c.ATTR_OFFLOAD_MECHANISM: "context_editing",
         c.ATTR_COMPACTION_REMOVED_TOKENS: 20_000.0,
-        c.ATTR_COMPACTION_KEPT_TOKENS: 2,
+        c.ATTR_COMPACTION_KEPT_TOKENS: 2.25,  # "[cleared]": 9 chars / 4, never rounded
         c.ATTR_COMPACTION_TOOL_CALL_IDS: ["c1"],
         c.ATTR_COMPACTION_MESSAGES_REMOVED: 0,
         c.ATTR_COMPACTION_COST_USD: 0.0,
@@ -737,7 +737,7 @@ def test_a_summary_is_a_compaction_of_the_next_model_call_with_its_own_cost(
         c.ATTR_OFFLOAD_MECHANISM: "summarization",
         c.ATTR_COMPACTION_MESSAGES_REMOVED: 3,
         c.ATTR_COMPACTION_REMOVED_TOKENS: sum(len(str(m.content)) for m in removed) / 4,
-        c.ATTR_COMPACTION_KEPT_TOKENS: int(len(str(summary.content)) / 4),
+        c.ATTR_COMPACTION_KEPT_TOKENS: len(str(summary.content)) / 4,
         c.ATTR_COMPACTION_COST_USD: float(cost),
         c.ATTR_MIDDLEWARE_DECISION_MODEL: HAIKU,
         c.ATTR_GEN_AI_REQUEST_MODEL: OPUS,

@@ -396,10 +396,11 @@ def test_conversation_with_offload_and_recall(
     * carried turns: the model call after big_report (run 1) and the first call
       of run 2 carry the stub; the call after the recall carries the full text
       again (the recall expanded it), so it is not counted: 2 turns.
-    * realized savings: 2 x 20 000 x $5/M = $0.20; stub carry 2 x 80 x $5/M =
-      $0.0008; the recall: 20 000 tokens back as input ($0.10) + the recalling
-      call's 20 output tokens x $25/M ($0.0005) = $0.1005.
-    * realized net: $0.20 - $0.0008 - $0.1005 = $0.0987 (a gain).
+    * realized savings: 2 x 20 000 x $5/M = $0.20; stub carry: the stub really
+      sent, 105 characters (26.25 tokens), 2 x 26.25 x $5/M = $0.0002625; the
+      recall: 20 000 tokens back as input ($0.10) + the recalling call's 20
+      output tokens x $25/M ($0.0005) = $0.1005.
+    * realized net: $0.20 - $0.0002625 - $0.1005 = $0.0992375 (a gain).
     """
     layer = make_layer(tracer_provider, meter_provider)
     models, calls = scripted_models(
@@ -486,9 +487,9 @@ def test_conversation_with_offload_and_recall(
     )
     assert Decimal("0.4636250") == s.predicted_net_saving
     assert Decimal("0.2") == s.realized_savings
-    assert Decimal("0.0008") == s.stub_carry_cost
+    assert Decimal("0.0002625") == s.stub_carry_cost
     assert Decimal("0.1005") == s.recall_cost
-    assert Decimal("0.0987") == s.realized_savings - s.stub_carry_cost - s.recall_cost
+    assert Decimal("0.0992375") == s.realized_savings - s.stub_carry_cost - s.recall_cost
 
 
 def test_manual_history_carries_the_stub(
@@ -601,9 +602,13 @@ def test_a_tool_error_the_sdk_raises_ends_the_run_spans(
     assert [("c1", "fatal", True)] == [(r.call_id, r.name, r.raised) for r in box.runs]
     assert sorted(recording.started) == sorted(recording.ended)
     spans = list(span_exporter.get_finished_spans())
-    error = type(raised.value).__qualname__
-    assert error == attrs(root(spans))[c.ATTR_ERROR_TYPE]
-    assert error == attrs(named(spans, "execute_tool fatal")[0])[c.ATTR_ERROR_TYPE]
+    # the SDK's UserError is re-raised unchanged; error.type names what the tool raised
+    assert ("UserError", KeyError) == (
+        type(raised.value).__qualname__,
+        type(raised.value.__cause__),
+    )
+    assert "KeyError" == attrs(root(spans))[c.ATTR_ERROR_TYPE]
+    assert "KeyError" == attrs(named(spans, "execute_tool fatal")[0])[c.ATTR_ERROR_TYPE]
 
 
 # -- handoffs between agents ------------------------------------------------------------------

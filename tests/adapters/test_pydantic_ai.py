@@ -433,9 +433,9 @@ def test_conversation_with_offload_and_recall(
     )
     assert Decimal("0.4636250") == s.predicted_net_saving
     assert Decimal("0.2") == s.realized_savings
-    assert Decimal("0.0008") == s.stub_carry_cost
+    assert Decimal("0.0002625") == s.stub_carry_cost
     assert Decimal("0.1005") == s.recall_cost
-    assert Decimal("0.0987") == s.realized_savings - s.stub_carry_cost - s.recall_cost
+    assert Decimal("0.0992375") == s.realized_savings - s.stub_carry_cost - s.recall_cost
 
 
 def test_a_recall_from_another_conversation_finds_nothing(tracer_provider: Any) -> None:

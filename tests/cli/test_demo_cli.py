@@ -209,8 +209,9 @@ def test_flags_that_do_nothing_alone_are_refused(
 def test_quiet_prints_only_the_summary(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _demo(capsys, "--quiet", "--turns", "12")
     assert (0, "") == (code, err)  # no progress either
+    # realized: each stub priced at the size of the stub really sent (chars / 4)
     assert [
-        "12 turns · 12 traces · offloads and compactions predicted +$1.3597, realized +$0.0185",
+        "12 turns · 12 traces · offloads and compactions predicted +$1.3597, realized +$0.0192",
         f"spans: {DEFAULT_OUTPUT}   logs: seamscope-trace.log.jsonl   explain: seamscope "
         f"explain {DEFAULT_OUTPUT}",
     ] == out.splitlines()

@@ -361,7 +361,6 @@ class Prices:
     """USD per token, input and output, of the models a scenario prices."""
 
     rates: Mapping[str, tuple[float, float]]
-    stub_tokens: int = 80
 
     def cost(self, model: str, tokens_in: float, tokens_out: float) -> float:
         rate_in, rate_out = self.rates[model]
@@ -455,6 +454,8 @@ def disagreements(
     gates: list[tuple[str, ReadableSpan]] = []
     for conv in ground.conversations():
         out += _conversation(ground, conv, s, dropped, gates, recall_tool, offload_threshold_chars)
+        out += _rules(ground, conv, s)
+    out += _identity(own, s)
     if logs is not None:
         out += _logs(logs, s, dropped, telemetry_errors)
     points = _points(metrics)
@@ -521,6 +522,81 @@ def _hygiene(
             out.append(f"{sp.name}: not inside a seamscope.iteration")
         if not any(n.startswith("invoke_agent") for n in names):
             out.append(f"{sp.name}: not inside an invoke_agent span")
+    return out
+
+
+def _rules(ground: Ground, conv: str, s: _Spans) -> list[str]:
+    """The rules every adapter keeps, checked against what the models and
+    tools did: the model really called names its chat span (request and
+    response model); ``error.type`` names what the tool raised (or the
+    framework's ``tool_error_result`` when it kept no type); a chat span whose
+    prompt carried a stub or a cleared tool result says
+    ``seamscope.conversation.compacted``."""
+    out: list[str] = []
+    done = [m for m in ground.calls_of(conv) if m.raised is None]
+    chats = [sp for sp in s.of(conv, "chat ") if not _status(sp)[0]]
+    runs = ground.runs_of(conv)
+    outputs = {r.call_id: r.output for r in runs if r.call_id and r.output is not None}
+    for call, chat in zip(done, chats, strict=False):
+        where = f"{conv} model call {done.index(call)}"
+        a = _attrs(chat)
+        if chat.name != f"chat {call.model}":
+            out.append(f"{where}: chat span named {chat.name!r}, {call.model!r} reasoned")
+        response = a.get(c.ATTR_GEN_AI_RESPONSE_MODEL)
+        if response is not None and response != call.model:
+            out.append(f"{where}: response model {response!r}, {call.model!r} answered")
+        texts = {m.text for m in call.messages}
+        changed = any(
+            m.role == "tool"
+            and m.call_id in outputs
+            and m.text != outputs[m.call_id]
+            and outputs[m.call_id] not in texts  # not brought back (a recall)
+            for m in call.messages
+        )
+        if changed and a.get(c.ATTR_CONVERSATION_COMPACTED) is not True:
+            out.append(
+                f"{where}: the prompt carried a stub or a cleared result, "
+                "the chat span does not say seamscope.conversation.compacted"
+            )
+    for sp in s.of(conv, "execute_tool "):
+        a = _attrs(sp)
+        key = (a.get(c.ATTR_GEN_AI_TOOL_NAME), a.get(c.ATTR_GEN_AI_TOOL_CALL_ID))
+        raised = next((r.raised for r in runs if (r.name, r.call_id) == key and r.raised), None)
+        error_type = a.get(c.ATTR_ERROR_TYPE)
+        if raised and error_type not in (raised, c.TOOL_ERROR_RESULT):
+            out.append(
+                f"{conv}: {sp.name} ({key[1]}) error.type {error_type!r}, it raised {raised!r}"
+            )
+    return out
+
+
+_DECISION_SPANS = (
+    c.SPAN_SELECT_TOOLS,
+    c.SPAN_STAGE,
+    c.SPAN_SEAM_PRE_MODEL,
+    c.SPAN_SEAM_POST_MODEL,
+    c.SPAN_DISPATCH,
+    c.SPAN_OFFLOAD_GATE,
+    c.SPAN_COMPACTION,
+)
+
+
+def _identity(own: _Spans, s: _Spans) -> list[str]:
+    """Every decision span names the conversation and the agent of the
+    ``invoke_agent`` span it sits under."""
+    out: list[str] = []
+    for sp in own.all:
+        if sp.name not in _DECISION_SPANS and not sp.name.startswith("seamscope.middleware"):
+            continue
+        agent = next((a for a in s.ancestors(sp) if a.name.startswith("invoke_agent")), None)
+        if agent is None:
+            continue
+        mine, theirs = _attrs(sp), _attrs(agent)
+        for key in (c.ATTR_GEN_AI_CONVERSATION_ID, c.ATTR_GEN_AI_AGENT_NAME):
+            if theirs.get(key) is not None and mine.get(key) != theirs.get(key):
+                out.append(
+                    f"{sp.name}: {key} {mine.get(key)!r}, its agent run says {theirs[key]!r}"
+                )
     return out
 
 
@@ -602,7 +678,13 @@ def _conversation(
         pres = s.children(iteration, c.SPAN_SEAM_PRE_MODEL)
         if len(pres) != 1:
             out.append(f"{where}: {len(pres)} pre_model spans")
-        elif _attrs(pres[0]).get(c.ATTR_GEN_AI_REQUEST_MODEL) != call.model:
+        elif _attrs(pres[0]).get(c.ATTR_GEN_AI_REQUEST_MODEL) != call.model and not (
+            # the seam chose the default (nothing said more) or a model not
+            # callable here, which the chat span names beside the one that ran
+            _attrs(pres[0]).get(c.ATTR_SEAM_WINNER_SOURCE) == c.WinnerSource.DEFAULT.value
+            or attrs.get(c.ATTR_MODEL_CHOSEN_UNAVAILABLE)
+            == _attrs(pres[0]).get(c.ATTR_GEN_AI_REQUEST_MODEL)
+        ):
             out.append(
                 f"{where}: pre_model chose {_attrs(pres[0]).get(c.ATTR_GEN_AI_REQUEST_MODEL)!r}, "
                 f"{call.model!r} reasoned"
@@ -614,13 +696,24 @@ def _conversation(
         (_attrs(sp).get(c.ATTR_GEN_AI_TOOL_NAME), _attrs(sp).get(c.ATTR_GEN_AI_TOOL_CALL_ID))
         for sp in executed
     )
+    runs = ground.runs_of(conv)
+    ran = Counter((r.name, r.call_id) for r in runs)
+    # a framework that refuses a call to a tool it was not offered answers
+    # with an error and never hands it to a tool (its dispatch says offered=false)
+    unoffered = {
+        (x.name, x.id) for m in calls for x in m.reply.calls if m.tools and x.name not in m.tools
+    }
     answered = Counter(
         (m.name, m.call_id)
         for m in messages
-        if m.role == "tool" and m.name not in ground.structured
+        if m.role == "tool"
+        and m.name not in ground.structured
+        and not (
+            m.status == "error"
+            and (m.name, m.call_id) in unoffered
+            and not ran[(m.name, m.call_id)]
+        )
     )
-    runs = ground.runs_of(conv)
-    ran = Counter((r.name, r.call_id) for r in runs)
     if conv in ground.unfinished:
         answered = answered | ran
     if spans_by != answered:
@@ -732,6 +825,12 @@ def _dispatches(
         final = a.get(c.ATTR_DISPATCH_FINAL_TOOL)
         if final != emitted.name:
             rewritten += 1
+        never_offered = bool(call.tools) and emitted.name not in call.tools
+        if never_offered != (a.get(c.ATTR_DISPATCH_OFFERED) is False):
+            out.append(
+                f"{label}: {emitted.name!r} was {'not ' if never_offered else ''}bound, "
+                f"dispatch offered={a.get(c.ATTR_DISPATCH_OFFERED)!r}"
+            )
         if finals is not None and i < len(finals) and finals[i].name != final:
             out.append(f"{label}: final_tool {final!r}, the framework kept {finals[i].name!r}")
         ran = [m.name for m in answers.get(emitted.id, [])]
@@ -929,13 +1028,13 @@ def _economics(
             if call.seq < run.seq or call.raised is not None:
                 continue
             texts = [m.text for m in call.messages if m.role == "tool"]
-            stub = any(offload_id in t and t != run.output for t in texts)
+            stubs = [t for t in texts if offload_id in t and t != run.output]
             full = any(t == run.output for t in texts)
-            if stub and not full:
+            if stubs and not full:
                 carried += 1
                 rate_in = prices.rates[call.model][0]
                 savings += tokens * rate_in
-                costs += prices.stub_tokens * rate_in
+                costs += len(stubs[0]) / 4 * rate_in  # the stub really sent, chars / 4
         recalls = [r for r in _recalls(ground, conv, recall_tool) if r[1] == offload_id]
         settle = settles.get(offload_id)
         if settle is None:
@@ -960,7 +1059,7 @@ def _economics(
     for items in by_call.values():
         call = items[0][0]
         rate_in, rate_out = prices.rates[call.model]
-        costs += sum(int(len(answer.text) / 4) * rate_in for _, _, answer in items)
+        costs += sum(len(answer.text) / 4 * rate_in for _, _, answer in items)
         costs += call.reply.usage[1] * rate_out
     settled_savings = sum(
         float((sp.attributes or {}).get(c.ATTR_OFFLOAD_REALIZED_SAVINGS_USD, 0))

@@ -164,20 +164,22 @@ def test_context_editing_clears_a_large_result_the_model_later_re_reads(
         settlement.recalls,
     )
     assert Decimal("0.2") == settlement.realized_savings
-    assert Decimal("0.00002") == settlement.stub_carry_cost
+    # "[cleared]": 9 chars, 2.25 tokens (never rounded), carried twice at 5e-6
+    assert Decimal("0.0000225") == settlement.stub_carry_cost
     assert Decimal("0.100625") == settlement.recall_cost
     assert Decimal("0.09568") == settlement.cache_disruption_cost
     assert Decimal(0) == settlement.compaction_cost
-    assert Decimal("0.196325") == settlement.realized_costs
-    assert Decimal("0.003675") == settlement.realized_net_saving
-    assert Decimal("0.465575") == settlement.predicted_net_saving
+    assert Decimal("0.1963275") == settlement.realized_costs
+    assert Decimal("0.0036725") == settlement.realized_net_saving
+    # the prediction carries the same 2.25 tokens per later call (horizon 5)
+    assert Decimal("0.46556875") == settlement.predicted_net_saving
 
     where = {c.ATTR_OFFLOAD_MECHANISM: "context_editing"}
     assert {((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS),): 0.2} == _rounded(
         totals(metric_reader, c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, **where)
     )
     assert {
-        ((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS), (c.ATTR_OFFLOAD_COST_KIND, "stub_carry")): 0.00002,
+        ((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS), (c.ATTR_OFFLOAD_COST_KIND, "stub_carry")): 0.0000225,
         ((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS), (c.ATTR_OFFLOAD_COST_KIND, "recall")): 0.100625,
         (
             (c.ATTR_GEN_AI_REQUEST_MODEL, OPUS),

@@ -126,8 +126,8 @@ class RecordingModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def models(ground: Ground) -> dict[str, RecordingModel]:
-    return {name: RecordingModel(model_name=name, ground=ground) for name in (OPUS, HAIKU)}
+def models(ground: Ground, names: Sequence[str] = (OPUS, HAIKU)) -> dict[str, RecordingModel]:
+    return {name: RecordingModel(model_name=name, ground=ground) for name in names}
 
 
 def _recorded(ground: Ground, name: str, body: Callable[..., str], doc: str) -> Callable[..., str]:

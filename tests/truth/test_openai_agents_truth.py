@@ -23,7 +23,7 @@ import dataclasses
 import json
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -262,8 +262,8 @@ class RecordingModel(Model):
         )
 
 
-def models(ground: Ground) -> dict[str, RecordingModel]:
-    return {name: RecordingModel(name, ground) for name in (OPUS, HAIKU)}
+def models(ground: Ground, names: Sequence[str] = (OPUS, HAIKU)) -> dict[str, RecordingModel]:
+    return {name: RecordingModel(name, ground) for name in names}
 
 
 def sdk_tools(ground: Ground) -> list[FunctionTool]:

@@ -75,8 +75,15 @@ def seen(messages: Sequence[ModelMessage]) -> list[Seen]:
                 elif isinstance(part, UserPromptPart):
                     out.append(Seen("user", _prompt(part.content)))
                 elif isinstance(part, ToolReturnPart):
+                    failed = getattr(part, "outcome", None) in ("failed", "retried")
                     out.append(
-                        Seen("tool", part.model_response_str(), part.tool_call_id, part.tool_name)
+                        Seen(
+                            "tool",
+                            part.model_response_str(),
+                            part.tool_call_id,
+                            part.tool_name,
+                            "error" if failed else None,
+                        )
                     )
                 elif isinstance(part, RetryPromptPart) and part.tool_name:
                     out.append(
@@ -130,7 +137,9 @@ def _usage(got: Reply) -> RequestUsage:
     return RequestUsage(input_tokens=got.usage[0], output_tokens=got.usage[1])
 
 
-def models(ground: Ground, hold: set[str] | None = None) -> dict[str, ScriptedModel]:
+def models(
+    ground: Ground, hold: set[str] | None = None, names: Sequence[str] = (OPUS, HAIKU)
+) -> dict[str, ScriptedModel]:
     """Both models of the scenarios; a streamed text reply of a conversation in
     ``hold`` stops after its first character and never completes."""
     hold = set() if hold is None else hold
@@ -163,7 +172,7 @@ def models(ground: Ground, hold: set[str] | None = None) -> dict[str, ScriptedMo
 
         return ScriptedModel(answer, stream_function=stream, model_name=name)
 
-    return {name: make(name) for name in (OPUS, HAIKU)}
+    return {name: make(name) for name in names}
 
 
 def tools(ground: Ground) -> list[Tool[Any]]:
@@ -428,9 +437,7 @@ def test_a_tool_asking_for_a_retry_is_an_error_span(
     Conversation(agent, ground, "c5").run("go", mode)
 
     assert [] == check(ground, tel, captured_logs)
-    assert [("refused", "ModelRetry")] == [
-        (r.name, r.raised) for r in ground.tool_runs if r.raised
-    ]
+    assert [("refused", "ModelRetry")] == [(r.name, r.raised) for r in ground.tool_runs if r.raised]
     span = next(s for s in tel.spans() if s.name == "execute_tool refused")
     assert (span.attributes or {}).get(c.ATTR_ERROR_TYPE)
 
@@ -572,9 +579,7 @@ def test_64_concurrent_runs_decide_as_sequential_ones_and_keep_their_traces() ->
     # every span sits in its own conversation's traces: one invoke_agent root per trace
     spans = tel.spans()
     roots = {
-        s.context.trace_id: s
-        for s in spans
-        if s.parent is None and s.name != c.SPAN_OFFLOAD_SETTLE
+        s.context.trace_id: s for s in spans if s.parent is None and s.name != c.SPAN_OFFLOAD_SETTLE
     }
     assert 128 == len(roots)
     by_id = {s.context.span_id: s for s in spans}

@@ -41,6 +41,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
+from seamscope.adapters._kit import estimate_tokens, offload_stub
 from seamscope.decisions import (
     DecisionObserver,
     DispatchContext,
@@ -88,11 +89,6 @@ from seamscope.telemetry._observer import OTelObserver
 __all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
 
 _RECALL_LOCK = threading.Lock()  # parallel tool calls of one iteration may recall at once
-
-
-def estimate_tokens(text: str) -> float:
-    """Tokens of a text by the usual rule of thumb: characters / 4."""
-    return len(text) / 4
 
 
 class DecisionLayer:
@@ -306,12 +302,20 @@ class Turn:
 
 
 class ChatCall:
-    """An open ``chat {model}`` span; report the call's usage on it."""
+    """An open ``chat {model}`` span; report the call's usage on it.
 
-    def __init__(self, iteration: Iteration, model: str, span: trace.Span) -> None:
+    ``named``: ``model`` is the model really called (from the PRE seam's
+    choice or the model object); False when it is only the layer's default,
+    so the response's model, when reported, names the call instead.
+    """
+
+    def __init__(
+        self, iteration: Iteration, model: str, span: trace.Span, *, named: bool = True
+    ) -> None:
         self._iteration = iteration
         self.model = model
         self.span = span
+        self.named = named
         self.usage: ModelUsage | None = None
 
     def report(
@@ -332,14 +336,27 @@ class ChatCall:
             telemetry_error("report", None, field="usage", value_type=type(usage).__name__)
             return
         self.usage = usage
+        if not self.named and isinstance(response_model, str) and response_model:
+            # nothing said which model was called but the response: it names the call
+            self.model = response_model
+            self.named = True
+            GenAISpans.rename_chat(self.span, response_model)
+            self._iteration.model = response_model
         GenAISpans.record_usage(
             self.span, usage, response_model, max_length=self._iteration.turn.layer.genai.max_length
         )
         turn = self._iteration.turn
+        if carried is not None:
+            carried = tuple(carried)
         if turn.conversation_id:
-            turn.layer.ledger.record_model_call(
+            account = turn.layer.ledger.record_model_call(
                 turn.conversation_id, model=self.model, usage=usage, carried=carried
             )
+            compacted = bool(carried) if carried is not None else bool(account.by_mechanism)
+        else:
+            compacted = bool(carried)
+        if compacted:
+            GenAISpans.mark_compacted(self.span)
 
 
 class Iteration:
@@ -352,6 +369,8 @@ class Iteration:
         self.pre: PreModelResult | None = None
         self.post: PostModelResult | None = None
         self.model: str | None = None
+        self.unavailable: str | None = None
+        """The PRE seam's choice when it is not callable here (another model ran)."""
         self._recall_output_charged = False
 
     # contexts ------------------------------------------------------------------
@@ -402,9 +421,16 @@ class Iteration:
         return self.pre
 
     @contextlib.contextmanager
-    def chat(self, model: str | None = None) -> Iterator[ChatCall]:
-        """A ``chat {model}`` span around the model call."""
-        name = model or self.model or self.turn.layer.router.default_model.model_name
+    def chat(self, model: str | None = None, *, named: bool = True) -> Iterator[ChatCall]:
+        """A ``chat {model}`` span around the model call.
+
+        ``model``: the model really called (default: the PRE seam's choice,
+        else the layer's default model); ``named`` False says the name is
+        only the default, so the response's model names the call if reported.
+        """
+        name = model or self.model
+        if not name:
+            name, named = self.turn.layer.router.default_model.model_name, False
         self.model = name
         layer = self.turn.layer
         with layer.genai.chat(
@@ -413,7 +439,9 @@ class Iteration:
             conversation_id=self.turn.conversation_id,
             agent_name=layer.agent_name,
         ) as span:
-            yield ChatCall(self, name, span)
+            if self.unavailable is not None:
+                GenAISpans.mark_unavailable(span, self.unavailable)
+            yield ChatCall(self, name, span, named=named)
 
     def post_model(self, emitted: Any, *, calls: Sequence[Any] | None = None) -> PostModelResult:
         """The POST seam over the emitted assistant message (or its tool calls).
@@ -450,7 +478,10 @@ class Iteration:
     def offload(self, call: ToolCall, output: str | float) -> OffloadGateDecision:
         """Ask the offload gate about one tool output (text, or its token count).
 
-        A fired decision is followed by the ledger under its offload id.
+        A fired decision is followed by the ledger under its offload id, its
+        stub priced at the size of the stub really sent
+        (:func:`~seamscope.adapters._kit.offload_stub`, chars / 4), not the
+        gate's assumed size.
         """
         if isinstance(output, str):
             tokens = estimate_tokens(output)
@@ -469,7 +500,12 @@ class Iteration:
             GateCall(turn.conversation_id, layer.agent_name, call.name, call.id),
         )
         if decision.fire and turn.conversation_id:
-            layer.ledger.record_offload(decision, conversation_id=turn.conversation_id, link=link)
+            layer.ledger.record_offload(
+                decision,
+                conversation_id=turn.conversation_id,
+                link=link,
+                stub_tokens=estimate_tokens(offload_stub(decision, call.name)),
+            )
         return decision
 
     # a framework's own decisions ------------------------------------------------
@@ -480,6 +516,11 @@ class Iteration:
         settlement links to the compaction's span)."""
         turn = self.turn
         layer = turn.layer
+        # every decision span names the conversation and the agent of its loop
+        if decision.conversation_id is None and turn.conversation_id:
+            decision = replace(decision, conversation_id=turn.conversation_id)
+        if decision.agent_name is None and layer.agent_name:
+            decision = replace(decision, agent_name=layer.agent_name)
         # a trusted observer written before this hook existed may lack it
         hook = getattr(layer.observer, "on_middleware_decision", None)
         link = hook(decision) if callable(hook) else None
@@ -495,7 +536,7 @@ class Iteration:
         mechanism: OffloadMechanism,
         *,
         removed_tokens: float,
-        kept_tokens: int,
+        kept_tokens: float,
         tool_call_ids: Sequence[str] = (),
         messages_removed: int = 0,
         cost: Decimal = Decimal(0),
@@ -509,7 +550,7 @@ class Iteration:
         it (default: this iteration's model)."""
         layer = self.turn.layer
         name = model or self.model or layer.router.default_model.model_name
-        kept = max(0, int(kept_tokens))
+        kept = max(0.0, float(kept_tokens))  # an estimate, never rounded
         inputs = replace(
             layer.gate.inputs(float(removed_tokens), name),
             large_offload_threshold_tokens=0,
@@ -543,7 +584,7 @@ class Iteration:
             + usage.output_tokens * price.output_rate
         )
 
-    def recall(self, offload_id: str, *, input_tokens: int, output_tokens: int) -> None:
+    def recall(self, offload_id: str, *, input_tokens: float, output_tokens: int) -> None:
         """The model recalled an offloaded output: a real cost in the ledger.
 
         ``output_tokens``: the output of the model call that emitted the recall.

@@ -21,7 +21,8 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
-from seamscope.adapters.loop import DecisionLayer, estimate_tokens
+from seamscope.adapters._kit import RECALL_TOOL, error_type, estimate_tokens, offload_stub
+from seamscope.adapters.loop import DecisionLayer
 from seamscope.decisions import (
     Message,
     ModelConfig,
@@ -42,10 +43,6 @@ __all__ = [
     "TurnResult",
     "offload_stub",
 ]
-
-RECALL_TOOL = "recall_tool_result"
-"""The built-in tool that re-expands an offloaded output: ``{"offload_id": ...}``."""
-
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
@@ -268,7 +265,7 @@ class ReActAgent:
                     self._expanded.add(offload_id)
                 it.recall(
                     offload_id,
-                    input_tokens=int(estimate_tokens(stored)),
+                    input_tokens=estimate_tokens(stored),
                     output_tokens=0 if usage is None else usage.output_tokens,
                 )
                 return stored, None
@@ -279,7 +276,7 @@ class ReActAgent:
             try:
                 output = str(fn(dict(call.args)))
             except Exception as exc:
-                _mark_error(span, type(exc).__qualname__)
+                _mark_error(span, error_type(exc))
                 return f"error: {type(exc).__name__}", None
             it.tool_result(span, output)
         if not self._offload:
@@ -293,14 +290,6 @@ class ReActAgent:
                 evicted, _ = self._store.popitem(last=False)
                 self._expanded.discard(evicted)
         return offload_stub(decision, call.name), decision
-
-
-def offload_stub(decision: OffloadGateDecision, tool: str) -> str:
-    """The text that stands in the conversation for an offloaded output."""
-    return (
-        f"[offloaded {decision.offload_id}: {int(decision.output_tokens)} tokens from "
-        f"{tool}; call {RECALL_TOOL}(offload_id={decision.offload_id!r}) to re-expand]"
-    )
 
 
 def _mark_error(span: Any, error_type: str) -> None:

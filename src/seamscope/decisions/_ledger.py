@@ -87,7 +87,7 @@ class _Offload:  # mutable accounting of one live offload
     offload_id: str
     model: str
     output_tokens: Decimal
-    stub_tokens: int
+    stub_tokens: float
     predicted: Decimal
     horizon: int
     recall_probability: float
@@ -139,6 +139,20 @@ def _key(method: str, conversation_id: object) -> str:
 def _tokens(method: str, field: str, value: object) -> int:
     """A token count that is not an int >= 0 counts as 0, with a WARNING."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    _contained(method, field, value)
+    return 0
+
+
+def _size(method: str, field: str, value: object) -> float:
+    """An estimated token size (chars / 4, unrounded): a finite number >= 0,
+    else 0 with a WARNING."""
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value == value
+        and 0 <= value < float("inf")
+    ):
         return value
     _contained(method, field, value)
     return 0
@@ -232,11 +246,13 @@ class OffloadLedger:
         *,
         conversation_id: str,
         link: object = None,
+        stub_tokens: float | None = None,
     ) -> None:
         """Start following a fired offload (a decision that did not fire is ignored).
 
         ``link``: what the observer's ``end_offload_gate`` returned for this
-        decision; the settlement carries it back.
+        decision; the settlement carries it back. ``stub_tokens``: the size of
+        the stub really sent (chars / 4); None: the gate's assumed size.
         """
         if not isinstance(decision, OffloadGateDecision):
             _contained("record_offload", "decision", decision)
@@ -247,7 +263,9 @@ class OffloadLedger:
             decision.offload_id,
             decision.model_name,
             to_decimal(decision.output_tokens),
-            decision.stub_tokens,
+            decision.stub_tokens
+            if stub_tokens is None
+            else _size("record_offload", "stub_tokens", stub_tokens),
             decision.net_saving,
             decision.horizon,
             decision.recall_probability,
@@ -278,7 +296,7 @@ class OffloadLedger:
             compaction.compaction_id,
             compaction.model,
             to_decimal(max(0.0, float(compaction.removed_tokens))),
-            max(0, int(compaction.kept_tokens)),
+            max(0.0, float(compaction.kept_tokens)),
             (_ZERO if predicted is None else predicted.net_saving) - compaction.cost,
             0 if predicted is None else predicted.horizon,
             0.0 if predicted is None else predicted.recall_probability,
@@ -342,7 +360,7 @@ class OffloadLedger:
                         wanted.add(item.offload_id)
                         if item.offload_id not in conv.offloads and price is not None:
                             saving += to_decimal(item.output_tokens) * price.input_rate
-                            stub += Decimal(item.stub_tokens) * price.input_rate
+                            stub += to_decimal(item.stub_tokens) * price.input_rate
                     else:
                         wanted.add(item)
                 live = [o for o in conv.offloads.values() if o.offload_id in wanted]
@@ -353,7 +371,7 @@ class OffloadLedger:
             if conv.offloads and price is not None:
                 for off in live:
                     s = off.output_tokens * price.input_rate
-                    k = Decimal(off.stub_tokens) * price.input_rate
+                    k = to_decimal(off.stub_tokens) * price.input_rate
                     off.savings += s
                     off.stub_cost += k
                     off.turns += 1
@@ -401,7 +419,7 @@ class OffloadLedger:
         offload_id: str,
         *,
         model: str,
-        input_tokens: int,
+        input_tokens: float,
         output_tokens: int,
     ) -> RecallAccount:
         """The offloaded output was recalled: a real hop at that model's rates.
@@ -412,12 +430,12 @@ class OffloadLedger:
         conversation_id = _key("record_recall", conversation_id)
         offload_id = _text("record_recall", "offload_id", offload_id)
         model = _text("record_recall", "model", model)
-        input_tokens = _tokens("record_recall", "input_tokens", input_tokens)
+        input_tokens = _size("record_recall", "input_tokens", input_tokens)
         output_tokens = _tokens("record_recall", "output_tokens", output_tokens)
         price = self._price(model)
         cost = _ZERO
         if price is not None:
-            cost = input_tokens * price.input_rate + output_tokens * price.output_rate
+            cost = to_decimal(input_tokens) * price.input_rate + output_tokens * price.output_rate
         mechanism = OffloadMechanism.SEAMSCOPE_GATE
         with self._lock:
             conv = self._conversations.get(conversation_id)

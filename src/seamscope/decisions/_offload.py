@@ -121,7 +121,7 @@ def evaluate_offload_gate(
     output_rate = quote.price.output_rate
     hd = Decimal(h)
     reprefill = to_decimal(inputs.output_tokens) * input_rate * hd
-    stub = Decimal(inputs.stub_tokens) * input_rate * hd
+    stub = to_decimal(inputs.stub_tokens) * input_rate * hd
     recall = to_decimal(p) * (
         Decimal(inputs.recall_input_tokens) * input_rate
         + Decimal(inputs.recall_output_tokens) * output_rate
@@ -237,7 +237,7 @@ class OffloadGate:
         return self._pricing
 
     @property
-    def stub_tokens(self) -> int:
+    def stub_tokens(self) -> float:
         return self._template.stub_tokens
 
     @property

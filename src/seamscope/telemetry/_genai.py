@@ -23,7 +23,7 @@ from seamscope.decisions.records import ModelUsage
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = ["DEFAULT_MAX_LENGTH", "GenAISpans", "record_error"]
+__all__ = ["DEFAULT_MAX_LENGTH", "GenAISpans", "error_type", "record_error"]
 
 DEFAULT_MAX_LENGTH = 1024
 """``TelemetryConfig.max_attribute_length``'s default: the cut of a reported
@@ -38,12 +38,38 @@ def _failed(span_name: str, exc: BaseException) -> None:
     telemetry_error(span_name.split(" ")[0], exc)
 
 
+# A framework's exception that only carries the user's code's own exception
+# (raised from it): (its module's top package, its class name).
+_WRAPPERS = frozenset(
+    {
+        ("agents", "UserError"),  # the Agents SDK around a tool's exception
+        ("pydantic_ai", "ToolRetryError"),  # pydantic-ai around a ModelRetry
+    }
+)
+
+
+def error_type(exc: BaseException) -> str:
+    """The ``error.type`` of an exception: the qualified class name of what the
+    user's code raised, through the wrappers a framework puts around it (an
+    exception of a wrapper class raised from another, ``__cause__``)."""
+    seen = 0
+    while seen < 8:
+        kind = type(exc)
+        top = (kind.__module__ or "").split(".", 1)[0]
+        cause = exc.__cause__
+        if (top, kind.__name__) not in _WRAPPERS or cause is None:
+            break
+        exc = cause
+        seen += 1
+    return type(exc).__qualname__
+
+
 def record_error(span: trace.Span, exc: BaseException | str) -> None:
-    """``error.type`` (an exception's qualified class name, or the given value)
+    """``error.type`` (:func:`error_type` of an exception, or the given value)
     and status ERROR on a recording span; never raises."""
     with contextlib.suppress(Exception):
         if span.is_recording():
-            name = exc if isinstance(exc, str) else type(exc).__qualname__
+            name = exc if isinstance(exc, str) else error_type(exc)
             span.set_attribute(c.ATTR_ERROR_TYPE, name)
             span.set_status(Status(StatusCode.ERROR, name))
 
@@ -200,6 +226,29 @@ class GenAISpans:
         if conversation_id:
             attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
         return self._span(f"execute_tool {tool_name}", SpanKind.INTERNAL, attrs)
+
+    @staticmethod
+    def rename_chat(span: trace.Span, model: str) -> None:
+        """Name a chat span after the model the response says answered (the
+        model object named none); never raises."""
+        with contextlib.suppress(Exception):
+            if span.is_recording():
+                span.update_name(f"chat {model}")
+                span.set_attribute(c.ATTR_GEN_AI_REQUEST_MODEL, model)
+
+    @staticmethod
+    def mark_unavailable(span: trace.Span, chosen: str) -> None:
+        """``seamscope.model.chosen_unavailable`` on a chat span whose model is not
+        the PRE seam's choice (that one is not callable here); never raises."""
+        with contextlib.suppress(Exception):
+            span.set_attribute(c.ATTR_MODEL_CHOSEN_UNAVAILABLE, chosen)
+
+    @staticmethod
+    def mark_compacted(span: trace.Span) -> None:
+        """``seamscope.conversation.compacted`` on a chat span whose prompt carries a
+        compaction or an offload's stub; never raises."""
+        with contextlib.suppress(Exception):
+            span.set_attribute(c.ATTR_CONVERSATION_COMPACTED, True)
 
     @staticmethod
     def record_usage(

@@ -1,8 +1,12 @@
 """structlog events for decisions, each carrying the current trace and span id.
 
-The library never calls ``structlog.configure()``: it logs through
-``structlog.get_logger("seamscope")`` and binds ``trace_id``/``span_id``
-itself, so the ids are there whatever the application's configuration.
+The library never calls ``structlog.configure()``. Until the application
+configures structlog, its events go to the stdlib logger ``seamscope``
+(which has a ``NullHandler``), so it prints nothing until the application
+configures logging (``logging.basicConfig()``); once structlog is configured,
+they follow that configuration (``structlog.get_logger("seamscope")``). It binds
+``trace_id``/``span_id`` itself, so the ids are there whatever the
+application's configuration.
 :func:`add_trace_context` is a processor applications can add to their own
 chain so their other log lines carry the ids too.
 
@@ -26,7 +30,11 @@ from seamscope.telemetry.conventions import LOG_TELEMETRY_ERROR
 
 __all__ = ["RateLimit", "add_trace_context", "log_event", "telemetry_error", "trace_ids"]
 
-_logger = structlog.get_logger("seamscope")
+# structlog's defaults ending in the stdlib logger: silent (NullHandler) until
+# the application configures logging; a structlog configuration takes over
+_STDLIB = logging.getLogger("seamscope")
+_quiet = structlog.wrap_logger(_STDLIB)
+_configured = structlog.get_logger("seamscope")
 # structlog's method names -> the stdlib levels its filtering loggers compare with
 _LEVELS = {name.lower(): n for name, n in logging.getLevelNamesMapping().items()}
 
@@ -55,6 +63,12 @@ def log_event(level: str, event: str, **fields: Any) -> None:
     that raises) must not cost a span or a decision.
     """
     try:
+        if structlog.is_configured():
+            _logger: Any = _configured
+        elif _STDLIB.isEnabledFor(_LEVELS[level]):
+            _logger = _quiet
+        else:
+            return
         # a filtering logger (structlog's default kind) that drops this level:
         # skip reading the span context for nothing
         enabled = getattr(_logger, "is_enabled_for", None)

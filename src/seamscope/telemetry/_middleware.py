@@ -64,6 +64,10 @@ def middleware_attributes(decision: MiddlewareDecision, limits: a.Limits) -> a.A
         c.ATTR_MIDDLEWARE_FRAMEWORK: limits.text(d.framework),
         c.ATTR_MIDDLEWARE_REASON: limits.text(d.reason),
     }
+    if d.conversation_id:
+        attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = limits.text(d.conversation_id)
+    if d.agent_name:
+        attrs[c.ATTR_GEN_AI_AGENT_NAME] = limits.text(d.agent_name)
     if d.decision_model:
         attrs[c.ATTR_MIDDLEWARE_DECISION_MODEL] = limits.text(d.decision_model)
     if d.cost:
@@ -112,7 +116,7 @@ def middleware_attributes(decision: MiddlewareDecision, limits: a.Limits) -> a.A
                 c.ATTR_OFFLOAD_MECHANISM: k.mechanism.value,
                 c.ATTR_GEN_AI_REQUEST_MODEL: limits.text(k.model),
                 c.ATTR_COMPACTION_REMOVED_TOKENS: float(k.removed_tokens),
-                c.ATTR_COMPACTION_KEPT_TOKENS: int(k.kept_tokens),
+                c.ATTR_COMPACTION_KEPT_TOKENS: float(k.kept_tokens),
                 c.ATTR_COMPACTION_MESSAGES_REMOVED: int(k.messages_removed),
                 c.ATTR_COMPACTION_COST_USD: float(k.cost),
             }

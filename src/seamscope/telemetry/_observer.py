@@ -550,12 +550,16 @@ class OTelObserver:
     def start_dispatch(self, ctx: DispatchContext, index: int, call: ToolCall) -> object:
         text = self._limits.text
         try:
-            attrs = {
+            attrs: dict[str, str | bool] = {
                 c.ATTR_GEN_AI_TOOL_CALL_ID: self._typed("start_dispatch", "id", call.id),
                 c.ATTR_DISPATCH_EMITTED_TOOL: text(
                     self._typed("start_dispatch", "name", call.name)
                 ),
             }
+            offered = ctx.resolved_tool_names
+            if offered and call.name not in offered:
+                # called though never offered this iteration: it still runs
+                attrs[c.ATTR_DISPATCH_OFFERED] = False
         except Exception as exc:
             telemetry_error("start_dispatch", exc)
             attrs = {}

@@ -170,6 +170,9 @@ __all__ = [
     "ATTR_MIDDLEWARE_ERROR_TYPES",
     "ATTR_SEAM_CHOSEN_MODEL",
     "ATTR_DISPATCH_BLOCKED",
+    "ATTR_DISPATCH_OFFERED",
+    "ATTR_CONVERSATION_COMPACTED",
+    "ATTR_MODEL_CHOSEN_UNAVAILABLE",
     "LOG_MIDDLEWARE_DECIDED",
     "METRIC_MIDDLEWARE_DECISIONS",
     "METRIC_MIDDLEWARE_COST",
@@ -479,7 +482,7 @@ ATTR_OFFLOAD_MECHANISM: Final = "seamscope.offload.mechanism"
 ATTR_COMPACTION_REMOVED_TOKENS: Final = "seamscope.compaction.removed_tokens"
 """float: estimated tokens a compaction took out of the prompt (chars / 4)."""
 ATTR_COMPACTION_KEPT_TOKENS: Final = "seamscope.compaction.kept_tokens"
-"""int: tokens of what replaced them (placeholder, summary), carried by every later call."""
+"""float: tokens (chars / 4) of what replaced them (placeholder, summary), carried later."""
 ATTR_COMPACTION_TOOL_CALL_IDS: Final = "seamscope.compaction.tool_call_ids"
 """The tool results a compaction cleared, by tool call id."""
 ATTR_COMPACTION_MESSAGES_REMOVED: Final = "seamscope.compaction.messages_removed"
@@ -506,6 +509,13 @@ ATTR_SEAM_CHOSEN_MODEL: Final = "seamscope.seam.chosen_model"
 """A middleware's model choice: the model chosen (a fallback: the model that answered)."""
 ATTR_DISPATCH_BLOCKED: Final = "seamscope.dispatch.blocked"
 """bool: a middleware blocked the call; it never ran (the reason is seamscope.middleware.reason)."""
+ATTR_CONVERSATION_COMPACTED: Final = "seamscope.conversation.compacted"
+"""bool, on a chat span whose prompt carries a compaction or an offload's stub (the
+GenAI conventions seamscope pins have no such attribute yet)."""
+ATTR_DISPATCH_OFFERED: Final = "seamscope.dispatch.offered"
+"""bool, set false only: the dispatched tool was not offered to the model this iteration."""
+ATTR_MODEL_CHOSEN_UNAVAILABLE: Final = "seamscope.model.chosen_unavailable"
+"""On a chat span: the model the PRE seam chose, not callable here (the span's model ran)."""
 ATTR_USAGE_CACHE: Final = "seamscope.usage.cache"
 """Metric attribute: how input tokens met the prompt cache (:class:`CacheUsage`)."""
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from seamscope.adapters._kit import estimate_tokens
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
     REMOVE_ALL_MESSAGES,
@@ -36,7 +37,6 @@ from seamscope.adapters.langchain._framework import (
     RemoveMessage,
     ToolMessage,
 )
-from seamscope.adapters.loop import estimate_tokens
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import tool_name
 

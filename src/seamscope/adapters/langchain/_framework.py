@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",
+    "ls_model_name",
     "AIMessage",
     "AgentMiddleware",
     "AgentState",
@@ -56,3 +57,15 @@ __all__ = [
     "get_runtime",
     "register_configure_hook",
 ]
+
+
+def ls_model_name(model: object) -> str | None:
+    """The model name a LangChain chat model gives its own traces
+    (``_get_ls_params()["ls_model_name"]``, which integrations override with
+    their own attribute: ``model_id``, ``deployment_name``...); None when it
+    says none. The one read of that LangChain method, kept here."""
+    reader = getattr(model, "_get_ls_params", None)
+    if not callable(reader):
+        return None
+    name = reader().get("ls_model_name")
+    return name if isinstance(name, str) and name else None

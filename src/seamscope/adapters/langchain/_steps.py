@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 
+from seamscope.adapters._kit import RECALL_TOOL, estimate_tokens, note_unavailable, offload_stub
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
     Command,
@@ -28,13 +29,11 @@ from seamscope.adapters.langchain._framework import (
     ToolMessage,
 )
 from seamscope.adapters.langchain._runs import LOG, Run, failed
-from seamscope.adapters.loop import ChatCall, Iteration, estimate_tokens
-from seamscope.adapters.react import RECALL_TOOL, offload_stub
+from seamscope.adapters.loop import ChatCall, Iteration
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import tool_name
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._genai import record_error
-from seamscope.telemetry._logging import log_event
 
 if TYPE_CHECKING:
     from seamscope.adapters.langchain._middleware import SeamscopeMiddleware
@@ -140,13 +139,15 @@ class _ModelCallStep(_Step):
         super().__init__(middleware)
         self.request = request
         self.model_name: str | None = None
+        self.named = True  # something but the layer's default named the model
         self.compacted: tuple[str, ...] = ()  # compactions the real prompt carries
 
     def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
         it, name = self.iteration, self.model_name
         if it is None or name is None:
             return _contained(None, "")
-        return _contained(lambda: it.chat(name), "langchain.chat_span")
+        named = self.named
+        return _contained(lambda: it.chat(name, named=named), "langchain.chat_span")
 
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
         """Usage on the chat span and in the ledger, with what the request's
@@ -198,17 +199,8 @@ class ModelStep(_ModelCallStep):
                 mw.models,
                 request.model,
             )
-            if choice.unavailable:
-                # the chosen model is not callable here: the request's model runs
-                log_event(
-                    "warning",
-                    c.LOG_MODEL_UNAVAILABLE,
-                    chosen_model=pre.model.model_name,
-                    used_model=choice.name,
-                    winner_source=pre.source.value,
-                    policy=pre.policy,
-                )
-            self.model_name = choice.name
+            note_unavailable(it, pre, choice)  # not callable here: the request's model runs
+            self.model_name, self.named = choice.name, choice.named
             self.run.chosen = (choice.model, choice.name)
             if self.run.pending:
                 self.run.record_pending(it)
@@ -355,7 +347,7 @@ class ToolStep(_Step):
         usage = run.usage
         iteration.recall(
             compaction_id,
-            input_tokens=int(estimate_tokens(text)),
+            input_tokens=estimate_tokens(text),
             output_tokens=0 if usage is None else usage.output_tokens,
         )
 
@@ -368,7 +360,7 @@ class ToolStep(_Step):
         usage = run.usage
         iteration.recall(
             offload_id,
-            input_tokens=int(estimate_tokens(text)),
+            input_tokens=estimate_tokens(text),
             output_tokens=0 if usage is None else usage.output_tokens,
         )
 
@@ -388,7 +380,7 @@ class TailStep(_ModelCallStep):
                 return
             self.iteration = run.iteration
             self.attached = Attached(run.otel)
-            self.model_name = translate.model_label(
+            self.model_name, self.named = translate.named_model(
                 request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
             )
             self.compacted = mw._compactions.carried(run.scope, request.messages)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from seamscope.adapters._kit import RECALL_TOOL, ModelChoice, model_name_of
+from seamscope.adapters._kit import choose_model as kit_choose_model
 from seamscope.adapters.langchain._framework import (
     AIMessage,
     BaseChatModel,
@@ -24,8 +25,8 @@ from seamscope.adapters.langchain._framework import (
     ToolStrategy,
     get_config,
     get_runtime,
+    ls_model_name,
 )
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import ModelConfig, ModelUsage, PostModelResult, ToolCall
 from seamscope.decisions.records import tool_name
 
@@ -36,6 +37,8 @@ __all__ = [
     "is_error_result",
     "is_summary",
     "model_label",
+    "model_name",
+    "named_model",
     "routed_calls",
     "structured_tools",
     "choose_model",
@@ -120,33 +123,18 @@ def bindable(tools: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     return bound, unbound
 
 
-@dataclass(frozen=True, slots=True)
-class ModelChoice:
-    """The chat model a request runs on for a PRE-seam choice.
-
-    ``name`` is the name the ``chat`` span carries; ``unavailable`` says the
-    chosen model is not callable here, so the request's own model runs.
-    """
-
-    model: BaseChatModel
-    name: str
-    unavailable: bool
+def model_name(model: Any) -> str | None:
+    """A LangChain chat model's own name: ``model_name``/``model``/``model_id``,
+    else the name it gives its traces (``ls_model_name``)."""
+    return model_name_of(model, ls_model_name)
 
 
 def choose_model(
     chosen: str, default: str, models: Mapping[str, BaseChatModel], current: BaseChatModel
 ) -> ModelChoice:
-    """The instance for the PRE seam's ``chosen`` name, else the request's ``current``."""
-    model = models.get(chosen)
-    if model is not None:
-        return ModelChoice(model, chosen, False)
-    used = next((name for name, m in models.items() if m is current), None)
-    if used is None and chosen == default:
-        return ModelChoice(current, default, False)
-    if used is None:
-        own = getattr(current, "model_name", None) or getattr(current, "model", None)
-        used = own if isinstance(own, str) and own else default
-    return ModelChoice(current, used, chosen != default)
+    """The instance for the PRE seam's ``chosen`` name, else the request's ``current``
+    (the kit's one rule, with LangChain's model names)."""
+    return kit_choose_model(chosen, default, models, current, name_of=model_name)
 
 
 def model_label(
@@ -155,19 +143,26 @@ def model_label(
     models: Mapping[str, BaseChatModel],
     default: str,
 ) -> str:
-    """The name of the model instance a request really runs on: the PRE seam's
-    name for its chosen instance, the name ``models`` gives it, the name it
-    gives itself, else the default model's."""
+    """The name of the model instance a request really runs on (:func:`named_model`)."""
+    return named_model(model, chosen, models, default)[0]
+
+
+def named_model(
+    model: Any,
+    chosen: tuple[Any, str] | None,
+    models: Mapping[str, BaseChatModel],
+    default: str,
+) -> tuple[str, bool]:
+    """The name of the model instance a request really runs on, and whether
+    anything but the default said it: the PRE seam's name for its chosen
+    instance, the name ``models`` gives it, the name it gives itself, else
+    the default model's (False)."""
     if chosen is not None and chosen[0] is model:
-        return chosen[1]
+        return chosen[1], True
     found = next((name for name, m in models.items() if m is model), None)
-    if found is not None:
-        return found
-    for attribute in ("model_name", "model", "model_id"):
-        own = getattr(model, attribute, None)
-        if isinstance(own, str) and own:
-            return own
-    return default
+    if found is None:
+        found = model_name(model)
+    return (found, True) if found is not None else (default, False)
 
 
 def prepared_request(

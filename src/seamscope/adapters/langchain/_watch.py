@@ -305,7 +305,7 @@ class _ModelWatch(_HookWatch):
                 compaction_id,
                 OffloadMechanism.CONTEXT_EDITING,
                 removed_tokens=cleared.removed_tokens,
-                kept_tokens=int(estimate_tokens(cleared.placeholder)),
+                kept_tokens=estimate_tokens(cleared.placeholder),
                 tool_call_ids=(cleared.tool_call_id,),
             )
             self.record(
@@ -454,7 +454,7 @@ class _NodeWatch(_HookWatch):
                 compaction_id,
                 OffloadMechanism.SUMMARIZATION,
                 removed_tokens=summary.removed_tokens,
-                kept_tokens=int(estimate_tokens(summary.summary)),
+                kept_tokens=estimate_tokens(summary.summary),
                 messages_removed=summary.messages_removed,
                 cost=cost,
                 rereadable=False,

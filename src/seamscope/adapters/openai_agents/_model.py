@@ -23,7 +23,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from seamscope.adapters.loop import Iteration, estimate_tokens
+from seamscope.adapters._kit import (
+    RECALL_TOOL,
+    choose_model,
+    estimate_tokens,
+    model_name_of,
+    note_unavailable,
+    offload_stub,
+)
+from seamscope.adapters.loop import Iteration
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
     CallModelData,
@@ -40,10 +48,7 @@ from seamscope.adapters.openai_agents._framework import (
 )
 from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
 from seamscope.adapters.openai_agents._run import LOG, Held, Run, attached, contained, failed
-from seamscope.adapters.react import RECALL_TOOL, offload_stub
 from seamscope.decisions import ToolCall
-from seamscope.telemetry import conventions as c
-from seamscope.telemetry._logging import log_event
 
 if TYPE_CHECKING:
     from seamscope.adapters.openai_agents._runner import SeamscopeRunner
@@ -61,6 +66,7 @@ class _Plan:
     tools: list[Tool]
     settings: ModelSettings
     carried: tuple[str, ...]
+    named: bool = True
 
 
 class RoutedModel(Model):
@@ -103,17 +109,9 @@ class RoutedModel(Model):
                 )
                 selection = it.select_tools(offered)
                 pre = it.pre_model()
-            choice = translate.choose_model(pre.model.model_name, default, runner.models, own)
-            if choice.unavailable:
-                with attached(run.otel):
-                    log_event(
-                        "warning",
-                        c.LOG_MODEL_UNAVAILABLE,
-                        chosen_model=pre.model.model_name,
-                        used_model=choice.name,
-                        winner_source=pre.source.value,
-                        policy=pre.policy,
-                    )
+            choice = choose_model(pre.model.model_name, default, runner.models, own)
+            with attached(run.otel):
+                note_unavailable(it, pre, choice)
             send, other = translate.selected_tools(selection.tools)
             for tool in other:
                 LOG.warning("selected tool %r is not an Agents SDK tool; not sent", tool)
@@ -121,18 +119,29 @@ class RoutedModel(Model):
                 settings = translate.own_settings(agent, settings)
             settings = translate.with_parameters(settings, pre.model.params)
             settings = translate.with_forced_tool(settings, selection.forced_tool)
-            return _Plan(it, self._resolve(choice.model), choice.name, send, settings, carried)
+            return _Plan(
+                it, self._resolve(choice.model), choice.name, send, settings, carried, choice.named
+            )
         except Exception:
             failed("openai_agents.before_model_call")
-            name = translate.model_name(own) or default
-            return _Plan(run.iteration, self._resolve(own), name, tools, settings, carried)
+            name = model_name_of(own)
+            return _Plan(
+                run.iteration,
+                self._resolve(own),
+                name or default,
+                tools,
+                settings,
+                carried,
+                name is not None,
+            )
 
-    def _report(self, plan: _Plan, call: Any, raw_usage: Any) -> None:
+    def _report(self, plan: _Plan, call: Any, raw_usage: Any, model: Any = None) -> None:
         try:
             usage = translate.usage(raw_usage)
             self.run.usage = usage
             if call is not None and usage is not None:
-                call.report(usage, carried=plan.carried)
+                response_model = model if isinstance(model, str) and model else None
+                call.report(usage, response_model=response_model, carried=plan.carried)
         except Exception:
             failed("openai_agents.usage")
 
@@ -176,7 +185,7 @@ class RoutedModel(Model):
         plan = self._plan(system_instructions, input, model_settings, tools)
         it = plan.iteration
         with attached(self.run.otel):
-            factory = None if it is None else (lambda: it.chat(plan.name))
+            factory = None if it is None else (lambda: it.chat(plan.name, named=plan.named))
             with contained(factory, "openai_agents.chat_span") as call:
                 response = await plan.model.get_response(
                     system_instructions,
@@ -219,7 +228,11 @@ class RoutedModel(Model):
         held = (
             None
             if it is None
-            else Held(self.run.context, lambda: it.chat(plan.name), "openai_agents.chat_span")
+            else Held(
+                self.run.context,
+                lambda: it.chat(plan.name, named=plan.named),
+                "openai_agents.chat_span",
+            )
         )
         try:
             stream = plan.model.stream_response(
@@ -254,7 +267,12 @@ class RoutedModel(Model):
         self, plan: _Plan, held: Held | None, event: ResponseCompletedEvent
     ) -> ResponseCompletedEvent:
         """The final event: usage on the chat span, which ends; then the POST seam."""
-        self._report(plan, None if held is None else held.value, event.response.usage)
+        self._report(
+            plan,
+            None if held is None else held.value,
+            event.response.usage,
+            getattr(event.response, "model", None),
+        )
         if held is not None:
             held.exit(None)
         output = self._post(plan, list(event.response.output))
@@ -402,7 +420,7 @@ class RunHooks(SDKRunHooks[Any]):
                 usage = run.usage
                 it.recall(
                     offload_id,
-                    input_tokens=int(estimate_tokens(text)),
+                    input_tokens=estimate_tokens(text),
                     output_tokens=0 if usage is None else usage.output_tokens,
                 )
                 return

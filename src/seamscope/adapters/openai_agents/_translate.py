@@ -10,14 +10,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from seamscope.adapters._outputs import Offloaded
 from seamscope.adapters.openai_agents._framework import (
     Agent,
     FunctionTool,
-    Model,
     ModelSettings,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -31,15 +29,12 @@ from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
 from seamscope.decisions.records import tool_name
 
 __all__ = [
-    "ModelChoice",
     "Offloaded",
     "agent_tool",
     "call_outputs",
-    "choose_model",
     "conversation_id",
     "emitted",
     "messages",
-    "model_name",
     "offered",
     "offloadable_text",
     "own_settings",
@@ -249,44 +244,6 @@ def own_settings(agent: Any, settings: ModelSettings) -> ModelSettings:
     if agent.model_settings != defaults or defaults == ModelSettings():
         return settings
     return defaults.resolve(settings)
-
-
-def model_name(model: Any) -> str | None:
-    """A model's name: a str, or a Model's ``model`` attribute (OpenAI models)."""
-    if isinstance(model, str):
-        return model or None
-    name = getattr(model, "model", None)
-    return name if isinstance(name, str) and name else None
-
-
-@dataclass(frozen=True, slots=True)
-class ModelChoice:
-    """The Model a turn runs on for a PRE-seam choice.
-
-    ``model`` is a Model, a name for the run's provider, or None (the SDK's
-    default model); ``name`` is what the ``chat`` span carries;
-    ``unavailable`` says the chosen model is not callable here, so the
-    agent's own model runs.
-    """
-
-    model: Model | str | None
-    name: str
-    unavailable: bool
-
-
-def choose_model(
-    chosen: str, default: str, models: Mapping[str, Model], own: Model | str | None
-) -> ModelChoice:
-    """The model for the PRE seam's ``chosen`` name, else the agent's ``own``."""
-    model = models.get(chosen)
-    if model is not None:
-        return ModelChoice(model, chosen, False)
-    own_name = model_name(own)
-    if own_name is None and isinstance(own, Model):
-        own_name = next((name for name, m in models.items() if m is own), None)
-    if chosen in (default, own_name):
-        return ModelChoice(own, own_name or default, False)
-    return ModelChoice(own, own_name or default, True)
 
 
 # -- model output ---------------------------------------------------------------------

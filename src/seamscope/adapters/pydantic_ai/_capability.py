@@ -32,7 +32,14 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from seamscope.adapters.loop import ChatCall, DecisionLayer, Turn, estimate_tokens
+from seamscope.adapters._kit import (
+    RECALL_TOOL,
+    choose_model,
+    estimate_tokens,
+    note_unavailable,
+    offload_stub,
+)
+from seamscope.adapters.loop import ChatCall, DecisionLayer, Turn
 from seamscope.adapters.pydantic_ai import _translate as translate
 from seamscope.adapters.pydantic_ai._framework import (
     AbstractCapability,
@@ -47,10 +54,8 @@ from seamscope.adapters.pydantic_ai._framework import (
     UsageLimitExceeded,
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
-from seamscope.adapters.react import RECALL_TOOL, offload_stub
 from seamscope.decisions import ToolCall, _checks
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._logging import log_event
 
 __all__ = ["SeamscopeCapability"]
 
@@ -289,6 +294,7 @@ class _RunCapability(AbstractCapability[Any]):
         if run is None:
             return await handler(request_context)  # type: ignore[no-any-return]
         name: str | None = None
+        named = True
         try:
             messages = translate.messages(request_context.messages)
             it = run.iteration
@@ -300,21 +306,13 @@ class _RunCapability(AbstractCapability[Any]):
                 with attached(run.otel):
                     pre = it.pre_model()
                 default = parent.layer.router.default_model.model_name
-                choice = translate.choose_model(
+                choice = choose_model(
                     pre.model.model_name, default, parent.models, request_context.model
                 )
-                if choice.unavailable:
-                    with attached(run.otel):
-                        log_event(
-                            "warning",
-                            c.LOG_MODEL_UNAVAILABLE,
-                            chosen_model=pre.model.model_name,
-                            used_model=choice.name,
-                            winner_source=pre.source.value,
-                            policy=pre.policy,
-                        )
+                with attached(run.otel):
+                    note_unavailable(it, pre, choice)
                 updates: dict[str, Any] = {}
-                if choice.model is not None:
+                if choice.model is not request_context.model:
                     updates["model"] = choice.model
                 if pre.model.params:
                     updates["model_settings"] = {
@@ -329,7 +327,7 @@ class _RunCapability(AbstractCapability[Any]):
                     for o in translate.carried(request_context.messages, offloaded)
                     if not parent.outputs.expanded(o)
                 )
-                name = choice.name
+                name, named = choice.name, choice.named
         except Exception:
             failed("pydantic_ai.before_model_request")
         it = run.iteration
@@ -337,10 +335,18 @@ class _RunCapability(AbstractCapability[Any]):
             return await handler(request_context)  # type: ignore[no-any-return]
         chat_name = name
         if not run.own_spans:
-            run.chat = ChatCall(it, chat_name, trace.INVALID_SPAN)  # pydantic-ai's chat span
+            # pydantic-ai's chat span
+            run.chat = ChatCall(it, chat_name, trace.INVALID_SPAN, named=named)
             return await handler(request_context)  # type: ignore[no-any-return]
-        with attached(run.otel), contained(lambda: it.chat(chat_name), "pydantic_ai.chat") as call:
-            run.chat = call if call is not None else ChatCall(it, chat_name, trace.INVALID_SPAN)
+        with (
+            attached(run.otel),
+            contained(lambda: it.chat(chat_name, named=named), "pydantic_ai.chat") as call,
+        ):
+            run.chat = (
+                call
+                if call is not None
+                else ChatCall(it, chat_name, trace.INVALID_SPAN, named=named)
+            )
             return await handler(request_context)  # type: ignore[no-any-return]
 
     async def after_model_request(
@@ -435,7 +441,7 @@ class _RunCapability(AbstractCapability[Any]):
                         usage = run.usage
                         it.recall(
                             offload_id,
-                            input_tokens=int(estimate_tokens(text)),
+                            input_tokens=estimate_tokens(text),
                             output_tokens=0 if usage is None else usage.output_tokens,
                         )
                     return result

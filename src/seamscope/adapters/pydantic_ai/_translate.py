@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from seamscope.adapters._outputs import Offloaded
 from seamscope.adapters.pydantic_ai._framework import (
-    Model,
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
@@ -29,14 +27,11 @@ from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
 
 __all__ = [
-    "ModelChoice",
     "Offloaded",
     "call_args",
     "carried",
-    "choose_model",
     "emitted",
     "messages",
-    "model_name",
     "offered",
     "offloadable_text",
     "recall_id",
@@ -124,37 +119,6 @@ def offered(tool_defs: Sequence[ToolDefinition], *, recall: bool) -> list[ToolDe
     if recall:
         return list(tool_defs)
     return [t for t in tool_defs if t.name != RECALL_TOOL]
-
-
-def model_name(model: Any) -> str | None:
-    """A pydantic-ai model's name (``model_name``), or a str as it is."""
-    if isinstance(model, str):
-        return model or None
-    name = getattr(model, "model_name", None)
-    return name if isinstance(name, str) and name else None
-
-
-@dataclass(frozen=True, slots=True)
-class ModelChoice:
-    """The model a request runs on for a PRE-seam choice.
-
-    ``model`` is the Model to swap in, or None (keep the request's own);
-    ``name`` is what the ``chat`` span carries; ``unavailable`` says the
-    chosen model is not one of ``models``, so the request's own model runs.
-    """
-
-    model: Model | None
-    name: str
-    unavailable: bool
-
-
-def choose_model(chosen: str, default: str, models: Mapping[str, Model], own: Any) -> ModelChoice:
-    """The model for the PRE seam's ``chosen`` name, else the request's ``own``."""
-    model = models.get(chosen)
-    if model is not None:
-        return ModelChoice(model if model is not own else None, chosen, False)
-    own_name = model_name(own) or default
-    return ModelChoice(None, own_name, chosen not in (default, own_name))
 
 
 # -- model output ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from seamscope.adapters._kit import estimate_tokens
 from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
 from seamscope.decisions import (
     ModelPrice,
@@ -74,7 +75,6 @@ _RECALL_TOOL = "recall_tool_result"
 
 _STUB_PREFIX = "[symfonic.tool_memory "
 _STUB_MEM_ID = re.compile(r"archived as mem=(\S+)")
-_CHARS_PER_TOKEN = 4  # symfonic's own estimate (its gate prices chars / 4)
 
 
 # --------------------------------------------------------------------------
@@ -243,9 +243,9 @@ def _content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _recalled_tokens(result: Any) -> int:
-    """The tokens a recall tool result puts back into the prompt (chars / 4)."""
-    return len(_content_text(result)) // _CHARS_PER_TOKEN
+def _recalled_tokens(result: Any) -> float:
+    """The tokens a recall tool result puts back into the prompt (chars / 4, unrounded)."""
+    return estimate_tokens(_content_text(result))
 
 
 def _stubs(messages: Any) -> Iterator[tuple[str, str]]:

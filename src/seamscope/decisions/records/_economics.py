@@ -57,7 +57,7 @@ class OffloadGateInputs:
     recall_probability: float
     model_name: str
     large_offload_threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
-    stub_tokens: int = DEFAULT_STUB_TOKENS
+    stub_tokens: float = DEFAULT_STUB_TOKENS
     recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
     recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
 
@@ -71,9 +71,11 @@ class OffloadGateInputs:
             raise _fail(owner, "recall_probability", "a number", self.recall_probability)
         if not isinstance(self.model_name, str):
             raise _fail(owner, "model_name", "a str", self.model_name)
+        stub = self.stub_tokens  # an estimate of a real text may be a fraction (chars / 4)
+        if not _real(stub) or not 0 <= stub < float("inf"):
+            raise _fail(owner, "stub_tokens", "a finite number >= 0 (tokens)", stub)
         for name in (
             "large_offload_threshold_tokens",
-            "stub_tokens",
             "recall_input_tokens",
             "recall_output_tokens",
         ):
@@ -101,7 +103,7 @@ class OffloadGateDecision:
     output_tokens: float = 0.0
     horizon: int = 0
     recall_probability: float = 0.0
-    stub_tokens: int = DEFAULT_STUB_TOKENS
+    stub_tokens: float = DEFAULT_STUB_TOKENS
     net_saving: Decimal = field(default=_ZERO, repr=False)
     offload_id: str | None = None
 
@@ -142,7 +144,7 @@ class Compaction:
     mechanism: OffloadMechanism
     model: str
     removed_tokens: float
-    kept_tokens: int
+    kept_tokens: float
     tool_call_ids: tuple[str, ...] = ()
     messages_removed: int = 0
     cost: Decimal = _ZERO
@@ -161,6 +163,8 @@ class MiddlewareDecision:
     ran); a compaction has ``compaction``. ``decision_model`` names the
     model the middleware asked, when it asked one, and ``cost`` what its
     own model calls cost at their rates (exact USD; 0 when unpriced).
+    ``conversation_id``/``agent_name``: whose loop it decided in (the
+    adapter fills them in when it records the decision).
     """
 
     middleware: str
@@ -177,6 +181,8 @@ class MiddlewareDecision:
     cost: Decimal = _ZERO
     start_time_ns: int | None = field(default=None, compare=False)
     duration_s: float = field(default=0.0, compare=False)
+    conversation_id: str | None = None
+    agent_name: str | None = None
 
 
 # -- the ledger ------------------------------------------------------------------
@@ -188,20 +194,20 @@ class CarriedStub:
 
     For a process that did not record the offload itself: ``output_tokens``
     is the size of the offloaded output (what the stub saves per call), a
-    finite number >= 0; ``stub_tokens`` the stub's own size, an int >= 0;
+    finite number >= 0; ``stub_tokens`` the stub's own size, a finite number >= 0;
     ``offload_id`` a non-empty str.
     """
 
     offload_id: str
     output_tokens: float
-    stub_tokens: int = DEFAULT_STUB_TOKENS
+    stub_tokens: float = DEFAULT_STUB_TOKENS
 
     def __post_init__(self) -> None:
         _nonempty_str("CarriedStub", "offload_id", self.offload_id)
-        size = self.output_tokens
-        if not _real(size) or not math.isfinite(size) or size < 0:
-            raise _fail("CarriedStub", "output_tokens", "a finite number >= 0", size)
-        _tokens("CarriedStub", "stub_tokens", self.stub_tokens)
+        for field_name in ("output_tokens", "stub_tokens"):
+            size = getattr(self, field_name)
+            if not _real(size) or not math.isfinite(size) or size < 0:
+                raise _fail("CarriedStub", field_name, "a finite number >= 0", size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +243,7 @@ class RecallAccount:
     conversation_id: str
     offload_id: str
     model: str
-    input_tokens: int
+    input_tokens: float
     output_tokens: int
     cost: Decimal = _ZERO
     mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
