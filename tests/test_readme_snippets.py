@@ -236,6 +236,22 @@ def check_symfonic(run: Run) -> None:
     assert 2 == len([s for s in run.spans if s.name.startswith("chat ")])
 
 
+def check_own_providers(run: Run) -> None:
+    """The in-memory exporter got the turn's spans; nothing else was printed."""
+    assert [
+        str(
+            sorted(
+                [
+                    "invoke_agent analyst",
+                    c.SPAN_ITERATION,
+                    c.SPAN_SELECT_TOOLS,
+                    c.SPAN_SEAM_PRE_MODEL,
+                ]
+            )
+        )
+    ] == run.stdout.splitlines()
+
+
 def check_configuration(run: Run) -> None:
     assert "" == run.stdout  # nothing was lost: the failure branch printed nothing
 
@@ -251,6 +267,7 @@ CASES = [
     Case("LangChain v1 agents", check_langchain),
     Case("LangChain's own decision middlewares", check_langchain_middlewares),
     Case("symfonic-core", check_symfonic),
+    Case("Your own providers, and logs", check_own_providers),
     Case("Configuration", check_configuration),
 ]
 # headings whose snippet another test runs (with the provider's model objects replaced)

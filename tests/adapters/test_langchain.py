@@ -849,7 +849,10 @@ def test_openinference_loaded_but_not_instrumented_is_left_alone(
 ) -> None:
     """Its span lookup prints a warning when it is not instrumented: seamscope asks
     it for the current span only when it is."""
-    import openinference.instrumentation.langchain  # noqa: F401
+    pytest.importorskip(
+        "openinference.instrumentation.langchain",
+        reason="OpenInference's LangChain instrumentation is not installed",
+    )
 
     from seamscope.adapters.langchain._runs import active_parent
 

@@ -698,22 +698,28 @@ def _conversation(
     )
     runs = ground.runs_of(conv)
     ran = Counter((r.name, r.call_id) for r in runs)
-    # a framework that refuses a call to a tool it was not offered answers
-    # with an error and never hands it to a tool (its dispatch says offered=false)
-    unoffered = {
-        (x.name, x.id) for m in calls for x in m.reply.calls if m.tools and x.name not in m.tools
-    }
     answered = Counter(
         (m.name, m.call_id)
         for m in messages
-        if m.role == "tool"
-        and m.name not in ground.structured
-        and not (
-            m.status == "error"
-            and (m.name, m.call_id) in unoffered
-            and not ran[(m.name, m.call_id)]
-        )
+        if m.role == "tool" and m.name not in ground.structured
     )
+    # a call to a tool that was not offered, answered with an error and never
+    # run: the framework may refuse it (no execute_tool span) or hand it to its
+    # tool runner that fails it (an ERROR span); either is true
+    refused = {
+        (x.name, x.id)
+        for m in calls
+        for x in m.reply.calls
+        if m.tools and x.name not in m.tools and not ran[(x.name, x.id)]
+    }
+    refused = {
+        k
+        for k in refused
+        if any(a.status == "error" for a in answers.get(k[1], []) if a.name == k[0])
+    }
+    for key in refused:
+        answered.pop(key, None)
+        spans_by.pop(key, None)
     if conv in ground.unfinished:
         answered = answered | ran
     if spans_by != answered:

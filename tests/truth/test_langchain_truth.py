@@ -802,8 +802,15 @@ def _peer_scenario(peer: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("peer", ["openinference", "openllmetry"])
+PEERS = {
+    "openinference": "openinference.instrumentation.langchain",
+    "openllmetry": "opentelemetry.instrumentation.langchain",
+}
+
+
+@pytest.mark.parametrize("peer", sorted(PEERS))
 def test_next_to_another_instrumentation_one_trace_per_invoke(peer: str) -> None:
+    pytest.importorskip(PEERS[peer], reason=f"{peer} is not installed ({PEERS[peer]})")
     # in a process of its own: neither peer's uninstrument() removes all it patched
     code = (
         "import json, sys; from tests.truth.test_langchain_truth import _peer_scenario; "
@@ -815,8 +822,9 @@ def test_next_to_another_instrumentation_one_trace_per_invoke(peer: str) -> None
         capture_output=True,
         text=True,
         timeout=120,
-        check=True,
+        check=False,
     )
+    assert 0 == done.returncode, f"the {peer} scenario failed:\n{done.stderr}"
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert [] == found["disagreements"]
     # one trace per invoke, rooted in the peer's span; seamscope's spans joined it

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 
@@ -28,15 +28,33 @@ from seamscope.adapters.langchain._framework import (
     ToolCallRequest,
     ToolMessage,
 )
-from seamscope.adapters.langchain._runs import LOG, Run, failed
-from seamscope.adapters.loop import ChatCall, Iteration
+from seamscope.adapters.langchain._runs import LOG, Compactions, Outputs, Run, Runs, failed
+from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import tool_name
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._genai import record_error
 
-if TYPE_CHECKING:
-    from seamscope.adapters.langchain._middleware import SeamscopeMiddleware
+
+class SeamscopeMiddleware(Protocol):
+    """What a step reads of the middleware whose hook it is (the middleware
+    module imports the steps, never the other way round)."""
+
+    @property
+    def layer(self) -> DecisionLayer: ...
+    @property
+    def models(self) -> Mapping[str, Any]: ...
+    @property
+    def _offload(self) -> bool: ...
+    @property
+    def _runs(self) -> Runs: ...
+    @property
+    def _outputs(self) -> Outputs: ...
+    @property
+    def _compactions(self) -> Compactions: ...
+    @property
+    def _tail(self) -> object | None: ...
+
 
 __all__ = ["Attached", "ModelStep", "TailStep", "ToolStep"]
 

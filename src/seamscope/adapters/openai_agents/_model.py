@@ -19,9 +19,9 @@ would have run it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from seamscope.adapters._kit import (
     RECALL_TOOL,
@@ -31,7 +31,8 @@ from seamscope.adapters._kit import (
     note_unavailable,
     offload_stub,
 )
-from seamscope.adapters.loop import Iteration
+from seamscope.adapters._outputs import Outputs
+from seamscope.adapters.loop import DecisionLayer, Iteration
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
     CallModelData,
@@ -50,8 +51,20 @@ from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
 from seamscope.adapters.openai_agents._run import LOG, Held, Run, attached, contained, failed
 from seamscope.decisions import ToolCall
 
-if TYPE_CHECKING:
-    from seamscope.adapters.openai_agents._runner import SeamscopeRunner
+
+class RunnerView(Protocol):
+    """What the hooks of a run read of the runner that started it (the runner
+    module imports this one, never the other way round)."""
+
+    layer: DecisionLayer
+    models: Mapping[str, Model]
+    offload: bool
+    outputs: Outputs
+
+    def role_for(self, agent: Any) -> str | None: ...
+
+    def nest(self, outer: Run, context: ToolContext[Any], agent_name: str | None) -> None: ...
+
 
 __all__ = ["RoutedModel", "RunHooks", "error_formatter", "input_filter"]
 
@@ -76,7 +89,7 @@ class RoutedModel(Model):
     model); names are resolved by the caller's ``RunConfig.model_provider``.
     """
 
-    def __init__(self, runner: SeamscopeRunner, run: Run, base: Any, provider: Any) -> None:
+    def __init__(self, runner: RunnerView, run: Run, base: Any, provider: Any) -> None:
         self.runner = runner
         self.run = run
         self._base = base
@@ -299,7 +312,7 @@ def _with_output(response: ModelResponse, output: list[Any]) -> ModelResponse:
 # -- the input filter and the error formatter -------------------------------------------
 
 
-def input_filter(runner: SeamscopeRunner, run: Run, user: Callable[..., Any] | None) -> Any:
+def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) -> Any:
     """The run's ``call_model_input_filter``: the caller's filter first, then
     the turn's agent noted and offloaded outputs replaced by their stubs."""
 
@@ -352,7 +365,7 @@ class RunHooks(SDKRunHooks[Any]):
     """seamscope's run hooks around the caller's own (``hooks=``), which are
     called after seamscope's for every event."""
 
-    def __init__(self, runner: SeamscopeRunner, run: Run, user: SDKRunHooks[Any] | None) -> None:
+    def __init__(self, runner: RunnerView, run: Run, user: SDKRunHooks[Any] | None) -> None:
         self._runner = runner
         self._run = run
         self._user = user
