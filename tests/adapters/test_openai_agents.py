@@ -676,6 +676,15 @@ def test_handoffs_between_agents(span_exporter: InMemorySpanExporter, tracer_pro
         for s in named(spans, c.SPAN_DISPATCH)
     ]
     assert 3 == len(named(spans, c.SPAN_ITERATION))
+    # every iteration, its chat span and its decisions name the agent that ran it
+    by_start = sorted(spans, key=lambda s: s.start_time or 0)
+    for kind in (c.SPAN_ITERATION, c.SPAN_SEAM_PRE_MODEL):
+        assert ["triage", "billing", "billing"] == [
+            attrs(s).get(c.ATTR_GEN_AI_AGENT_NAME) for s in by_start if s.name == kind
+        ], kind
+    assert ["triage", "billing", "billing"] == [
+        attrs(s).get(c.ATTR_GEN_AI_AGENT_NAME) for s in by_start if s.name.startswith("chat ")
+    ]
 
 
 # -- structured output --------------------------------------------------------------------------

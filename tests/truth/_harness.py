@@ -582,8 +582,9 @@ _DECISION_SPANS = (
 
 
 def _identity(own: _Spans, s: _Spans) -> list[str]:
-    """Every decision span names the conversation and the agent of the
-    ``invoke_agent`` span it sits under."""
+    """Every decision span names the conversation of the ``invoke_agent`` span
+    it sits under and the agent of its iteration (the agent that ran it: after
+    a handoff, not the run's first agent)."""
     out: list[str] = []
     for sp in own.all:
         if sp.name not in _DECISION_SPANS and not sp.name.startswith("seamscope.middleware"):
@@ -591,7 +592,12 @@ def _identity(own: _Spans, s: _Spans) -> list[str]:
         agent = next((a for a in s.ancestors(sp) if a.name.startswith("invoke_agent")), None)
         if agent is None:
             continue
-        mine, theirs = _attrs(sp), _attrs(agent)
+        iteration = next((a for a in s.ancestors(sp) if a.name == c.SPAN_ITERATION), agent)
+        mine = _attrs(sp)
+        theirs = {
+            c.ATTR_GEN_AI_CONVERSATION_ID: _attrs(agent).get(c.ATTR_GEN_AI_CONVERSATION_ID),
+            c.ATTR_GEN_AI_AGENT_NAME: _attrs(iteration).get(c.ATTR_GEN_AI_AGENT_NAME),
+        }
         for key in (c.ATTR_GEN_AI_CONVERSATION_ID, c.ATTR_GEN_AI_AGENT_NAME):
             if theirs.get(key) is not None and mine.get(key) != theirs.get(key):
                 out.append(

@@ -281,6 +281,14 @@ class Turn:
         self.state: Mapping[str, Any] = {} if state is None else state
         self.scope = scope
         self.iterations = 0
+        self.agent_name: str | None = None
+        """The agent running the next iterations when it is not the layer's
+        (a framework's handoff); None: the layer's ``agent_name``."""
+
+    @property
+    def agent(self) -> str | None:
+        """The name of the agent that runs this turn's current iteration."""
+        return self.agent_name or self.layer.agent_name
 
     @contextlib.contextmanager
     def iteration(self) -> Iterator[Iteration]:
@@ -296,7 +304,7 @@ class Turn:
         index = self.iterations
         self.iterations += 1
         scope = self.layer.observer.iteration(
-            index, conversation_id=self.conversation_id, agent_name=self.layer.agent_name
+            index, conversation_id=self.conversation_id, agent_name=self.agent
         )
         return Iteration(self, index), scope
 
@@ -390,7 +398,7 @@ class Iteration:
             iteration=self.index,
             role=turn.role,
             conversation_id=turn.conversation_id,
-            agent_name=turn.layer.agent_name,
+            agent_name=turn.agent,
             emitted_message=emitted_message,
         )
 
@@ -409,7 +417,7 @@ class Iteration:
             role=turn.role,
             iteration=self.index,
             conversation_id=turn.conversation_id,
-            agent_name=turn.layer.agent_name,
+            agent_name=turn.agent,
         )
         self.selection = turn.layer.pipeline.run(tools, ctx, fixed=fixed)
         return self.selection
@@ -437,7 +445,7 @@ class Iteration:
             name,
             provider=layer.provider_name,
             conversation_id=self.turn.conversation_id,
-            agent_name=layer.agent_name,
+            agent_name=self.turn.agent,
         ) as span:
             if self.unavailable is not None:
                 GenAISpans.mark_unavailable(span, self.unavailable)
@@ -497,7 +505,7 @@ class Iteration:
         decision, link = layer.gate.evaluate_linked(
             tokens,
             model,
-            GateCall(turn.conversation_id, layer.agent_name, call.name, call.id),
+            GateCall(turn.conversation_id, turn.agent, call.name, call.id),
         )
         if decision.fire and turn.conversation_id:
             layer.ledger.record_offload(
@@ -519,8 +527,8 @@ class Iteration:
         # every decision span names the conversation and the agent of its loop
         if decision.conversation_id is None and turn.conversation_id:
             decision = replace(decision, conversation_id=turn.conversation_id)
-        if decision.agent_name is None and layer.agent_name:
-            decision = replace(decision, agent_name=layer.agent_name)
+        if decision.agent_name is None and turn.agent:
+            decision = replace(decision, agent_name=turn.agent)
         # a trusted observer written before this hook existed may lack it
         hook = getattr(layer.observer, "on_middleware_decision", None)
         link = hook(decision) if callable(hook) else None

@@ -113,6 +113,9 @@ class RoutedModel(Model):
         own = self._base if self._base is not None else getattr(agent, "model", None)
         default = runner.layer.router.default_model.model_name
         try:
+            name = getattr(agent, "name", None)
+            if isinstance(name, str) and name:
+                run.turn.agent_name = name  # a handoff: the agent that runs this turn
             it = run.start_iteration(
                 translate.messages(instructions, input), runner.role_for(agent)
             )
