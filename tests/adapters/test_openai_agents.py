@@ -945,3 +945,46 @@ def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         "execute_tool big_report",
     ):
         assert f'"{name}"' in written
+
+
+# -- streamed and not: the same end -------------------------------------------------------------
+
+
+def _ends(tracer_provider: Any, span_exporter: InMemorySpanExporter, mode: str, **kw: Any) -> Any:
+    """A run that ends with the SDK's own exception (max turns, an input
+    guardrail's tripwire): the exception type and the invoke_agent span's end."""
+    span_exporter.clear()
+    layer = make_layer(tracer_provider)
+    models, _ = scripted_models([OPUS], [step(call("search", {"query": "q"}, "m1")), step(text("x"))])
+    box = Toolbox()
+    runner = SeamscopeRunner(layer)
+    agent = analyst(models[OPUS], box, runner)
+    if "guardrail" in kw:
+        agent = agent.clone(input_guardrails=[kw.pop("guardrail")])
+    with pytest.raises(Exception) as raised:
+        run(runner, agent, "hi", mode, **kw)
+    [root_span] = [s for s in span_exporter.get_finished_spans() if s.parent is None]
+    return (
+        type(raised.value).__qualname__,
+        attrs(root_span).get(c.ATTR_ERROR_TYPE),
+        root_span.status.status_code.name,
+    )
+
+
+@pytest.mark.parametrize("mode", ["run", "run_streamed"])
+def test_max_turns_and_a_tripwire_end_the_run_alike_streamed_or_not(
+    mode: str, span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    from agents import GuardrailFunctionOutput, input_guardrail
+
+    @input_guardrail
+    def refuse(ctx: Any, agent: Any, input: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info="no", tripwire_triggered=True)
+
+    assert ("MaxTurnsExceeded", "MaxTurnsExceeded", "ERROR") == _ends(
+        tracer_provider, span_exporter, mode, max_turns=1
+    )
+    tripped = "InputGuardrailTripwireTriggered"
+    assert (tripped, tripped, "ERROR") == _ends(
+        tracer_provider, span_exporter, mode, guardrail=refuse
+    )

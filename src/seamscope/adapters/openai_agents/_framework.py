@@ -26,6 +26,7 @@ try:
         ToolOriginType,
         Usage,
     )
+    from agents.exceptions import InputGuardrailTripwireTriggered, MaxTurnsExceeded
     from agents.models.default_models import get_default_model_settings
     from agents.run_config import CallModelData, ModelInputData
     from agents.tool import get_function_tool_origin
@@ -45,6 +46,8 @@ __all__ = [
     "Agent",
     "CallModelData",
     "FunctionTool",
+    "InputGuardrailTripwireTriggered",
+    "MaxTurnsExceeded",
     "Model",
     "ModelInputData",
     "ModelProvider",

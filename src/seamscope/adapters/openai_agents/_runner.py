@@ -21,6 +21,8 @@ from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
     Agent,
     FunctionTool,
+    InputGuardrailTripwireTriggered,
+    MaxTurnsExceeded,
     Model,
     RunConfig,
     Runner,
@@ -297,6 +299,24 @@ def _streamed_error(task: asyncio.Task[Any], result: RunResultStreaming) -> Base
     if task.cancelled():
         return asyncio.CancelledError()
     try:
-        return result.run_loop_exception
+        found = result.run_loop_exception
     except Exception:
         return None
+    # the streamed loop keeps the SDK's own end for stream_events() to raise
+    # (its task ends without it): read it from the result's public fields, so
+    # a streamed run records the end a non-streamed one does
+    return found if found is not None else _sdk_end(result)
+
+
+def _sdk_end(result: RunResultStreaming) -> BaseException | None:
+    """The exception a streamed run's consumer gets for a tripped input
+    guardrail or too many turns (None when it ended normally)."""
+    try:
+        for guardrail in result.input_guardrail_results or ():
+            if guardrail.output.tripwire_triggered:
+                return InputGuardrailTripwireTriggered(guardrail)
+        if result.final_output is None and result.current_turn > result.max_turns:
+            return MaxTurnsExceeded(f"Max turns ({result.max_turns}) exceeded")
+    except Exception:
+        failed("openai_agents.streamed_end")
+    return None
