@@ -955,7 +955,9 @@ def _ends(tracer_provider: Any, span_exporter: InMemorySpanExporter, mode: str, 
     guardrail's tripwire): the exception type and the invoke_agent span's end."""
     span_exporter.clear()
     layer = make_layer(tracer_provider)
-    models, _ = scripted_models([OPUS], [step(call("search", {"query": "q"}, "m1")), step(text("x"))])
+    models, _ = scripted_models(
+        [OPUS], [step(call("search", {"query": "q"}, "m1")), step(text("x"))]
+    )
     box = Toolbox()
     runner = SeamscopeRunner(layer)
     agent = analyst(models[OPUS], box, runner)

@@ -315,8 +315,9 @@ def _sdk_end(result: RunResultStreaming) -> BaseException | None:
         for guardrail in result.input_guardrail_results or ():
             if guardrail.output.tripwire_triggered:
                 return InputGuardrailTripwireTriggered(guardrail)
-        if result.final_output is None and result.current_turn > result.max_turns:
-            return MaxTurnsExceeded(f"Max turns ({result.max_turns}) exceeded")
+        limit = result.max_turns
+        if result.final_output is None and limit is not None and result.current_turn > limit:
+            return MaxTurnsExceeded(f"Max turns ({limit}) exceeded")
     except Exception:
         failed("openai_agents.streamed_end")
     return None
