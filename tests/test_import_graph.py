@@ -183,3 +183,17 @@ def test_the_private_read_finder_sees_one(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f(obj, self):\n    return obj._x, self._y, obj.__class__\n")
     assert ["m.py:2 ._x"] == private_reads(module, root=tmp_path)
+
+
+def test_adapters_take_the_core_and_the_telemetry_through_one_internal_api() -> None:
+    """No adapter imports a private module of the decision core or the
+    telemetry: what they need beyond the public API is ``seamscope._internal``."""
+    private = [
+        f"{name} imports {target}"
+        for name, targets in graph().items()
+        if name.startswith("seamscope.adapters")
+        for target in targets
+        if target.split(".")[1:2] in (["decisions"], ["telemetry"])
+        and any(part.startswith("_") for part in target.split(".")[2:3])
+    ]
+    assert [] == sorted(private)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 
-from seamscope.telemetry._logging import telemetry_error
+from seamscope._internal import telemetry_error
 
 __all__ = ["attached", "contained", "failed"]
 

@@ -41,6 +41,20 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
+from seamscope._internal import (
+    GenAISpans,
+    OTelObserver,
+    RoleModelResolver,
+    TelemetryConfig,
+    TelemetryHandle,
+    ToolCallDispatchCallback,
+    build_dispatch_context,
+    check_telemetry_options,
+    checks,
+    evaluate_offload_gate,
+    guard_observer,
+    telemetry_error,
+)
 from seamscope.adapters._kit import estimate_tokens, offload_stub
 from seamscope.decisions import (
     DecisionObserver,
@@ -64,11 +78,6 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
 )
-from seamscope.decisions import _checks as _c
-from seamscope.decisions._observer import guard_observer
-from seamscope.decisions._offload import evaluate_offload_gate
-from seamscope.decisions._policy import build_dispatch_context
-from seamscope.decisions._seams import RoleModelResolver, ToolCallDispatchCallback
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     Compaction,
@@ -79,12 +88,6 @@ from seamscope.decisions.records import (
     Seam,
 )
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._arguments import check_telemetry_options
-from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._configure import TelemetryHandle
-from seamscope.telemetry._genai import GenAISpans
-from seamscope.telemetry._logging import telemetry_error
-from seamscope.telemetry._observer import OTelObserver
 
 __all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
 
@@ -162,7 +165,7 @@ class DecisionLayer:
             )
         for field, items in (("policies", policies), ("stages", stages)):
             if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-                raise _c.fail("DecisionLayer", field, "a sequence (not a str)", items)
+                raise checks.fail("DecisionLayer", field, "a sequence (not a str)", items)
         if (
             observer is None
             and tracer_provider is None

@@ -44,6 +44,7 @@ __all__ = [
     "offload_stub",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     """What the loop asks the chat model: the chosen model, the history, the tools."""

@@ -11,6 +11,6 @@ an error of that execution (``error.type`` ``ModelRetry``), not of the run.
 
 from __future__ import annotations
 
-from seamscope.telemetry._genai import error_type
+from seamscope._internal import error_type
 
 __all__ = ["error_type"]

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from seamscope._internal import log_event
 from seamscope.decisions import PreModelResult
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._logging import log_event
 
 __all__ = ["ModelChoice", "choose_model", "model_name_of", "note_unavailable"]
 

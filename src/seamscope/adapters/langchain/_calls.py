@@ -23,11 +23,11 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from seamscope._internal import GenAISpans
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import BaseCallbackHandler, register_configure_hook
 from seamscope.adapters.langchain._runs import Run, failed
 from seamscope.decisions import ModelUsage
-from seamscope.telemetry._genai import GenAISpans
 
 __all__ = ["DECISION_CALLS", "DecisionCalls", "outside"]
 

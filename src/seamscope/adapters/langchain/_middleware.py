@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from seamscope._internal import checks
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
     AgentMiddleware,
@@ -32,7 +33,6 @@ from seamscope.adapters.langchain._steps import ModelStep, TailStep, ToolStep
 from seamscope.adapters.langchain._watch import Watcher, watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
-from seamscope.decisions import _checks
 
 __all__ = ["SeamscopeMiddleware"]
 
@@ -91,7 +91,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeMiddleware.max_stored_outputs must be an int >= 1")
-        _checks.flag("SeamscopeMiddleware", "offload", offload)
+        checks.flag("SeamscopeMiddleware", "offload", offload)
         self.layer = layer
         self.models: Mapping[str, BaseChatModel] = dict(models)
         self._offload = bool(offload)

@@ -25,12 +25,11 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from seamscope._internal import record_error, telemetry_error
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.decisions import ModelUsage
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._genai import record_error
-from seamscope.telemetry._logging import telemetry_error
 
 __all__ = [
     "LOG",

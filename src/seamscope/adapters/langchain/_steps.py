@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 
+from seamscope._internal import record_error
 from seamscope.adapters._kit import RECALL_TOOL, estimate_tokens, note_unavailable, offload_stub
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
@@ -33,7 +34,6 @@ from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import tool_name
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._genai import record_error
 
 
 class SeamscopeMiddleware(Protocol):

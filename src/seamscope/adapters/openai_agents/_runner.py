@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from seamscope._internal import checks
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
@@ -39,7 +40,6 @@ from seamscope.adapters.openai_agents._model import (
 )
 from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
 from seamscope.adapters.react import RECALL_TOOL
-from seamscope.decisions import _checks
 
 __all__ = ["SeamscopeRunner"]
 
@@ -101,7 +101,7 @@ class SeamscopeRunner:
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeRunner.max_stored_outputs must be an int >= 1")
-        _checks.flag("SeamscopeRunner", "offload", offload)
+        checks.flag("SeamscopeRunner", "offload", offload)
         self.layer = layer
         self.models: Mapping[str, Model] = dict(models)
         self.offload = bool(offload)

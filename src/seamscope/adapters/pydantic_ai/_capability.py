@@ -32,6 +32,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from seamscope._internal import checks
 from seamscope.adapters._kit import (
     RECALL_TOOL,
     choose_model,
@@ -54,7 +55,7 @@ from seamscope.adapters.pydantic_ai._framework import (
     UsageLimitExceeded,
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
-from seamscope.decisions import ToolCall, _checks
+from seamscope.decisions import ToolCall
 from seamscope.telemetry import conventions as c
 
 __all__ = ["SeamscopeCapability"]
@@ -137,7 +138,7 @@ class SeamscopeCapability(AbstractCapability[Any]):
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeCapability.max_stored_outputs must be an int >= 1")
-        _checks.flag("SeamscopeCapability", "offload", offload)
+        checks.flag("SeamscopeCapability", "offload", offload)
         if genai_spans is not None and not isinstance(genai_spans, bool):
             raise ValueError("SeamscopeCapability.genai_spans must be a bool or None")
         self.id = None

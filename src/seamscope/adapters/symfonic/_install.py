@@ -88,6 +88,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from seamscope._internal import check_telemetry_options, guard_observer
 from seamscope.adapters.symfonic import _private as private
 from seamscope.adapters.symfonic._recorder import (
     _ACTIVE,
@@ -100,8 +101,6 @@ from seamscope.adapters.symfonic._seams import _SeamRecorder
 from seamscope.adapters.symfonic._symfonic import CallbackManager
 from seamscope.adapters.symfonic._translate import _wrappable, symfonic_pricing
 from seamscope.decisions import DecisionObserver
-from seamscope.decisions._observer import guard_observer
-from seamscope.telemetry._arguments import check_telemetry_options
 
 __all__ = ["SymfonicInstrumentation", "instrument_symfonic"]
 

@@ -32,6 +32,15 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from seamscope import __version__
+from seamscope._internal import (
+    GenAISpans,
+    OTelObserver,
+    TelemetryConfig,
+    build_dispatch_context,
+    contained_error,
+    guard_observer,
+    telemetry_error,
+)
 from seamscope.adapters.symfonic._translate import (
     _REACT_NODE,
     _RECALL_TOOL,
@@ -52,15 +61,8 @@ from seamscope.decisions import (
     PricingTable,
     ToolCall,
 )
-from seamscope.decisions._observer import guard_observer
-from seamscope.decisions._policy import build_dispatch_context
-from seamscope.decisions._seams import contained_error
 from seamscope.decisions.records import CarriedStub, GateCall, Seam
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._genai import GenAISpans
-from seamscope.telemetry._logging import telemetry_error
-from seamscope.telemetry._observer import OTelObserver
 
 if TYPE_CHECKING:
     from seamscope.adapters.symfonic._seams import _SeamRecorder

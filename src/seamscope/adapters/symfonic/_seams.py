@@ -20,6 +20,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Status, StatusCode
 
+from seamscope._internal import contained_error
 from seamscope.adapters.symfonic._recorder import (
     _ACTIVE,
     _MAX_OFFLOAD_IDS,
@@ -46,7 +47,6 @@ from seamscope.adapters.symfonic._translate import (
     _truth,
 )
 from seamscope.decisions import ModelConfig, OffloadGateInputs, PreModelResult, ToolCall
-from seamscope.decisions._seams import contained_error
 from seamscope.decisions.records import GateCall, Seam
 from seamscope.telemetry import conventions as c
 

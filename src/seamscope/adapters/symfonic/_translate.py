@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from seamscope._internal import ContainedError, contained_error
 from seamscope.adapters._kit import estimate_tokens
 from seamscope.adapters.symfonic._symfonic import sym_gate as _sym_gate
 from seamscope.decisions import (
@@ -25,7 +26,6 @@ from seamscope.decisions import (
     PricingTable,
     ToolCall,
 )
-from seamscope.decisions._seams import ContainedError, contained_error
 from seamscope.decisions.records import (
     DispatchRecord,
     GuardResult,

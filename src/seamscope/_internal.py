@@ -1,0 +1,47 @@
+"""What the loop and the framework adapters use of the decision core and the
+telemetry beyond their public API, in one place.
+
+The adapters import these names from here, never from a private module of
+:mod:`seamscope.decisions` or :mod:`seamscope.telemetry` (a test reads every
+adapter's imports); a name added here is a name the core or the telemetry
+must keep stable for the adapters.
+"""
+
+from __future__ import annotations
+
+from seamscope.decisions import _checks as checks
+from seamscope.decisions._observer import guard_observer
+from seamscope.decisions._offload import evaluate_offload_gate
+from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions._seams import (
+    ContainedError,
+    RoleModelResolver,
+    ToolCallDispatchCallback,
+    contained_error,
+)
+from seamscope.telemetry._arguments import check_telemetry_options
+from seamscope.telemetry._config import TelemetryConfig
+from seamscope.telemetry._configure import TelemetryHandle
+from seamscope.telemetry._genai import GenAISpans, error_type, record_error
+from seamscope.telemetry._logging import log_event, telemetry_error
+from seamscope.telemetry._observer import OTelObserver
+
+__all__ = [
+    "ContainedError",
+    "GenAISpans",
+    "OTelObserver",
+    "RoleModelResolver",
+    "TelemetryConfig",
+    "TelemetryHandle",
+    "ToolCallDispatchCallback",
+    "build_dispatch_context",
+    "check_telemetry_options",
+    "checks",
+    "contained_error",
+    "error_type",
+    "evaluate_offload_gate",
+    "guard_observer",
+    "log_event",
+    "record_error",
+    "telemetry_error",
+]
