@@ -191,9 +191,22 @@ def test_adapters_take_the_core_and_the_telemetry_through_one_internal_api() -> 
     private = [
         f"{name} imports {target}"
         for name, targets in graph().items()
-        if name.startswith("seamscope.adapters")
+        if name.startswith(("seamscope.adapters", "seamscope.loop"))
         for target in targets
         if target.split(".")[1:2] in (["decisions"], ["telemetry"])
         and any(part.startswith("_") for part in target.split(".")[2:3])
     ]
     assert [] == sorted(private)
+
+
+def test_the_framework_free_loop_has_a_room_of_its_own() -> None:
+    """``seamscope.loop`` imports no adapter; the adapters' old paths re-export it."""
+    edges = graph()
+    assert [] == sorted(
+        f"{name} imports {target}"
+        for name, targets in edges.items()
+        if name.startswith("seamscope.loop")
+        for target in targets
+        if target.startswith("seamscope.adapters")
+    )
+    assert {"seamscope.loop"} == edges["seamscope.adapters.loop"] & {"seamscope.loop"}

@@ -12,14 +12,18 @@
   (extra ``seamscope[pydantic-ai]``).
 """
 
-from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration, Turn, estimate_tokens
-from seamscope.adapters.react import (
+from seamscope.loop import (
     RECALL_TOOL,
+    ChatCall,
     ChatRequest,
     ChatResponse,
+    DecisionLayer,
+    Iteration,
     IterationRecord,
     ReActAgent,
+    Turn,
     TurnResult,
+    estimate_tokens,
 )
 
 __all__ = [

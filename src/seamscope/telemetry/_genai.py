@@ -12,6 +12,7 @@ the loop.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -23,7 +24,7 @@ from seamscope.decisions.records import ModelUsage
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = ["DEFAULT_MAX_LENGTH", "GenAISpans", "error_type", "record_error"]
+__all__ = ["DEFAULT_MAX_LENGTH", "GenAISpans", "Invocation", "error_type", "record_error"]
 
 DEFAULT_MAX_LENGTH = 1024
 """``TelemetryConfig.max_attribute_length``'s default: the cut of a reported
@@ -124,6 +125,40 @@ class _SpanScope(contextlib.AbstractContextManager[trace.Span]):
                 _failed(self._name, exc3)
 
 
+class Invocation:
+    """A GenAI span held open across callbacks (util-genai's start/stop form):
+    the caller keeps this object, hands :attr:`context` to what runs inside
+    it, and ends it once with :meth:`stop` or :meth:`fail` from any task or
+    thread. Nothing is attached to the current context; never raises."""
+
+    __slots__ = ("_ended", "_lock", "context", "span")
+
+    def __init__(self, span: trace.Span, context: otel_context.Context | None) -> None:
+        self.span = span
+        self.context = context
+        """The OpenTelemetry context with this span current (None: telemetry failed)."""
+        self._ended = False
+        self._lock = threading.Lock()
+
+    def _end(self) -> bool:
+        with self._lock:
+            ended, self._ended = self._ended, True
+        return not ended
+
+    def stop(self) -> None:
+        """End the span (a second stop or fail does nothing)."""
+        if self._end():
+            with contextlib.suppress(Exception):
+                self.span.end()
+
+    def fail(self, exc: BaseException | str) -> None:
+        """Record ``error.type`` and status ERROR, then end the span."""
+        if self._end():
+            record_error(self.span, exc)
+            with contextlib.suppress(Exception):
+                self.span.end()
+
+
 class GenAISpans:
     """Factory of the three GenAI span shapes on one tracer provider.
 
@@ -209,6 +244,68 @@ class GenAISpans:
         if agent_name:
             attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
         return self._span(f"chat {model}", SpanKind.CLIENT, attrs)
+
+    def start_chat(
+        self,
+        model: str,
+        *,
+        parent: otel_context.Context | None = None,
+        provider: str | None = None,
+        conversation_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> Invocation:
+        """A ``chat {model}`` span held open (see :class:`Invocation`), a child of
+        ``parent`` (default: the current context)."""
+        attrs: dict[str, Any] = {
+            c.ATTR_GEN_AI_OPERATION_NAME: "chat",
+            c.ATTR_GEN_AI_REQUEST_MODEL: model,
+        }
+        if provider:
+            attrs[c.ATTR_GEN_AI_PROVIDER_NAME] = provider
+        if conversation_id:
+            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
+        if agent_name:
+            attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
+        return self._start(f"chat {model}", SpanKind.CLIENT, attrs, parent)
+
+    def start_execute_tool(
+        self,
+        tool_name: str,
+        *,
+        parent: otel_context.Context | None = None,
+        call_id: str | None = None,
+        conversation_id: str | None = None,
+    ) -> Invocation:
+        """An ``execute_tool {tool}`` span held open (see :class:`Invocation`)."""
+        attrs: dict[str, Any] = {
+            c.ATTR_GEN_AI_OPERATION_NAME: "execute_tool",
+            c.ATTR_GEN_AI_TOOL_NAME: tool_name,
+        }
+        if call_id is not None:
+            attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
+        if conversation_id:
+            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
+        return self._start(f"execute_tool {tool_name}", SpanKind.INTERNAL, attrs, parent)
+
+    def _start(
+        self,
+        name: str,
+        kind: SpanKind,
+        attrs: dict[str, Any],
+        parent: otel_context.Context | None,
+    ) -> Invocation:
+        name = self._cut(name)
+        try:
+            span = self._tracer.start_span(
+                name,
+                context=parent,
+                kind=kind,
+                attributes={key: self._cut(value) for key, value in attrs.items()},
+            )
+            return Invocation(span, trace.set_span_in_context(span, parent))
+        except Exception as exc:
+            _failed(name, exc)
+            return Invocation(trace.INVALID_SPAN, None)
 
     def execute_tool(
         self,

@@ -4,8 +4,8 @@
   gives it (``choose_model``, ``model_name_of``, ``note_unavailable``);
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
   (``error_type``, unwrapping a framework's wrappers);
-* :mod:`._tokens`: the one token estimator (``estimate_tokens``);
-* :mod:`._offload`: the stub of an offloaded output and the recall tool.
+* from :mod:`seamscope.loop`: the one token estimator (``estimate_tokens``),
+  the stub of an offloaded output and the recall tool.
 
 Adapters import these names from here, never the modules behind them.
 """
@@ -17,8 +17,7 @@ from seamscope.adapters._kit._models import (
     model_name_of,
     note_unavailable,
 )
-from seamscope.adapters._kit._offload import RECALL_TOOL, offload_stub
-from seamscope.adapters._kit._tokens import estimate_tokens
+from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 
 __all__ = [
     "RECALL_TOOL",

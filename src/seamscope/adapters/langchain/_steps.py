@@ -30,9 +30,9 @@ from seamscope.adapters.langchain._framework import (
     ToolMessage,
 )
 from seamscope.adapters.langchain._runs import LOG, Compactions, Outputs, Run, Runs, failed
-from seamscope.adapters.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import tool_name
+from seamscope.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
 

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from seamscope._internal import Invocation
 from seamscope.adapters._kit import (
     RECALL_TOOL,
     choose_model,
@@ -32,7 +33,6 @@ from seamscope.adapters._kit import (
     offload_stub,
 )
 from seamscope.adapters._outputs import Outputs
-from seamscope.adapters.loop import DecisionLayer, Iteration
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
     CallModelData,
@@ -48,8 +48,9 @@ from seamscope.adapters.openai_agents._framework import (
     ToolErrorFormatterArgs,
 )
 from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
-from seamscope.adapters.openai_agents._run import LOG, Held, Run, attached, contained, failed
+from seamscope.adapters.openai_agents._run import LOG, Run, attached, contained, failed
 from seamscope.decisions import ToolCall
+from seamscope.loop import ChatCall, DecisionLayer, Iteration
 
 
 class RunnerView(Protocol):
@@ -241,15 +242,12 @@ class RoutedModel(Model):
     ) -> AsyncIterator[Any]:
         plan = self._plan(system_instructions, input, model_settings, tools)
         it = plan.iteration
-        held = (
-            None
-            if it is None
-            else Held(
-                self.run.context,
-                lambda: it.chat(plan.name, named=plan.named),
-                "openai_agents.chat_span",
-            )
-        )
+        held: tuple[ChatCall, Invocation] | None = None
+        if it is not None:
+            try:  # the chat span lives until the stream's last event (or its end)
+                held = it.start_chat(plan.name, named=plan.named, parent=self.run.otel)
+            except Exception:
+                failed("openai_agents.chat_span")
         try:
             stream = plan.model.stream_response(
                 system_instructions,
@@ -269,28 +267,28 @@ class RoutedModel(Model):
                 yield event
         except GeneratorExit:
             if held is not None:
-                held.exit(None)  # the consumer stopped reading: not a model error
+                held[1].stop()  # the consumer stopped reading: not a model error
             raise
         except BaseException as exc:
             if held is not None:
-                held.exit(exc)
+                held[1].fail(exc)
             raise
         finally:
             if held is not None:
-                held.exit(None)
+                held[1].stop()
 
     def _completed(
-        self, plan: _Plan, held: Held | None, event: ResponseCompletedEvent
+        self, plan: _Plan, held: tuple[ChatCall, Invocation] | None, event: ResponseCompletedEvent
     ) -> ResponseCompletedEvent:
         """The final event: usage on the chat span, which ends; then the POST seam."""
         self._report(
             plan,
-            None if held is None else held.value,
+            None if held is None else held[0],
             event.response.usage,
             getattr(event.response, "model", None),
         )
         if held is not None:
-            held.exit(None)
+            held[1].stop()
         output = self._post(plan, list(event.response.output))
         if output is None:
             return event

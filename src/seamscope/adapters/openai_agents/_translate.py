@@ -24,9 +24,9 @@ from seamscope.adapters.openai_agents._framework import (
     get_default_model_settings,
     get_function_tool_origin,
 )
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
 from seamscope.decisions.records import tool_name
+from seamscope.loop import RECALL_TOOL
 
 __all__ = [
     "Offloaded",

@@ -40,7 +40,6 @@ from seamscope.adapters._kit import (
     note_unavailable,
     offload_stub,
 )
-from seamscope.adapters.loop import ChatCall, DecisionLayer, Turn
 from seamscope.adapters.pydantic_ai import _translate as translate
 from seamscope.adapters.pydantic_ai._framework import (
     AbstractCapability,
@@ -56,6 +55,7 @@ from seamscope.adapters.pydantic_ai._framework import (
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
 from seamscope.decisions import ToolCall
+from seamscope.loop import ChatCall, DecisionLayer, Turn
 from seamscope.telemetry import conventions as c
 
 __all__ = ["SeamscopeCapability"]

@@ -23,8 +23,8 @@ from seamscope.adapters.pydantic_ai._framework import (
     ToolReturnPart,
     UserPromptPart,
 )
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
+from seamscope.loop import RECALL_TOOL
 
 __all__ = [
     "Offloaded",

@@ -1,0 +1,683 @@
+"""The framework-free API: seamscope inside a hand-written agent loop.
+
+One :class:`DecisionLayer` holds the policies, the selection pipeline, the
+offload gate, the ledger and the telemetry. A loop calls it at each point
+of a ReAct iteration::
+
+    layer = DecisionLayer(default_model="claude-opus-4-6", policies=[...],
+                          stages=[...], catalog=catalog, agent_name="analyst")
+
+    with layer.turn("conv-7", messages) as turn:         # invoke_agent span
+        while True:
+            with turn.iteration() as it:                  # seamscope.iteration
+                selection = it.select_tools(all_tools)    # select_tools + stages
+                pre = it.pre_model()                      # PRE seam
+                with it.chat(pre.model.model_name) as call:   # chat {model}
+                    reply = my_model(pre.model, messages, selection.tools)
+                    call.report(usage)                    # gen_ai.usage.*, ledger
+                post = it.post_model(reply)               # POST seam + dispatches
+                for tool_call in post.calls:
+                    with it.execute_tool(tool_call):      # execute_tool {tool}
+                        output = run(tool_call)
+                    decision = it.offload(tool_call, output)   # offload gate
+                    ...
+
+Telemetry comes from the providers passed in (or the global API); nothing
+here sets global providers. Decisions never depend on telemetry: an
+observer that fails is contained and the loop takes the same decisions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+
+from seamscope._internal import (
+    GenAISpans,
+    Invocation,
+    OTelObserver,
+    RoleModelResolver,
+    TelemetryConfig,
+    TelemetryHandle,
+    ToolCallDispatchCallback,
+    build_dispatch_context,
+    check_telemetry_options,
+    checks,
+    evaluate_offload_gate,
+    guard_observer,
+    telemetry_error,
+)
+from seamscope.decisions import (
+    DecisionObserver,
+    DispatchContext,
+    Message,
+    ModelConfig,
+    ModelUsage,
+    OffloadGate,
+    OffloadGateDecision,
+    OffloadLedger,
+    PostModelResult,
+    PreModelResult,
+    PricingTable,
+    SeamRouter,
+    SelectionContext,
+    SelectionPipeline,
+    SelectionResult,
+    SelectionStage,
+    Settlement,
+    ToolCall,
+    ToolCallPolicy,
+    ToolCatalog,
+)
+from seamscope.decisions.records import (
+    DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+    Compaction,
+    GateCall,
+    MiddlewareDecision,
+    OffloadMechanism,
+    PricingSource,
+    Seam,
+)
+from seamscope.loop._stub import offload_stub
+from seamscope.loop._tokens import estimate_tokens
+from seamscope.telemetry import conventions as c
+
+__all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
+
+_RECALL_LOCK = threading.Lock()  # parallel tool calls of one iteration may recall at once
+
+
+class DecisionLayer:
+    """Policies, selection, the offload gate, the ledger and telemetry in one object.
+
+    Configuration errors raise ValueError at construction, naming the field.
+    ``telemetry`` may be a :class:`~seamscope.telemetry.TelemetryHandle`
+    (from ``configure()``): its providers and observer are used. Otherwise
+    providers are the ones passed, or the global API's.
+    """
+
+    def __init__(
+        self,
+        *,
+        default_model: ModelConfig | str,
+        policies: Sequence[ToolCallPolicy] = (),
+        role_model_resolver: RoleModelResolver | None = None,
+        on_tool_call_dispatch: ToolCallDispatchCallback | None = None,
+        stages: Sequence[SelectionStage] = (),
+        catalog: ToolCatalog | None = None,
+        horizon: int = 5,
+        recall_probability: float = 0.5,
+        offload_threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+        pricing: PricingTable | None = None,
+        agent_name: str | None = None,
+        provider_name: str | None = None,
+        telemetry: TelemetryHandle | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        telemetry_config: TelemetryConfig | None = None,
+        observer: DecisionObserver | None = None,
+        ledger: OffloadLedger | None = None,
+        offload_id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        check_telemetry_options(
+            "DecisionLayer", tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
+        if telemetry is not None:
+            if not isinstance(telemetry, TelemetryHandle):
+                raise TypeError(
+                    "DecisionLayer.telemetry must be the TelemetryHandle configure() "
+                    f"returns, got {type(telemetry).__name__}"
+                )
+            if tracer_provider is not None or meter_provider is not None:
+                raise ValueError(
+                    "DecisionLayer: give either telemetry (a TelemetryHandle) or "
+                    "tracer_provider/meter_provider, not both: spans would split "
+                    "across two providers"
+                )
+            tracer_provider = telemetry.tracer_provider
+            meter_provider = telemetry.meter_provider
+            observer = observer or telemetry.observer
+        for field, value in (("agent_name", agent_name), ("provider_name", provider_name)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(
+                    f"DecisionLayer.{field} must be a non-empty str or None, got {value!r}"
+                )
+        if offload_id_factory is not None and not callable(offload_id_factory):
+            raise ValueError(
+                "DecisionLayer.offload_id_factory must be callable or None, "
+                f"got {type(offload_id_factory).__name__}"
+            )
+        if (
+            isinstance(offload_threshold_tokens, bool)
+            or not isinstance(offload_threshold_tokens, int)
+            or offload_threshold_tokens < 0
+        ):
+            raise ValueError(
+                "DecisionLayer.offload_threshold_tokens must be an int >= 0, "
+                f"got {offload_threshold_tokens!r}"
+            )
+        for field, items in (("policies", policies), ("stages", stages)):
+            if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+                raise checks.fail("DecisionLayer", field, "a sequence (not a str)", items)
+        if (
+            observer is None
+            and tracer_provider is None
+            and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        ):
+            warnings.warn(
+                "DecisionLayer: no tracer provider was given and none is set globally: "
+                "spans go nowhere until one is (pass telemetry=configure(...) or "
+                "tracer_provider=...)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        if telemetry_config is not None and not isinstance(telemetry_config, TelemetryConfig):
+            raise TypeError(
+                "DecisionLayer.telemetry_config must be a TelemetryConfig, got "
+                f"{type(telemetry_config).__name__}"
+            )
+        if observer is None:
+            # the configured policy and stage names are kept first under the label cap
+            observer = OTelObserver(
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                config=telemetry_config,
+                known_labels={
+                    c.ATTR_POLICY_NAME: [p.name for p in policies if isinstance(p, ToolCallPolicy)],
+                    c.ATTR_STAGE_NAME: [
+                        n for n in (getattr(s, "name", None) for s in stages) if isinstance(n, str)
+                    ],
+                },
+            )
+        try:
+            # the components check their own fields; their messages name them
+            self.observer: DecisionObserver = guard_observer(observer)
+            self.router = SeamRouter(
+                policies,
+                default_model=default_model,
+                role_model_resolver=role_model_resolver,
+                on_tool_call_dispatch=on_tool_call_dispatch,
+                observer=observer,
+            )
+            self.pipeline = SelectionPipeline(stages, catalog=catalog, observer=observer)
+            self.gate = OffloadGate(
+                horizon=horizon,
+                recall_probability=recall_probability,
+                large_offload_threshold_tokens=offload_threshold_tokens,
+                pricing=pricing,
+                observer=observer,
+                id_factory=offload_id_factory,
+            )
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"DecisionLayer: {exc}") from exc
+        if ledger is not None and not isinstance(ledger, OffloadLedger):
+            raise TypeError(
+                f"DecisionLayer.ledger must be an OffloadLedger, got {type(ledger).__name__}"
+            )
+        if ledger is None:
+            ledger = OffloadLedger(pricing=pricing, observer=self.observer)
+        self.ledger = ledger
+        self.catalog = catalog
+        self.agent_name = agent_name
+        self.provider_name = provider_name
+        limits = telemetry_config or getattr(self.observer, "config", None)
+        self.genai = GenAISpans(
+            tracer_provider,
+            max_length=limits.max_attribute_length
+            if isinstance(limits, TelemetryConfig)
+            else TelemetryConfig.create().max_attribute_length,
+        )
+
+    @contextlib.contextmanager
+    def turn(
+        self,
+        conversation_id: str | None,
+        messages: list[Any],
+        *,
+        role: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        scope: Mapping[str, Any] | None = None,
+    ) -> Iterator[Turn]:
+        """One user turn: an ``invoke_agent`` span around its iterations.
+
+        ``messages`` is the loop's own list; the layer reads it (the loop
+        appends to it) and never copies content into telemetry. A
+        conversation id that is not a str is used as its ``str()`` and logged
+        as a ``seamscope.telemetry.error`` (never raised into the loop).
+        """
+        if conversation_id is not None and not isinstance(conversation_id, str):
+            telemetry_error(
+                "turn", None, field="conversation_id", value_type=type(conversation_id).__name__
+            )
+            conversation_id = _as_str(conversation_id)
+        with self.genai.invoke_agent(self.agent_name, conversation_id=conversation_id):
+            yield Turn(self, conversation_id, messages, role, state, scope)
+
+    def end_conversation(self, conversation_id: str) -> list[Settlement]:
+        """Settle the conversation's offloads in the ledger."""
+        return self.ledger.end_conversation(conversation_id)
+
+
+class Turn:
+    """The iterations of one user turn."""
+
+    def __init__(
+        self,
+        layer: DecisionLayer,
+        conversation_id: str | None,
+        messages: list[Any],
+        role: str | None,
+        state: Mapping[str, Any] | None,
+        scope: Mapping[str, Any] | None,
+    ) -> None:
+        self.layer = layer
+        self.conversation_id = conversation_id
+        self.messages = messages
+        self.role = role
+        self.state: Mapping[str, Any] = {} if state is None else state
+        self.scope = scope
+        self.iterations = 0
+        self.agent_name: str | None = None
+        """The agent running the next iterations when it is not the layer's
+        (a framework's handoff); None: the layer's ``agent_name``."""
+
+    @property
+    def agent(self) -> str | None:
+        """The name of the agent that runs this turn's current iteration."""
+        return self.agent_name or self.layer.agent_name
+
+    @contextlib.contextmanager
+    def iteration(self) -> Iterator[Iteration]:
+        """One ReAct iteration: a ``seamscope.iteration`` span."""
+        iteration, scope = self.open_iteration()
+        with scope:
+            yield iteration
+
+    def open_iteration(self) -> tuple[Iteration, contextlib.AbstractContextManager[object]]:
+        """The next iteration and its span scope, not yet entered: for a loop whose
+        iteration outlives one ``with`` block (enter and exit the scope in one
+        context)."""
+        index = self.iterations
+        self.iterations += 1
+        scope = self.layer.observer.iteration(
+            index, conversation_id=self.conversation_id, agent_name=self.agent
+        )
+        return Iteration(self, index), scope
+
+
+class ChatCall:
+    """An open ``chat {model}`` span; report the call's usage on it.
+
+    ``named``: ``model`` is the model really called (from the PRE seam's
+    choice or the model object); False when it is only the layer's default,
+    so the response's model, when reported, names the call instead.
+    """
+
+    def __init__(
+        self, iteration: Iteration, model: str, span: trace.Span, *, named: bool = True
+    ) -> None:
+        self._iteration = iteration
+        self.model = model
+        self.span = span
+        self.named = named
+        self.usage: ModelUsage | None = None
+
+    def report(
+        self,
+        usage: ModelUsage,
+        *,
+        response_model: str | None = None,
+        carried: Iterable[str] | None = None,
+    ) -> None:
+        """Record usage on the span and in the ledger (carried stubs, cache).
+
+        ``carried``: the offload ids whose stub (not the full output) this
+        call's prompt held; None means every live offload of the conversation.
+        A ``usage`` that is not a :class:`ModelUsage` is logged as a
+        ``seamscope.telemetry.error`` and ignored (never raised into the loop).
+        """
+        if not isinstance(usage, ModelUsage):
+            telemetry_error("report", None, field="usage", value_type=type(usage).__name__)
+            return
+        self.usage = usage
+        if not self.named and isinstance(response_model, str) and response_model:
+            # nothing said which model was called but the response: it names the call
+            self.model = response_model
+            self.named = True
+            GenAISpans.rename_chat(self.span, response_model)
+            self._iteration.model = response_model
+        GenAISpans.record_usage(
+            self.span, usage, response_model, max_length=self._iteration.turn.layer.genai.max_length
+        )
+        turn = self._iteration.turn
+        if carried is not None:
+            carried = tuple(carried)
+        if turn.conversation_id:
+            account = turn.layer.ledger.record_model_call(
+                turn.conversation_id, model=self.model, usage=usage, carried=carried
+            )
+            compacted = bool(carried) if carried is not None else bool(account.by_mechanism)
+        else:
+            compacted = bool(carried)
+        if compacted:
+            GenAISpans.mark_compacted(self.span)
+
+
+class Iteration:
+    """The decision points of one ReAct iteration."""
+
+    def __init__(self, turn: Turn, index: int) -> None:
+        self.turn = turn
+        self.index = index
+        self.selection: SelectionResult | None = None
+        self.pre: PreModelResult | None = None
+        self.post: PostModelResult | None = None
+        self.model: str | None = None
+        self.unavailable: str | None = None
+        """The PRE seam's choice when it is not callable here (another model ran)."""
+        self._recall_output_charged = False
+
+    # contexts ------------------------------------------------------------------
+
+    def _routed(self) -> tuple[str, ...]:
+        return () if self.selection is None else self.selection.selected
+
+    def context(self, seam: Seam, emitted_message: Any | None = None) -> DispatchContext:
+        """The DispatchContext of a seam, built by the core's one helper."""
+        turn = self.turn
+        return build_dispatch_context(
+            seam,
+            turn.messages,
+            resolved_tool_names=self._routed(),
+            forced_tool_choice=None if self.selection is None else self.selection.forced_tool,
+            scope=turn.scope,
+            iteration=self.index,
+            role=turn.role,
+            conversation_id=turn.conversation_id,
+            agent_name=turn.agent,
+            emitted_message=emitted_message,
+        )
+
+    # decision points ----------------------------------------------------------
+
+    def select_tools(self, tools: Sequence[Any], *, fixed: Sequence[Any] = ()) -> SelectionResult:
+        """Run the selection pipeline over the tools offered this iteration.
+
+        ``fixed``: tools the framework binds whatever the stages decide (a
+        structured-output tool); they are recorded as offered and selected.
+        """
+        turn = self.turn
+        ctx = SelectionContext(
+            messages=tuple(turn.messages),
+            state=turn.state,
+            role=turn.role,
+            iteration=self.index,
+            conversation_id=turn.conversation_id,
+            agent_name=turn.agent,
+        )
+        self.selection = turn.layer.pipeline.run(tools, ctx, fixed=fixed)
+        return self.selection
+
+    def pre_model(self) -> PreModelResult:
+        """The PRE seam: which model reasons this iteration."""
+        self.pre = self.turn.layer.router.pre_model(self.context(Seam.PRE_MODEL))
+        self.model = self.pre.model.model_name
+        return self.pre
+
+    def _chat_name(self, model: str | None, named: bool) -> tuple[str, bool]:
+        name = model or self.model
+        if not name:
+            name, named = self.turn.layer.router.default_model.model_name, False
+        self.model = name
+        return name, named
+
+    @contextlib.contextmanager
+    def chat(self, model: str | None = None, *, named: bool = True) -> Iterator[ChatCall]:
+        """A ``chat {model}`` span around the model call.
+
+        ``model``: the model really called (default: the PRE seam's choice,
+        else the layer's default model); ``named`` False says the name is
+        only the default, so the response's model names the call if reported.
+        """
+        name, named = self._chat_name(model, named)
+        layer = self.turn.layer
+        with layer.genai.chat(
+            name,
+            provider=layer.provider_name,
+            conversation_id=self.turn.conversation_id,
+            agent_name=self.turn.agent,
+        ) as span:
+            if self.unavailable is not None:
+                GenAISpans.mark_unavailable(span, self.unavailable)
+            yield ChatCall(self, name, span, named=named)
+
+    def start_chat(
+        self,
+        model: str | None = None,
+        *,
+        named: bool = True,
+        parent: otel_context.Context | None = None,
+    ) -> tuple[ChatCall, Invocation]:
+        """A ``chat {model}`` span held open across callbacks (the start/stop form
+        of :meth:`chat`): report on the ChatCall, end with the Invocation's
+        ``stop()``/``fail()`` from whichever task ends the call. ``parent``: the
+        context the span is a child of (default: the current one)."""
+        name, named = self._chat_name(model, named)
+        layer = self.turn.layer
+        held = layer.genai.start_chat(
+            name,
+            parent=parent,
+            provider=layer.provider_name,
+            conversation_id=self.turn.conversation_id,
+            agent_name=self.turn.agent,
+        )
+        if self.unavailable is not None:
+            GenAISpans.mark_unavailable(held.span, self.unavailable)
+        return ChatCall(self, name, held.span, named=named), held
+
+    def post_model(self, emitted: Any, *, calls: Sequence[Any] | None = None) -> PostModelResult:
+        """The POST seam over the emitted assistant message (or its tool calls).
+
+        The context includes the just-emitted message, as the design says.
+        ``calls``: the emitted calls the loop will dispatch, when not all of
+        the message's are (the framework consumes a structured-output call
+        itself); the records' indexes refer to this sequence.
+        """
+        if isinstance(emitted, Message) or not isinstance(emitted, Sequence):
+            message = emitted
+            routed = tuple(getattr(emitted, "tool_calls", ()) or ())
+        else:
+            message = Message("assistant", "", tuple(emitted))
+            routed = tuple(emitted)
+        calls = routed if calls is None else tuple(calls)
+        calls = tuple(_as_tool_call(call) for call in calls)
+        self.post = self.turn.layer.router.post_model(
+            self.context(Seam.POST_MODEL, emitted_message=message), calls
+        )
+        return self.post
+
+    def execute_tool(self, call: ToolCall) -> contextlib.AbstractContextManager[trace.Span]:
+        """An ``execute_tool {tool}`` span around one tool call."""
+        return self.turn.layer.genai.execute_tool(
+            call.name, call_id=call.id, conversation_id=self.turn.conversation_id
+        )
+
+    def tool_result(self, span: trace.Span, output: Any) -> None:
+        """Record a tool's output on its ``execute_tool`` span, only if content
+        capture is on (masked and truncated by the observer's config)."""
+        self.turn.layer.observer.capture(span, c.ATTR_TOOL_CALL_RESULT, output)
+
+    def offload(self, call: ToolCall, output: str | float) -> OffloadGateDecision:
+        """Ask the offload gate about one tool output (text, or its token count).
+
+        A fired decision is followed by the ledger under its offload id, its
+        stub priced at the size of the stub really sent
+        (:func:`~seamscope.adapters._kit.offload_stub`, chars / 4), not the
+        gate's assumed size.
+        """
+        if isinstance(output, str):
+            tokens = estimate_tokens(output)
+        elif isinstance(output, int | float) and not isinstance(output, bool):
+            tokens = float(output)
+        else:
+            # not a text nor a size: the gate cannot price it (it never fires on NaN)
+            telemetry_error("offload", None, field="output", value_type=type(output).__name__)
+            tokens = math.nan
+        turn = self.turn
+        layer = turn.layer
+        model = self.model or layer.router.default_model.model_name
+        decision, link = layer.gate.evaluate_linked(
+            tokens,
+            model,
+            GateCall(turn.conversation_id, turn.agent, call.name, call.id),
+        )
+        if decision.fire and turn.conversation_id:
+            layer.ledger.record_offload(
+                decision,
+                conversation_id=turn.conversation_id,
+                link=link,
+                stub_tokens=estimate_tokens(offload_stub(decision, call.name)),
+            )
+        return decision
+
+    # a framework's own decisions ------------------------------------------------
+
+    def middleware_decision(self, decision: MiddlewareDecision) -> None:
+        """Record a decision a framework's own middleware took; a compaction
+        starts being followed by the ledger like a fired offload (its
+        settlement links to the compaction's span)."""
+        turn = self.turn
+        layer = turn.layer
+        # every decision span names the conversation and the agent of its loop
+        if decision.conversation_id is None and turn.conversation_id:
+            decision = replace(decision, conversation_id=turn.conversation_id)
+        if decision.agent_name is None and turn.agent:
+            decision = replace(decision, agent_name=turn.agent)
+        # a trusted observer written before this hook existed may lack it
+        hook = getattr(layer.observer, "on_middleware_decision", None)
+        link = hook(decision) if callable(hook) else None
+        compaction = decision.compaction
+        if compaction is not None and turn.conversation_id:
+            layer.ledger.record_compaction(
+                compaction, conversation_id=turn.conversation_id, link=link
+            )
+
+    def compaction(
+        self,
+        compaction_id: str,
+        mechanism: OffloadMechanism,
+        *,
+        removed_tokens: float,
+        kept_tokens: float,
+        tool_call_ids: Sequence[str] = (),
+        messages_removed: int = 0,
+        cost: Decimal = Decimal(0),
+        rereadable: bool = True,
+        model: str | None = None,
+    ) -> Compaction:
+        """A compaction priced with the gate's formula on its sizes: the removed
+        tokens saved per later call over the gate's horizon, the kept tokens
+        carried instead, and (``rereadable``) the gate's recall prior for the
+        model fetching the cleared data again. ``model``: whose rates price
+        it (default: this iteration's model)."""
+        layer = self.turn.layer
+        name = model or self.model or layer.router.default_model.model_name
+        kept = max(0.0, float(kept_tokens))  # an estimate, never rounded
+        inputs = replace(
+            layer.gate.inputs(float(removed_tokens), name),
+            large_offload_threshold_tokens=0,
+            stub_tokens=kept,
+        )
+        if not rereadable:
+            inputs = replace(inputs, recall_probability=0.0)
+        predicted = evaluate_offload_gate(inputs, pricing=layer.gate.pricing)
+        return Compaction(
+            compaction_id,
+            mechanism,
+            name,
+            float(removed_tokens),
+            kept,
+            tuple(tool_call_ids),
+            int(messages_removed),
+            cost,
+            None if predicted.pricing_source is PricingSource.NONE else predicted,
+        )
+
+    def model_call_cost(self, model: str, usage: ModelUsage) -> Decimal:
+        """What one model call cost at ``model``'s rates (0 when unpriced)."""
+        quote = self.turn.layer.gate.pricing.lookup(model)
+        if quote is None:
+            return Decimal(0)
+        price = quote.price
+        return (
+            usage.uncached_tokens * price.input_rate
+            + usage.cache_read_tokens * price.cache_read_rate
+            + usage.cache_write_tokens * price.cache_write_rate
+            + usage.output_tokens * price.output_rate
+        )
+
+    def recall(self, offload_id: str, *, input_tokens: float, output_tokens: int) -> None:
+        """The model recalled an offloaded output: a real cost in the ledger.
+
+        ``output_tokens``: the output of the model call that emitted the recall.
+        Parallel recalls of one model call share that output, so it is charged
+        with the first recall of the iteration only.
+        """
+        turn = self.turn
+        with _RECALL_LOCK:
+            if self._recall_output_charged:
+                output_tokens = 0
+            self._recall_output_charged = True
+        if turn.conversation_id:
+            turn.layer.ledger.record_recall(
+                turn.conversation_id,
+                offload_id,
+                model=self.model or turn.layer.router.default_model.model_name,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+            )
+
+
+def _as_str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return "?"
+
+
+def _as_tool_call(call: Any) -> ToolCall:
+    """A ToolCall from what a loop passes: a ToolCall, a mapping or an object with
+    ``id``/``name``/``args``. Arguments given as a JSON string are parsed; ``None``
+    or anything that is not an object becomes ``{}`` (the original is kept under
+    ``"__raw__"`` when it was not empty), so the POST seam never raises on them."""
+    if isinstance(call, ToolCall):
+        return call
+    if isinstance(call, Mapping):
+        raw_id, name, args = call.get("id"), call.get("name"), call.get("args")
+    else:
+        raw_id = getattr(call, "id", None)
+        name = getattr(call, "name", None)
+        args = getattr(call, "args", None)
+    return ToolCall("" if raw_id is None else str(raw_id), str(name or ""), _as_args(args))
+
+
+def _as_args(args: Any) -> dict[str, Any]:
+    if isinstance(args, Mapping):
+        return dict(args)
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args) if args.strip() else {}
+        except ValueError:
+            return {"__raw__": args}
+        return dict(parsed) if isinstance(parsed, Mapping) else {"__raw__": parsed}
+    return {} if args is None else {"__raw__": args}
