@@ -355,3 +355,35 @@ def test_a_call_blocked_inside_the_tool_node_never_ran(tmp_path: Path, explain: 
         "execute_tool send_email blocked by a middleware: never ran" in line
         for line in out.splitlines()
     ), out
+
+
+def test_a_pre_seam_choice_not_callable_here_is_shown_beside_the_model_that_ran(
+    tmp_path: Path, explain: Explain
+) -> None:
+    """The kit reports an unavailable PRE-seam winner on the chat span; the tree shows it."""
+    from seamscope.adapters._kit import choose_model, note_unavailable
+    from seamscope.decisions import ModelConfig, ToolCallPolicy
+
+    provider = TracerProvider()
+    path = tmp_path / "unavailable.jsonl"
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    deep = ToolCallPolicy("deep", match=lambda ctx: True, model=ModelConfig("claude-sonnet-4-5"))
+    layer = DecisionLayer(
+        default_model="gpt-4o", agent_name="triage", tracer_provider=provider, policies=[deep]
+    )
+    with layer.turn("conv-u", []) as turn, turn.iteration() as it:
+        it.select_tools(list(TOOLS))
+        pre = it.pre_model()
+        choice = choose_model(pre.model.model_name, "gpt-4o", {}, "gpt-4.1-mini")
+        note_unavailable(it, pre, choice)
+        with it.chat(choice.name) as call:
+            call.report(ModelUsage(900, 20))
+    provider.shutdown()
+
+    code, out, _ = explain(str(path))
+    assert 0 == code
+    assert any(
+        "gpt-4.1-mini" in line
+        and "(the PRE seam chose claude-sonnet-4-5: not callable here)" in line
+        for line in out.splitlines()
+    ), out

@@ -306,7 +306,13 @@ def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
         usage = ""
         if chat.get("input_tokens") is not None:
             usage = f"  in {_tokens(chat['input_tokens'])} tok · out {_tokens(chat['output_tokens'])} tok"
-        node.add(("chat", "cyan"), (f"        {_t(chat.get('model'))}{usage}", ""))
+        chosen = chat.get("chosen_unavailable")
+        unavailable = (
+            [(f"  (the PRE seam chose {_t(chosen)}: not callable here)", "yellow")]
+            if chosen
+            else []
+        )
+        node.add(("chat", "cyan"), (f"        {_t(chat.get('model'))}{usage}", ""), *unavailable)
     for d in it.get("dispatches", []):
         node.add(*_dispatch(d))
     for d in blocked:

@@ -350,6 +350,9 @@ def _iteration(
                     "input_tokens": a.number(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS),
                     "output_tokens": a.number(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS),
                 }
+                chosen = a.text(c.ATTR_MODEL_CHOSEN_UNAVAILABLE)
+                if chosen:  # the PRE seam chose a model not callable here
+                    chat["chosen_unavailable"] = chosen
                 view["chat"] = chat
                 chats.append((child.start_ns, chat))
             elif op == _GENAI_TOOL:
