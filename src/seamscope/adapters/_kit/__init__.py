@@ -2,6 +2,8 @@
 
 * :mod:`._models`: which model really runs a call and the name every record
   gives it (``choose_model``, ``model_name_of``, ``note_unavailable``);
+* :mod:`._options`: the role of a turn and the adopter's scope of a run
+  (``resolve_role``, ``resolve_scope``);
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
   (``error_type``, unwrapping a framework's wrappers);
 * from :mod:`seamscope.loop`: the one token estimator (``estimate_tokens``),
@@ -17,6 +19,7 @@ from seamscope.adapters._kit._models import (
     model_name_of,
     note_unavailable,
 )
+from seamscope.adapters._kit._options import resolve_role, resolve_scope
 from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 
 __all__ = [
@@ -28,4 +31,6 @@ __all__ = [
     "model_name_of",
     "note_unavailable",
     "offload_stub",
+    "resolve_role",
+    "resolve_scope",
 ]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from seamscope._internal import checks
+from seamscope.adapters._kit import resolve_role, resolve_scope
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
@@ -124,17 +125,14 @@ class SeamscopeRunner:
         return self.outputs.get(offload_id)
 
     def role_for(self, agent: Any) -> str | None:
-        """The role of a turn of ``agent``."""
-        role = self._role
-        if callable(role):
-            try:
-                role = role(agent)
-            except Exception:
-                failed("openai_agents.role")
-                return None
-        elif role is None:
-            role = getattr(agent, "name", None)
-        return role if isinstance(role, str) and role else None
+        """The role of a turn of ``agent`` (default: the agent's name)."""
+        return resolve_role(
+            self._role,
+            agent,
+            default=getattr(agent, "name", None),
+            failed=failed,
+            hook="openai_agents.role",
+        )
 
     # -- the runs -----------------------------------------------------------------
 
@@ -273,14 +271,7 @@ class SeamscopeRunner:
         context.run_config = self._config(run, base)
 
     def _resolve_scope(self, context: Any) -> Mapping[str, Any] | None:
-        scope = self._scope
-        if callable(scope):
-            try:
-                scope = scope(context)
-            except Exception:
-                failed("openai_agents.scope")
-                return None
-        return scope if isinstance(scope, Mapping) else None
+        return resolve_scope(self._scope, context, failed=failed, hook="openai_agents.scope")
 
     async def _recall(self, ctx: ToolContext[Any], arguments: str) -> str:
         offload_id = translate.recall_id(arguments)

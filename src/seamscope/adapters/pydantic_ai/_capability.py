@@ -39,6 +39,8 @@ from seamscope.adapters._kit import (
     estimate_tokens,
     note_unavailable,
     offload_stub,
+    resolve_role,
+    resolve_scope,
 )
 from seamscope.adapters.pydantic_ai import _translate as translate
 from seamscope.adapters.pydantic_ai._framework import (
@@ -168,28 +170,18 @@ class SeamscopeCapability(AbstractCapability[Any]):
         return self.outputs.get(offload_id)
 
     def role_for(self, ctx: RunContext[Any]) -> str | None:
-        """The role of a run."""
-        role: Any = self._role
-        if callable(role):
-            try:
-                role = role(ctx)
-            except Exception:
-                failed("pydantic_ai.role")
-                return None
-        elif role is None:
-            role = getattr(ctx.agent, "name", None)
-        return role if isinstance(role, str) and role else None
+        """The role of a run (default: the agent's name)."""
+        return resolve_role(
+            self._role,
+            ctx,
+            default=getattr(ctx.agent, "name", None),
+            failed=failed,
+            hook="pydantic_ai.role",
+        )
 
     def scope_for(self, deps: Any) -> Mapping[str, Any] | None:
         """The adopter's scope of a run."""
-        scope: Any = self._scope
-        if callable(scope):
-            try:
-                scope = scope(deps)
-            except Exception:
-                failed("pydantic_ai.scope")
-                return None
-        return scope if isinstance(scope, Mapping) else None
+        return resolve_scope(self._scope, deps, failed=failed, hook="pydantic_ai.scope")
 
     # -- the capability -----------------------------------------------------------
 
