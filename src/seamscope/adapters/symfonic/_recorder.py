@@ -25,7 +25,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -64,9 +64,6 @@ from seamscope.decisions import (
 from seamscope.decisions.records import CarriedStub, GateCall, Seam
 from seamscope.telemetry import conventions as c
 
-if TYPE_CHECKING:
-    from seamscope.adapters.symfonic._seams import _SeamRecorder
-
 __all__ = [
     "_ACTIVE",
     "OffloadLedger",
@@ -87,7 +84,23 @@ __all__ = [
 _MAX_RUNS = 1024
 _MAX_OFFLOAD_IDS = 4096
 
-_ACTIVE: contextvars.ContextVar[tuple[_SeamRecorder, str] | None] = contextvars.ContextVar(
+class _GateRecorder(Protocol):
+    """What the gate hook calls on the recorder whose model call is in flight
+    (the seams module's recorder; this module does not import it)."""
+
+    _installed: bool
+
+    def _gate(
+        self,
+        original: Callable[[Any], Any],
+        inputs: Any,
+        run_id: str,
+        site: tuple[str | None, str | None],
+    ) -> Any: ...
+
+
+# (the seam recorder whose model call is in flight, its run id)
+_ACTIVE: contextvars.ContextVar[tuple[_GateRecorder, str] | None] = contextvars.ContextVar(
     "seamscope_symfonic_active", default=None
 )
 """The instrumentation and run id of the react node running in this context.
@@ -520,7 +533,7 @@ class _RunRecorder:
         if getattr(event, "node_name", None) != _REACT_NODE:
             return
         active = _ACTIVE.get()
-        if active is not None and active[0] is self:
+        if active is not None and active[0] is cast(object, self):
             _ACTIVE.set(None)
         run = self._run(event.run_id)
         it = run.current if run is not None else None
