@@ -18,7 +18,6 @@ import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from seamscope.decisions._observer import _HOOKS
 from seamscope.decisions.records._values import _fail as fail
 from seamscope.decisions.records._values import _flag as flag
 from seamscope.decisions.records._values import _nonempty_str as nonempty_str
@@ -36,7 +35,6 @@ __all__ = [
     "money",
     "names",
     "nonempty_str",
-    "observer",
     "optional_str",
     "real",
     "show",
@@ -85,18 +83,6 @@ def names(owner: str, field: str, value: object) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise fail(owner, field, "an iterable of str", value, f"an item is {show(item)}")
     return items
-
-
-def observer(owner: str, value: object) -> None:
-    """None, or an object with at least one observer hook (a partial
-    observer is fine: a hook it lacks is a no-op)."""
-    if value is None or getattr(value, "never_raises", False) is True:
-        return
-    hooks = (*_HOOKS, "iteration")
-    if not any(callable(getattr(value, hook, None)) for hook in hooks):
-        raise fail(
-            owner, "observer", "a DecisionObserver (an object with its hooks) or None", value
-        )
 
 
 def mapping(owner: str, field: str, value: object, *, optional: bool = True) -> None:

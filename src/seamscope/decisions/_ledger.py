@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from seamscope.decisions import _checks as _c
-from seamscope.decisions._observer import DecisionObserver, guard_observer
+from seamscope.decisions._observer import DecisionObserver, check_observer, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice, PricingTable, to_decimal
 from seamscope.decisions.records import (
     CarriedStub,
@@ -220,7 +220,7 @@ class OffloadLedger:
     ) -> None:
         if pricing is not None and not isinstance(pricing, PricingTable):
             raise _c.fail("OffloadLedger", "pricing", "a PricingTable or None", pricing)
-        _c.observer("OffloadLedger", observer)
+        check_observer("OffloadLedger", observer)
         self._pricing = DEFAULT_PRICING if pricing is None else pricing
         self._idle = _positive("idle_turns", idle_turns)
         self._max_conversations = _positive("max_conversations", max_conversations)

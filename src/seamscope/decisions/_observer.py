@@ -59,12 +59,13 @@ from seamscope.decisions.records import (
     StageRecord,
     ToolCall,
 )
+from seamscope.decisions.records._values import _fail as fail
 
 if TYPE_CHECKING:  # contexts only: the records above are the contract's values
     from seamscope.decisions._policy import DispatchContext
     from seamscope.decisions.selection._types import SelectionContext, SelectionStage
 
-__all__ = ["NOOP_OBSERVER", "DecisionObserver", "NoopObserver", "guard_observer"]
+__all__ = ["NOOP_OBSERVER", "DecisionObserver", "NoopObserver", "check_observer", "guard_observer"]
 
 _log = logging.getLogger("seamscope.decisions")
 
@@ -182,6 +183,19 @@ _HOOKS = tuple(
     for name in vars(NoopObserver)
     if name.startswith(("start_", "end_", "on_")) or name == "capture"
 )
+
+
+def check_observer(owner: str, value: object) -> None:
+    """None, or an object with at least one observer hook (a partial
+    observer is fine: a hook it lacks is a no-op); ValueError naming
+    ``owner.observer`` otherwise."""
+    if value is None or getattr(value, "never_raises", False) is True:
+        return
+    hooks = (*_HOOKS, "iteration")
+    if not any(callable(getattr(value, hook, None)) for hook in hooks):
+        raise fail(
+            owner, "observer", "a DecisionObserver (an object with its hooks) or None", value
+        )
 
 
 class _GuardedIteration(contextlib.AbstractContextManager[object]):

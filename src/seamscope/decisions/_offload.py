@@ -31,7 +31,7 @@ from decimal import Decimal
 from typing import Any
 
 from seamscope.decisions import _checks as _c
-from seamscope.decisions._observer import DecisionObserver, guard_observer
+from seamscope.decisions._observer import DecisionObserver, check_observer, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable, to_decimal
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
@@ -227,7 +227,7 @@ class OffloadGate:
         if pricing is not None and not isinstance(pricing, PricingTable):
             raise _c.fail("OffloadGate", "pricing", "a PricingTable or None", pricing)
         _c.maybe_callable("OffloadGate", "id_factory", id_factory)
-        _c.observer("OffloadGate", observer)
+        check_observer("OffloadGate", observer)
         self._pricing = DEFAULT_PRICING if pricing is None else pricing
         self._observer = guard_observer(observer)
         self._id_factory = id_factory or (lambda: uuid.uuid4().hex[:16])

@@ -41,7 +41,7 @@ from typing import Any
 
 from seamscope.decisions import _checks as _c
 from seamscope.decisions._messages import ToolCall
-from seamscope.decisions._observer import DecisionObserver, guard_observer
+from seamscope.decisions._observer import DecisionObserver, check_observer, guard_observer
 from seamscope.decisions._policy import DispatchContext, ModelConfig, ToolCallPolicy
 from seamscope.decisions.records import (
     ContainedError,
@@ -218,7 +218,7 @@ class SeamRouter:
             )
         _c.maybe_callable(owner, "role_model_resolver", role_model_resolver)
         _c.maybe_callable(owner, "on_tool_call_dispatch", on_tool_call_dispatch)
-        _c.observer(owner, observer)
+        check_observer(owner, observer)
         self._warned: set[tuple[str, str]] = set()
         # the shared plain evaluations of each seam (see _Trail.note)
         self._plain: dict[Seam, dict[tuple[str, PolicyResult], PolicyEvaluation]] = {

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from seamscope.decisions import _checks as _c
+from seamscope.decisions._observer import check_observer
 
 __all__ = ["check_configure", "check_endpoint", "check_telemetry_options"]
 
@@ -170,7 +171,7 @@ def check_telemetry_options(
             str(_c.fail(owner, "telemetry_config", "a TelemetryConfig or None", telemetry_config))
         )
     try:
-        _c.observer(owner, observer)
+        check_observer(owner, observer)
     except ValueError as exc:
         raise TypeError(str(exc)) from None
     if ledger is not None and not isinstance(ledger, OffloadLedger):

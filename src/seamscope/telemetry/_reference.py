@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import enum
 import inspect
-
-from seamscope.telemetry import conventions as c
+from types import ModuleType
+from typing import Any
 
 __all__ = ["render"]
 
 
-def render() -> str:
-    """The reference table of every name, as committed in docs/semantic-conventions.md."""
-    module = c
+def render(module: ModuleType) -> str:
+    """The reference table of every name of the conventions ``module``, as
+    committed in docs/semantic-conventions.md (the module is passed in, so this
+    one does not import it back)."""
+    c: Any = module
     source = inspect.getsource(module)
     docs: dict[str, str] = {}
     lines = source.splitlines()

@@ -785,9 +785,11 @@ DECISION_DURATION_BUCKETS: Final = (
 
 def render_markdown() -> str:
     """The reference table of every name, as committed in docs/semantic-conventions.md."""
+    import sys
+
     from seamscope.telemetry._reference import render
 
-    return render()
+    return render(sys.modules[__name__])
 
 
 if __name__ == "__main__":

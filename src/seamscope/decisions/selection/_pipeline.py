@@ -11,7 +11,7 @@ from typing import Any
 
 from seamscope.decisions import _checks as _c
 from seamscope.decisions._messages import tool_name
-from seamscope.decisions._observer import DecisionObserver, guard_observer
+from seamscope.decisions._observer import DecisionObserver, check_observer, guard_observer
 from seamscope.decisions.records import (
     SelectionResult,
     StageOutcomeKind,
@@ -108,7 +108,7 @@ class SelectionPipeline:
             names.add(stage.name)
         if catalog is not None and not isinstance(catalog, ToolCatalog):
             raise _c.fail(owner, "catalog", "a ToolCatalog or None", catalog)
-        _c.observer(owner, observer)
+        check_observer(owner, observer)
         self._stages = stages
         self._catalog = catalog
         self._observer = guard_observer(observer)
