@@ -107,7 +107,7 @@ def test_demo_summary_has_each_settlement_with_its_mechanism(demo: Any) -> None:
     # the compaction: carried by one call, then re-read once
     assert ["+$0.2154", "−$0.0264", "1", "1"] == rows[2][3:7]
     assert (
-        "7 turns · 7 traces · offloads and compactions predicted +$0.7876, realized −$0.0039"
+        "7 turns · 7 traces · offloads and compactions predicted +$0.7875, realized −$0.0036"
     ) in out.splitlines()
 
 
