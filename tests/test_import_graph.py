@@ -151,13 +151,6 @@ INTERNALS = {
 # What the LangChain steps and watcher still read of the middleware object
 # they serve (its fields are private to it); may only shrink.
 KNOWN_PRIVATE_READS = {
-    "seamscope/adapters/langchain/_steps.py": {
-        "_compactions",
-        "_offload",
-        "_outputs",
-        "_runs",
-        "_tail",
-    },
     "seamscope/adapters/langchain/_watch.py": {"_compactions", "_runs"},
 }
 

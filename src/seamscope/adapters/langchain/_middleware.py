@@ -29,7 +29,7 @@ from seamscope.adapters.langchain._framework import (
     ToolRuntime,
 )
 from seamscope.adapters.langchain._runs import Compactions, Outputs, Runs, failed
-from seamscope.adapters.langchain._steps import ModelStep, TailStep, ToolStep
+from seamscope.adapters.langchain._steps import ModelStep, StepContext, TailStep, ToolStep
 from seamscope.adapters.langchain._watch import Watcher, watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
@@ -100,6 +100,10 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._compactions = Compactions(_MAX_CONVERSATIONS)
         self._tail: _ModelTail | None = None
         self.tools: Sequence[BaseTool] = [self._recall_tool()] if self._offload else []
+        self.kit = StepContext(
+            layer, self.models, self._offload, self._runs, self._outputs, self._compactions
+        )
+        """What this middleware's steps read (they never read the middleware)."""
 
     def watching(self, *middlewares: AgentMiddleware[Any, Any, Any]) -> list[Any]:
         """The middleware list for ``create_agent``: this middleware outermost,
@@ -123,6 +127,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 )
         if self._tail is None:
             self._tail = _ModelTail(self)
+            self.kit.watching = True
         return [self, *(watched(self, m) for m in middlewares), self._tail]
 
     # -- public helpers -----------------------------------------------------------

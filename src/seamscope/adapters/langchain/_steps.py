@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
@@ -36,27 +37,30 @@ from seamscope.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
 
+@dataclass(slots=True)
+class StepContext:
+    """What a hook's step needs of the middleware it serves (the steps never
+    read the middleware itself): the layer, the models by name, the run
+    registry, the offloaded outputs, the compactions followed, and whether
+    the model tail records the chat spans (``watching()`` was called)."""
+
+    layer: DecisionLayer
+    models: Mapping[str, Any]
+    offload: bool
+    runs: Runs
+    outputs: Outputs
+    compactions: Compactions
+    watching: bool = False
+
+
 class SeamscopeMiddleware(Protocol):
-    """What a step reads of the middleware whose hook it is (the middleware
-    module imports the steps, never the other way round)."""
+    """The middleware a step serves: it hands the step its context."""
 
     @property
-    def layer(self) -> DecisionLayer: ...
-    @property
-    def models(self) -> Mapping[str, Any]: ...
-    @property
-    def _offload(self) -> bool: ...
-    @property
-    def _runs(self) -> Runs: ...
-    @property
-    def _outputs(self) -> Outputs: ...
-    @property
-    def _compactions(self) -> Compactions: ...
-    @property
-    def _tail(self) -> object | None: ...
+    def kit(self) -> StepContext: ...
 
 
-__all__ = ["Attached", "ModelStep", "TailStep", "ToolStep"]
+__all__ = ["Attached", "ModelStep", "StepContext", "TailStep", "ToolStep"]
 
 _T = TypeVar("_T")
 
@@ -129,7 +133,7 @@ class _Step:
     """What a model step and a tool step share: the run, the attached context."""
 
     def __init__(self, middleware: SeamscopeMiddleware) -> None:
-        self.mw = middleware
+        self.mw = middleware.kit
         self.run: Run | None = None
         self.iteration: Iteration | None = None
         self.attached: Attached | None = None
@@ -142,7 +146,7 @@ class _Step:
         if isinstance(exc, GraphBubbleUp):
             self.run.paused = True
         else:
-            self.mw._runs.close(self.run, exc)
+            self.mw.runs.close(self.run, exc)
 
     def close(self) -> None:
         if self.attached is not None:
@@ -200,14 +204,14 @@ class ModelStep(_ModelCallStep):
         request = self.request
         mw = self.mw
         try:
-            self.run, self.created = mw._runs.for_hook(request.state, request.runtime, create=True)
+            self.run, self.created = mw.runs.for_hook(request.state, request.runtime, create=True)
             if self.run is None:
                 return request
             self.run.bound = None
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
             self.attached = Attached(self.run.otel)
-            offered = translate.offered(request.tools, recall=mw._outputs.has(self.run.scope))
+            offered = translate.offered(request.tools, recall=mw.outputs.has(self.run.scope))
             self.structured = translate.structured_tools(request)
             selection = it.select_tools(offered, fixed=self.structured)
             pre = it.pre_model()
@@ -240,13 +244,13 @@ class ModelStep(_ModelCallStep):
             return request
 
     def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
-        if self.mw._tail is not None:
+        if self.mw.watching:
             # watching: the model tail opens a chat span per real model call
             return _contained(None, "")
         return super().chat()
 
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
-        if self.mw._tail is None:  # watching: the model tail reported each real call
+        if not self.mw.watching:  # watching: the model tail reported each real call
             super().report(call, response)
 
     def finish(
@@ -287,7 +291,7 @@ class ToolStep(_Step):
         try:
             # a run can be opened here only for a known thread (a run resumed at
             # its tools); it cannot be written back to the state from this hook
-            self.run, _ = self.mw._runs.for_hook(
+            self.run, _ = self.mw.runs.for_hook(
                 request.state,
                 request.runtime,
                 create=translate.thread_id(request.runtime) is not None,
@@ -334,9 +338,9 @@ class ToolStep(_Step):
             if call.name == RECALL_TOOL:
                 self._account_recall(run, it, call)
                 return result
-            if self.mw._tail is not None and isinstance(result, ToolMessage):
+            if self.mw.watching and isinstance(result, ToolMessage):
                 self._account_reread(run, it, call, result)
-            if not self.mw._offload or not isinstance(result, ToolMessage):
+            if not self.mw.offload or not isinstance(result, ToolMessage):
                 return result
             text = translate.offloadable_text(result)
             if text is None or estimate_tokens(text) < self.mw.layer.gate.threshold_tokens:
@@ -344,7 +348,7 @@ class ToolStep(_Step):
             decision = it.offload(call, text)
             if not decision.fire or decision.offload_id is None:
                 return result
-            self.mw._outputs.keep(decision.offload_id, run.scope, text)
+            self.mw.outputs.keep(decision.offload_id, run.scope, text)
             return translate.with_content(result, offload_stub(decision, call.name))
         except Exception:
             failed("langchain.after_tool_call")
@@ -359,7 +363,7 @@ class ToolStep(_Step):
         text = translate.offloadable_text(result)
         if text is None:
             return
-        compaction_id = self.mw._compactions.reread(run.scope, call.name, dict(call.args))
+        compaction_id = self.mw.compactions.reread(run.scope, call.name, dict(call.args))
         if compaction_id is None:
             return
         usage = run.usage
@@ -372,7 +376,7 @@ class ToolStep(_Step):
     def _account_recall(self, run: Run, iteration: Iteration, call: ToolCall) -> None:
         """A recall of a stored output is a real cost: its text comes back as input."""
         offload_id = translate.recall_id(call)
-        text = self.mw._outputs.lookup(offload_id, run.scope)
+        text = self.mw.outputs.lookup(offload_id, run.scope)
         if text is None:
             return
         usage = run.usage
@@ -392,7 +396,7 @@ class TailStep(_ModelCallStep):
     def prepare(self) -> None:
         request, mw = self.request, self.mw
         try:
-            self.run, _ = mw._runs.for_hook(request.state, request.runtime, create=False)
+            self.run, _ = mw.runs.for_hook(request.state, request.runtime, create=False)
             run = self.run
             if run is None or run.iteration is None:
                 return
@@ -401,7 +405,7 @@ class TailStep(_ModelCallStep):
             self.model_name, self.named = translate.named_model(
                 request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
             )
-            self.compacted = mw._compactions.carried(run.scope, request.messages)
+            self.compacted = mw.compactions.carried(run.scope, request.messages)
             # the tools the model is really bound with (a watched middleware may
             # have narrowed seamscope's selection): the POST seam's palette
             run.bound = tuple(tool_name(t) or "?" for t in request.tools)
