@@ -215,7 +215,7 @@ def test_the_records_the_hooks_receive_are_the_decisions() -> None:
         e
         for c in recorder.calls
         if c[0] in ("end_pre_model", "end_dispatch")
-        for e in c[2].evaluations
+        for e in c[2].all_evaluations()
     ]
     assert (
         [

@@ -131,7 +131,7 @@ def test_a_match_that_answers_a_non_bool_is_an_error_no_match_and_logged_once(
             f"policy 'cheap': match returned {type(value).__qualname__}, not bool; "
             "counted as an error (only True is a yes)"
         ],
-    ) == ([(r.model, r.evaluations, r.errors) for r in results], warnings_of(caplog))
+    ) == ([(r.model, r.all_evaluations(), r.errors) for r in results], warnings_of(caplog))
 
 
 @pytest.mark.parametrize("value", NON_BOOLS)

@@ -23,6 +23,7 @@ from seamscope.decisions.records import (
     DispatchRecord,
     GuardResult,
     PaletteVerdict,
+    PassedOver,
     PolicyEvaluation,
     PolicyResult,
     Seam,
@@ -42,6 +43,17 @@ POST = Seam.POST_MODEL
 
 def ev(policy: str, seam: Seam, result: PolicyResult, **kw: Any) -> PolicyEvaluation:
     return PolicyEvaluation(policy, seam, result, **kw)
+
+
+def passed(
+    order: tuple[str, ...],
+    evaluated: int,
+    not_matched: int = 0,
+    skipped: int = 0,
+    recorded: tuple[str, ...] = (),
+) -> PassedOver:
+    """The PassedOver of a seam decision (its view is not compared)."""
+    return PassedOver(not_matched, skipped, evaluated, order, recorded)
 
 
 def policy(name: str, match: Any = None, **kw: Any) -> ToolCallPolicy:
@@ -79,12 +91,20 @@ def test_pre_first_declared_policy_with_model_and_true_match_wins() -> None:
         default_model=DEFAULT,
         role_model_resolver=lambda ctx: "claude-sonnet-4-5",
     )
+    result = router.pre_model(pre_ctx())
     assert PreModelResult(
         HAIKU,
         WinnerSource.POLICY,
         "wins",
-        (ev("misses", PRE, PolicyResult.NOT_MATCHED), ev("wins", PRE, PolicyResult.MATCHED)),
-    ) == router.pre_model(pre_ctx())
+        (ev("wins", PRE, PolicyResult.MATCHED),),
+        passed_over=passed(("misses", "wins", "late"), 2, not_matched=1, recorded=("wins",)),
+    ) == result
+    # the per-policy view re-derives the evaluations that were only counted
+    assert (
+        ev("misses", PRE, PolicyResult.NOT_MATCHED),
+        ev("wins", PRE, PolicyResult.MATCHED),
+    ) == result.all_evaluations()
+    assert ("misses",) == result.passed_over.names()
     assert 0 == late.calls
 
 
@@ -97,12 +117,18 @@ def test_pre_skips_a_policy_without_model_and_does_not_call_its_match() -> None:
         ],
         default_model=DEFAULT,
     )
+    result = router.pre_model(pre_ctx())
     assert PreModelResult(
         HAIKU,
         WinnerSource.POLICY,
         "cheap",
-        (ev("redirect_only", PRE, PolicyResult.SKIPPED), ev("cheap", PRE, PolicyResult.MATCHED)),
-    ) == router.pre_model(pre_ctx())
+        (ev("cheap", PRE, PolicyResult.MATCHED),),
+        passed_over=passed(("redirect_only", "cheap"), 2, skipped=1, recorded=("cheap",)),
+    ) == result
+    assert (
+        ev("redirect_only", PRE, PolicyResult.SKIPPED),
+        ev("cheap", PRE, PolicyResult.MATCHED),
+    ) == result.all_evaluations()
     assert 0 == redirect_match.calls
 
 
@@ -112,9 +138,11 @@ def test_pre_falls_through_to_the_resolver_when_no_policy_matches() -> None:
         default_model=DEFAULT,
         role_model_resolver=lambda ctx: "claude-sonnet-4-5",
     )
+    result = router.pre_model(pre_ctx())
     assert PreModelResult(
-        SONNET, WinnerSource.RESOLVER, None, (ev("cheap", PRE, PolicyResult.NOT_MATCHED),)
-    ) == router.pre_model(pre_ctx())
+        SONNET, WinnerSource.RESOLVER, None, passed_over=passed(("cheap",), 1, not_matched=1)
+    ) == result
+    assert (ev("cheap", PRE, PolicyResult.NOT_MATCHED),) == result.all_evaluations()
 
 
 def test_pre_resolver_may_return_a_model_config() -> None:
@@ -141,7 +169,7 @@ def test_pre_falls_through_to_the_default_when_the_resolver_returns_none() -> No
         role_model_resolver=lambda ctx: None,
     )
     assert PreModelResult(
-        DEFAULT, WinnerSource.DEFAULT, None, (ev("cheap", PRE, PolicyResult.NOT_MATCHED),)
+        DEFAULT, WinnerSource.DEFAULT, None, passed_over=passed(("cheap",), 1, not_matched=1)
     ) == router.pre_model(pre_ctx())
 
 
@@ -274,18 +302,22 @@ def test_post_when_tool_mismatch_skips_without_calling_match(when_tool: Any) -> 
         [policy("sales", match, when_tool=when_tool, redirect_to="fetch_data")],
         default_model=DEFAULT,
     )
+    result = router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
     assert PostModelResult(
-        (RUN_BLOCK,), (record(evaluations=(ev("sales", POST, PolicyResult.SKIPPED),)),)
-    ) == router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
+        (RUN_BLOCK,), (record(passed_over=passed(("sales",), 1, skipped=1)),)
+    ) == result
+    assert (ev("sales", POST, PolicyResult.SKIPPED),) == result.records[0].all_evaluations()
     assert 0 == match.calls
 
 
 def test_post_skips_a_model_only_policy_without_calling_match() -> None:
     match = Predicate(True)
     router = SeamRouter([policy("cheap", match, model=HAIKU)], default_model=DEFAULT)
+    result = router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
     assert PostModelResult(
-        (RUN_BLOCK,), (record(evaluations=(ev("cheap", POST, PolicyResult.SKIPPED),)),)
-    ) == router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
+        (RUN_BLOCK,), (record(passed_over=passed(("cheap",), 1, skipped=1)),)
+    ) == result
+    assert (ev("cheap", POST, PolicyResult.SKIPPED),) == result.records[0].all_evaluations()
     assert 0 == match.calls
 
 
@@ -304,8 +336,15 @@ def test_post_first_matching_policy_wins_and_later_ones_are_not_evaluated() -> N
     )
     assert (
         ("wins", "fetch_data"),
+        (ev("wins", POST, PolicyResult.MATCHED),),
+        passed(("misses", "wins", "late"), 2, not_matched=1, recorded=("wins",)),
         (ev("misses", POST, PolicyResult.NOT_MATCHED), ev("wins", POST, PolicyResult.MATCHED)),
-    ) == ((result.records[0].policy, result.calls[0].name), result.records[0].evaluations)
+    ) == (
+        (result.records[0].policy, result.calls[0].name),
+        result.records[0].evaluations,
+        result.records[0].passed_over,
+        result.records[0].all_evaluations(),
+    )
     assert 0 == late.calls
 
 
@@ -731,12 +770,7 @@ def test_post_handles_each_emitted_call_independently() -> None:
                     source=WinnerSource.POLICY,
                     evaluations=(ev("sales", POST, PolicyResult.MATCHED),),
                 ),
-                record(
-                    index=1,
-                    emitted=sql,
-                    final=sql,
-                    evaluations=(ev("sales", POST, PolicyResult.SKIPPED),),
-                ),
+                record(index=1, emitted=sql, final=sql, passed_over=passed(("sales",), 1, skipped=1)),
             ),
         )
         == result

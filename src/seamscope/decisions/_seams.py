@@ -33,6 +33,7 @@ results equal those of the resolver/callback path alone.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -48,6 +49,7 @@ from seamscope.decisions.records import (
     DispatchRecord,
     GuardResult,
     PaletteVerdict,
+    PassedOver,
     PolicyEvaluation,
     PolicyResult,
     PostModelResult,
@@ -70,32 +72,33 @@ __all__ = [
 ]
 
 _log = logging.getLogger("seamscope.decisions")
+_NOTHING = PassedOver()
 
 RoleModelResolver = Callable[[DispatchContext], "ModelConfig | str | None"]
 ToolCallDispatchCallback = Callable[[ToolCall, DispatchContext], "ToolCall | None"]
 
 
-class _Trail:
-    """The policy evaluations and contained errors of one seam decision.
+_MAX_CANDIDATE_TOOLS = 256  # emitted tool names whose POST candidates are remembered
 
-    They go to the observer with the seam's record (``evaluations``), so the
-    observer decides how much of them to record. Built only when there are
-    policies, so ``policies=()`` allocates nothing here.
+
+class _Trail:
+    """The evaluations recorded in full and the contained errors of one seam
+    decision, plus the count of evaluations that did not match.
+
+    Only the matched, guard-stopped and error evaluations are records; a
+    policy that did not match or does not apply is a count (the seam's
+    :class:`PassedOver`). Built only when there are policies, so
+    ``policies=()`` allocates nothing here.
     """
 
-    __slots__ = ("_plain", "_seam", "_warned", "errors", "evaluations")
+    __slots__ = ("_seam", "_warned", "errors", "evaluations", "not_matched")
 
-    def __init__(
-        self,
-        seam: Seam,
-        warned: set[tuple[str, str]],
-        plain: dict[tuple[str, PolicyResult], PolicyEvaluation],
-    ) -> None:
+    def __init__(self, seam: Seam, warned: set[tuple[str, str]]) -> None:
         self._seam = seam
         self._warned = warned
-        self._plain = plain
         self.evaluations: list[PolicyEvaluation] = []
         self.errors: list[ContainedError] = []
+        self.not_matched = 0
 
     def note(
         self,
@@ -104,28 +107,24 @@ class _Trail:
         guard: GuardResult = GuardResult.NONE,
         error: ContainedError | None = None,
     ) -> None:
-        if guard is GuardResult.NONE and error is None:
-            # an evaluation without a guard verdict or an error is a pure value
-            # of (policy, seam, result): one shared instance per router, so a
-            # thousand policies cost a thousand lookups, not a thousand records
-            key = (policy.name, result)
-            ev = self._plain.get(key)
-            if ev is None:
-                ev = self._plain[key] = PolicyEvaluation(policy.name, self._seam, result)
-            self.evaluations.append(ev)
-            return
         self.evaluations.append(PolicyEvaluation(policy.name, self._seam, result, guard, error))
 
     def match(self, policy: ToolCallPolicy, ctx: DispatchContext) -> bool | None:
         """The policy's ``match``; None when it raised (recorded as ``error``:
-        no match for this policy, evaluation goes on)."""
+        no match for this policy, evaluation goes on). A False verdict is
+        counted as not matched."""
         try:
-            return self.predicate(policy, "match", policy.match, ctx)
+            out = policy.match(ctx)
+            if out is not True and out is not False:
+                out = self.verdict(policy, "match", out)
         except Exception as exc:
             err = contained_error("match", exc, policy.name)
             self.errors.append(err)
             self.note(policy, PolicyResult.ERROR, error=err)
             return None
+        if not out:
+            self.not_matched += 1
+        return out
 
     def predicate(
         self,
@@ -134,14 +133,18 @@ class _Trail:
         fn: Callable[[DispatchContext], object],
         ctx: DispatchContext,
     ) -> bool:
-        """A match or guard verdict: a bool as is; anything else raises a
-        TypeError (the caller contains it: no match, or a guard ``error``),
-        and a non-bool that is not an awaitable is also logged once per
-        policy and predicate. The answer's value is never shown (it may be
-        content), only its type."""
+        """A match or guard verdict: a bool as is (see :meth:`verdict` for the rest)."""
         out = fn(ctx)
         if out is True or out is False:
             return out
+        return self.verdict(policy, source, out)
+
+    def verdict(self, policy: ToolCallPolicy, source: str, out: object) -> bool:
+        """A predicate's answer that is not a bool: it raises a TypeError (the
+        caller contains it: no match, or a guard ``error``), and a non-bool
+        that is not an awaitable is also logged once per policy and
+        predicate. The answer's value is never shown (it may be content),
+        only its type."""
         if inspect.isawaitable(out):
             close = getattr(out, "close", None)
             if callable(close):
@@ -177,9 +180,12 @@ class SeamRouter:
     __slots__ = (
         "_callback",
         "_default",
+        "_index",
+        "_names",
         "_observer",
-        "_plain",
         "_policies",
+        "_post_candidates",
+        "_pre_candidates",
         "_resolver",
         "_warned",
     )
@@ -220,12 +226,17 @@ class SeamRouter:
         _c.maybe_callable(owner, "on_tool_call_dispatch", on_tool_call_dispatch)
         check_observer(owner, observer)
         self._warned: set[tuple[str, str]] = set()
-        # the shared plain evaluations of each seam (see _Trail.note)
-        self._plain: dict[Seam, dict[tuple[str, PolicyResult], PolicyEvaluation]] = {
-            Seam.PRE_MODEL: {},
-            Seam.POST_MODEL: {},
-        }
         self._policies = policies
+        # what a seam looks up instead of re-deriving it per policy and call:
+        # the names in order (every record's PassedOver shares this tuple),
+        # each name's position, the policies that apply at PRE (a model), and
+        # per emitted tool name the policies that apply at POST (a redirect
+        # whose when_tool admits it; both are configuration, fixed at
+        # construction)
+        self._names = tuple(p.name for p in policies)
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._pre_candidates = tuple(p for p in policies if p.model is not None)
+        self._post_candidates: dict[str, tuple[ToolCallPolicy, ...]] = {}
         self._default = default_model
         self._resolver = role_model_resolver
         self._callback = on_tool_call_dispatch
@@ -248,18 +259,14 @@ class SeamRouter:
         start = time.perf_counter()
         evaluations: list[PolicyEvaluation] | tuple[()] = ()
         errors: list[ContainedError] | tuple[()] = ()
+        passed_over = _NOTHING
         if self._policies:
-            trail = _Trail(Seam.PRE_MODEL, self._warned, self._plain[Seam.PRE_MODEL])
+            trail = _Trail(Seam.PRE_MODEL, self._warned)
             evaluations, errors = trail.evaluations, trail.errors
-            for policy in self._policies:
-                if policy.model is None:
-                    trail.note(policy, PolicyResult.SKIPPED)
-                    continue
-                matched = trail.match(policy, ctx)
-                if matched is None:
-                    continue
-                trail.note(policy, PolicyResult.MATCHED if matched else PolicyResult.NOT_MATCHED)
-                if matched:
+            for policy in self._pre_candidates:
+                if trail.match(policy, ctx):
+                    trail.note(policy, PolicyResult.MATCHED)
+                    assert policy.model is not None
                     result = PreModelResult(
                         policy.model,
                         WinnerSource.POLICY,
@@ -267,9 +274,11 @@ class SeamRouter:
                         tuple(evaluations),
                         tuple(errors),
                         time.perf_counter() - start,
+                        self._passed_over(Seam.PRE_MODEL, trail, policy, None),
                     )
                     obs.end_pre_model(handle, result)
                     return result
+            passed_over = self._passed_over(Seam.PRE_MODEL, trail, None, None)
         model, source, resolver_error = self._resolve(ctx)
         if resolver_error is not None:
             errors = [*errors, resolver_error]
@@ -280,9 +289,71 @@ class SeamRouter:
             tuple(evaluations),
             tuple(errors),
             time.perf_counter() - start,
+            passed_over,
         )
         obs.end_pre_model(handle, result)
         return result
+
+    # -- what was passed over, and the per-policy view ------------------------
+
+    def _passed_over(
+        self, seam: Seam, trail: _Trail, last: ToolCallPolicy | None, tool: str | None
+    ) -> PassedOver:
+        """The counts of a seam decision: the policies up to ``last`` (the
+        winner; None: all of them) that are not recorded in full."""
+        evaluated = len(self._names) if last is None else self._index[last.name] + 1
+        recorded = trail.evaluations
+        not_matched = trail.not_matched
+        skipped = evaluated - not_matched - len(recorded)
+        if not_matched == 0 and skipped == 0:
+            return _NOTHING
+        return PassedOver(
+            not_matched,
+            skipped,
+            evaluated,
+            self._names,
+            tuple([ev.policy for ev in recorded]),
+            functools.partial(self._per_policy, seam, evaluated, tuple(recorded), tool),
+        )
+
+    def _per_policy(
+        self,
+        seam: Seam,
+        evaluated: int,
+        recorded: tuple[PolicyEvaluation, ...],
+        tool: str | None,
+    ) -> tuple[PolicyEvaluation, ...]:
+        """One evaluation per policy of the prefix, re-derived: a recorded one
+        as it was, else ``skipped`` where the policy does not apply at the
+        seam (no model at PRE; no redirect, or a when_tool rejecting the
+        emitted tool, at POST) and ``not_matched`` otherwise."""
+        full = {ev.policy: ev for ev in recorded}
+        out: list[PolicyEvaluation] = []
+        for policy in self._policies[:evaluated]:
+            ev = full.get(policy.name)
+            if ev is None:
+                if seam is Seam.PRE_MODEL:
+                    applies = policy.model is not None
+                else:
+                    applies = policy.redirect_to is not None and policy.applies_to_tool(tool or "")
+                ev = PolicyEvaluation(
+                    policy.name,
+                    seam,
+                    PolicyResult.NOT_MATCHED if applies else PolicyResult.SKIPPED,
+                )
+            out.append(ev)
+        return tuple(out)
+
+    def _candidates(self, tool: str) -> tuple[ToolCallPolicy, ...]:
+        """The policies that apply at POST to an emitted ``tool``, in order."""
+        found = self._post_candidates.get(tool)
+        if found is None:
+            found = tuple(
+                p for p in self._policies if p.redirect_to is not None and p.applies_to_tool(tool)
+            )
+            if len(self._post_candidates) < _MAX_CANDIDATE_TOOLS:
+                self._post_candidates[tool] = found
+        return found
 
     def _resolve(
         self, ctx: DispatchContext
@@ -332,18 +403,12 @@ class SeamRouter:
         evaluations: list[PolicyEvaluation] | tuple[()] = ()
         errors: list[ContainedError] | tuple[()] = ()
         rewrite = call
+        passed_over = _NOTHING
         if self._policies:
-            trail = _Trail(Seam.POST_MODEL, self._warned, self._plain[Seam.POST_MODEL])
+            trail = _Trail(Seam.POST_MODEL, self._warned)
             evaluations, errors = trail.evaluations, trail.errors
-            for policy in self._policies:
-                if policy.redirect_to is None or not policy.applies_to_tool(call.name):
-                    trail.note(policy, PolicyResult.SKIPPED)
-                    continue
-                matched = trail.match(policy, ctx)
-                if matched is None:
-                    continue
-                if not matched:
-                    trail.note(policy, PolicyResult.NOT_MATCHED)
+            for policy in self._candidates(call.name):
+                if not trail.match(policy, ctx):
                     continue
                 verdict = GuardResult.NONE
                 guard_err: ContainedError | None = None
@@ -365,6 +430,7 @@ class SeamRouter:
                 if verdict in (GuardResult.PASSED, GuardResult.NONE):
                     winner = policy
                     break
+            passed_over = self._passed_over(Seam.POST_MODEL, trail, winner, call.name)
             if winner is not None:
                 assert winner.redirect_to is not None
                 args: Mapping[str, Any] = call.args
@@ -430,6 +496,7 @@ class SeamRouter:
             evaluations=tuple(evaluations),
             errors=tuple(errors),
             duration_s=time.perf_counter() - start,
+            passed_over=passed_over,
         )
         obs.end_dispatch(handle, record)
         return record

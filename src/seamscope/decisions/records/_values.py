@@ -3,7 +3,7 @@ pipeline and the values a loop passes in (see the package docstring)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -250,8 +250,68 @@ class PolicyEvaluation:
 
 
 @dataclass(frozen=True, slots=True)
+class PassedOver:
+    """The policies a seam evaluated that are not recorded one by one.
+
+    First match wins, so the policies a seam looked at are a prefix of its
+    policies in order: the first ``evaluated`` of ``order`` (the router's
+    policy names, shared by every record, never copied). Of that prefix, the
+    evaluations that matched, were stopped by their guard or raised are in
+    the record's ``evaluations`` in full (their names in ``recorded``); the
+    rest did not match (``not_matched``) or did not apply at this seam
+    (``skipped``) and are kept as these counts and :meth:`names`.
+
+    :meth:`per_policy` re-derives one :class:`PolicyEvaluation` per policy
+    of the prefix, in order, from the prefix and the policies (nothing is
+    built until it is called). A record built without a router (a
+    framework's own policies) has an empty ``PassedOver``.
+    """
+
+    not_matched: int = 0
+    skipped: int = 0
+    evaluated: int = 0
+    order: tuple[str, ...] = field(default=(), repr=False)
+    recorded: tuple[str, ...] = ()
+    view: Callable[[], tuple[PolicyEvaluation, ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @property
+    def count(self) -> int:
+        """How many evaluations are kept as counts (not matched + skipped)."""
+        return self.not_matched + self.skipped
+
+    def names(self, limit: int | None = None) -> tuple[str, ...]:
+        """The passed-over policy names in evaluation order (the first ``limit``)."""
+        prefix = self.order[: self.evaluated]
+        if not self.recorded:
+            return prefix if limit is None else prefix[:limit]
+        recorded = set(self.recorded)
+        out: list[str] = []
+        for name in prefix:
+            if name not in recorded:
+                out.append(name)
+                if limit is not None and len(out) >= limit:
+                    break
+        return tuple(out)
+
+    def per_policy(self) -> tuple[PolicyEvaluation, ...]:
+        """Every evaluation of the prefix, in order (re-derived on each call)."""
+        return () if self.view is None else self.view()
+
+
+_NOTHING_PASSED_OVER = PassedOver()
+
+
+@dataclass(frozen=True, slots=True)
 class PreModelResult:
-    """The PRE seam's verdict: which model reasons the turn, and who chose it."""
+    """The PRE seam's verdict: which model reasons the turn, and who chose it.
+
+    ``evaluations`` holds the matched and error evaluations in full; the
+    policies that did not match or had no model are counted in
+    ``passed_over``. :meth:`all_evaluations` gives one evaluation per policy
+    the seam looked at, on demand.
+    """
 
     model: ModelConfig
     source: WinnerSource
@@ -259,6 +319,12 @@ class PreModelResult:
     evaluations: tuple[PolicyEvaluation, ...] = ()
     errors: tuple[ContainedError, ...] = ()
     duration_s: float = field(default=0.0, compare=False)
+    passed_over: PassedOver = _NOTHING_PASSED_OVER
+
+    def all_evaluations(self) -> tuple[PolicyEvaluation, ...]:
+        """One :class:`PolicyEvaluation` per policy the seam looked at, in order
+        (re-derived from ``passed_over``; costs nothing until called)."""
+        return self.passed_over.per_policy() if self.passed_over.view else self.evaluations
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,11 +352,18 @@ class DispatchRecord:
     evaluations: tuple[PolicyEvaluation, ...] = ()
     errors: tuple[ContainedError, ...] = ()
     duration_s: float = field(default=0.0, compare=False)
+    passed_over: PassedOver = _NOTHING_PASSED_OVER
 
     @property
     def rewritten(self) -> bool:
         """The call dispatches to a different tool than the model emitted."""
         return self.final.name != self.emitted.name
+
+    def all_evaluations(self) -> tuple[PolicyEvaluation, ...]:
+        """One :class:`PolicyEvaluation` per policy the seam looked at for this
+        call, in order (re-derived from ``passed_over``; costs nothing until
+        called)."""
+        return self.passed_over.per_policy() if self.passed_over.view else self.evaluations
 
 
 @dataclass(frozen=True, slots=True)
