@@ -311,7 +311,8 @@ def timed(policies: int, tools: int, repeats: int, iterations: int) -> None:
     print(f"{policies} policies x {tools} tools, {repeats} blocks of {iterations} iterations")
     print(f"decisions alone       {decisions:7.3f} ms per iteration (target <= {TARGET_MS} ms)")
     print(f"telemetry on top      {more:7.3f} ms per iteration (target <= {TARGET_MS} ms)")
-    print(f"spans exported        {spans} ({spans / (1 + WARMUP + repeats * iterations):.1f} per iteration)")
+    per = spans / (1 + WARMUP + repeats * iterations)
+    print(f"spans exported        {spans} ({per:.1f} per iteration)")
     tel.tracer_provider.shutdown()
 
 

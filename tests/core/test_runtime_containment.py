@@ -192,9 +192,11 @@ def test_a_guard_that_returns_a_coroutine_is_contained_as_a_guard_error(
     policy = ToolCallPolicy(
         name="sales", match=answers(True), redirect_to="fetch_data", guard=coroutine_answer
     )
-    record = SeamRouter([policy], default_model=DEFAULT).post_model(
-        post_ctx((RUN_BLOCK,)), [RUN_BLOCK]
-    ).records[0]
+    record = (
+        SeamRouter([policy], default_model=DEFAULT)
+        .post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
+        .records[0]
+    )
     assert (GuardResult.ERROR, "run_block", [("guard", "TypeError", "sales")]) == (
         record.guard,
         record.final.name,
@@ -354,8 +356,7 @@ TOOLS = ("search", "fetch_data", "deploy")
         ),
         (
             LazyRoutingStage(allowed_names=lambda ctx: 5),
-            StageOutcome.abstain("allowed_names returned int, not names; abstained",
-                                 degraded=True),
+            StageOutcome.abstain("allowed_names returned int, not names; abstained", degraded=True),
         ),
         (
             IntentRoutingStage(verdict=lambda ctx: "knowledge"),
@@ -410,9 +411,7 @@ def test_a_model_name_that_is_not_a_str_is_unpriced(model: Any) -> None:
 def test_one_carried_id_given_alone_is_read_as_that_one_offload() -> None:
     def account(carried: Any) -> Any:
         ledger = OffloadLedger(pricing=ACME)
-        decision = OffloadGate(pricing=ACME, id_factory=lambda: "off-1").evaluate(
-            20_000, "acme-1"
-        )
+        decision = OffloadGate(pricing=ACME, id_factory=lambda: "off-1").evaluate(20_000, "acme-1")
         ledger.record_offload(decision, conversation_id="c")
         return ledger.record_model_call(
             "c", model="acme-1", usage=ModelUsage(1000), carried=carried
@@ -446,10 +445,16 @@ def test_the_ledger_contains_wrong_typed_values(caplog: pytest.LogCaptureFixture
     ledger.record_offload(decision, conversation_id={"user": 7})  # type: ignore[arg-type]
     ledger.record_offload("not a decision", conversation_id="c")  # type: ignore[arg-type]
     account = ledger.record_model_call(
-        {"user": 7}, model="claude-opus-4-6", usage=None  # type: ignore[arg-type]
+        {"user": 7},
+        model="claude-opus-4-6",
+        usage=None,  # type: ignore[arg-type]
     )
     recall = ledger.record_recall(
-        "{'user': 7}", "off-1", model="claude-opus-4-6", input_tokens=-5, output_tokens="x"  # type: ignore[arg-type]
+        "{'user': 7}",
+        "off-1",
+        model="claude-opus-4-6",
+        input_tokens=-5,
+        output_tokens="x",  # type: ignore[arg-type]
     )
     settled = ledger.end_conversation("{'user': 7}")
     assert (ModelUsage(), 0, 0, ["off-1"], 1) == (

@@ -92,13 +92,16 @@ def test_pre_first_declared_policy_with_model_and_true_match_wins() -> None:
         role_model_resolver=lambda ctx: "claude-sonnet-4-5",
     )
     result = router.pre_model(pre_ctx())
-    assert PreModelResult(
-        HAIKU,
-        WinnerSource.POLICY,
-        "wins",
-        (ev("wins", PRE, PolicyResult.MATCHED),),
-        passed_over=passed(("misses", "wins", "late"), 2, not_matched=1, recorded=("wins",)),
-    ) == result
+    assert (
+        PreModelResult(
+            HAIKU,
+            WinnerSource.POLICY,
+            "wins",
+            (ev("wins", PRE, PolicyResult.MATCHED),),
+            passed_over=passed(("misses", "wins", "late"), 2, not_matched=1, recorded=("wins",)),
+        )
+        == result
+    )
     # the per-policy view re-derives the evaluations that were only counted
     assert (
         ev("misses", PRE, PolicyResult.NOT_MATCHED),
@@ -118,13 +121,16 @@ def test_pre_skips_a_policy_without_model_and_does_not_call_its_match() -> None:
         default_model=DEFAULT,
     )
     result = router.pre_model(pre_ctx())
-    assert PreModelResult(
-        HAIKU,
-        WinnerSource.POLICY,
-        "cheap",
-        (ev("cheap", PRE, PolicyResult.MATCHED),),
-        passed_over=passed(("redirect_only", "cheap"), 2, skipped=1, recorded=("cheap",)),
-    ) == result
+    assert (
+        PreModelResult(
+            HAIKU,
+            WinnerSource.POLICY,
+            "cheap",
+            (ev("cheap", PRE, PolicyResult.MATCHED),),
+            passed_over=passed(("redirect_only", "cheap"), 2, skipped=1, recorded=("cheap",)),
+        )
+        == result
+    )
     assert (
         ev("redirect_only", PRE, PolicyResult.SKIPPED),
         ev("cheap", PRE, PolicyResult.MATCHED),
@@ -139,9 +145,12 @@ def test_pre_falls_through_to_the_resolver_when_no_policy_matches() -> None:
         role_model_resolver=lambda ctx: "claude-sonnet-4-5",
     )
     result = router.pre_model(pre_ctx())
-    assert PreModelResult(
-        SONNET, WinnerSource.RESOLVER, None, passed_over=passed(("cheap",), 1, not_matched=1)
-    ) == result
+    assert (
+        PreModelResult(
+            SONNET, WinnerSource.RESOLVER, None, passed_over=passed(("cheap",), 1, not_matched=1)
+        )
+        == result
+    )
     assert (ev("cheap", PRE, PolicyResult.NOT_MATCHED),) == result.all_evaluations()
 
 
@@ -303,9 +312,10 @@ def test_post_when_tool_mismatch_skips_without_calling_match(when_tool: Any) -> 
         default_model=DEFAULT,
     )
     result = router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
-    assert PostModelResult(
-        (RUN_BLOCK,), (record(passed_over=passed(("sales",), 1, skipped=1)),)
-    ) == result
+    assert (
+        PostModelResult((RUN_BLOCK,), (record(passed_over=passed(("sales",), 1, skipped=1)),))
+        == result
+    )
     assert (ev("sales", POST, PolicyResult.SKIPPED),) == result.records[0].all_evaluations()
     assert 0 == match.calls
 
@@ -314,9 +324,10 @@ def test_post_skips_a_model_only_policy_without_calling_match() -> None:
     match = Predicate(True)
     router = SeamRouter([policy("cheap", match, model=HAIKU)], default_model=DEFAULT)
     result = router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
-    assert PostModelResult(
-        (RUN_BLOCK,), (record(passed_over=passed(("cheap",), 1, skipped=1)),)
-    ) == result
+    assert (
+        PostModelResult((RUN_BLOCK,), (record(passed_over=passed(("cheap",), 1, skipped=1)),))
+        == result
+    )
     assert (ev("cheap", POST, PolicyResult.SKIPPED),) == result.records[0].all_evaluations()
     assert 0 == match.calls
 
@@ -770,7 +781,9 @@ def test_post_handles_each_emitted_call_independently() -> None:
                     source=WinnerSource.POLICY,
                     evaluations=(ev("sales", POST, PolicyResult.MATCHED),),
                 ),
-                record(index=1, emitted=sql, final=sql, passed_over=passed(("sales",), 1, skipped=1)),
+                record(
+                    index=1, emitted=sql, final=sql, passed_over=passed(("sales",), 1, skipped=1)
+                ),
             ),
         )
         == result

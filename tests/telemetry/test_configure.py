@@ -100,7 +100,12 @@ def test_sdk_disabled_gives_a_disabled_handle(
 
 def test_prometheus_endpoint_serves_seamscope_metrics(handles: Any) -> None:
     registry = CollectorRegistry()
-    handle = handles(prometheus_port=0, prometheus_registry=registry, environ={})
+    handle = handles(
+        prometheus_port=0,
+        prometheus_registry=registry,
+        environ={},
+        config=TelemetryConfig(decision_duration_metric=True),
+    )
     host, port = handle.prometheus_address
     assert "127.0.0.1" == host
     assert port > 0

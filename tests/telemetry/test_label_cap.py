@@ -102,8 +102,11 @@ def test_policy_names_are_capped_per_attribute(
     tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
 ) -> None:
     obs = observer(tracer_provider, meter_provider, metric_label_cap=2)
+    # raising matches: error evaluations are counted per policy
     policies = [
-        ToolCallPolicy(name=f"policy-{i}", match=s.always(False), model=ModelConfig(s.HAIKU))
+        ToolCallPolicy(
+            name=f"policy-{i}", match=s.raising(ValueError("x")), model=ModelConfig(s.HAIKU)
+        )
         for i in range(4)
     ]
     router = SeamRouter(policies, default_model=s.DEFAULT_MODEL, observer=obs)
@@ -160,14 +163,21 @@ def test_decision_layer_keeps_its_configured_policy_and_stage_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "2")
-    s.run(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    # docs_lookup raises, so it is counted per policy (a plain no-match is not)
+    s.run(
+        s.Scenario(policies=s.policies(docs_match=s.raising(ValueError("x")))),
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
     points = s.metric_points(metric_reader)
     # the configured names are admitted first, in sorted order, within the cap
     assert {"allowlist", "forced_choice", c.OTHER} == {
         dict(key)[c.ATTR_STAGE_NAME] for key in points[c.METRIC_STAGE_OUTCOMES.name]
     }
     assert {"docs_lookup", "hydrate_to_deploy", c.OTHER} == {
-        dict(key)[c.ATTR_POLICY_NAME] for key in points[c.METRIC_POLICY_EVALUATIONS.name]
+        dict(key)[c.ATTR_POLICY_NAME]
+        for key in points[c.METRIC_POLICY_EVALUATIONS.name]
+        if c.ATTR_POLICY_NAME in dict(key)
     }
     # the one unconfigured value (the model) has its own attribute's cap
     assert {s.HAIKU: 2} == gate_models(points)
@@ -183,10 +193,18 @@ def test_decision_layer_bounds_its_configured_names_by_the_cap(
     two sorted-first configured names of that attribute, the rest ``other``;
     the model label, which has no configured names, keeps its own two places."""
     monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "2")
-    s.run(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    s.run(
+        s.Scenario(policies=s.policies(docs_match=s.raising(ValueError("x")))),
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
     points = s.metric_points(metric_reader)
     stages = {dict(key)[c.ATTR_STAGE_NAME] for key in points[c.METRIC_STAGE_OUTCOMES.name]}
-    policies = {dict(key)[c.ATTR_POLICY_NAME] for key in points[c.METRIC_POLICY_EVALUATIONS.name]}
+    policies = {
+        dict(key)[c.ATTR_POLICY_NAME]
+        for key in points[c.METRIC_POLICY_EVALUATIONS.name]
+        if c.ATTR_POLICY_NAME in dict(key)
+    }
     models = {
         dict(key)[c.ATTR_GEN_AI_REQUEST_MODEL] for key in points[c.METRIC_OFFLOAD_DECISIONS.name]
     }

@@ -23,6 +23,11 @@ def evaluation(seam: str, policy: str, result: PolicyResult) -> frozenset[Any]:
     )
 
 
+def counted(seam: str, result: PolicyResult) -> frozenset[Any]:
+    """Evaluations that did not match or apply: per seam and result, no policy."""
+    return s.point_key({c.ATTR_SEAM: seam, c.ATTR_POLICY_RESULT: result.value})
+
+
 def win(seam: str, source: c.WinnerSource, policy: str) -> frozenset[Any]:
     return s.point_key(
         {c.ATTR_SEAM: seam, c.ATTR_SEAM_WINNER_SOURCE: source.value, c.ATTR_POLICY_NAME: policy}
@@ -56,11 +61,14 @@ SELECT, ABSTAIN = c.StageOutcomeKind.SELECT, c.StageOutcomeKind.ABSTAIN
 
 EXPECTED_COUNTERS = {
     c.METRIC_POLICY_EVALUATIONS.name: {
-        evaluation(PRE, "hydrate_to_deploy", SKIPPED): 1,
-        evaluation(PRE, "docs_lookup", NOT_MATCHED): 1,
+        # hydrate_to_deploy has no model; docs_lookup did not match
+        counted(PRE, SKIPPED): 1,
+        counted(PRE, NOT_MATCHED): 1,
         evaluation(PRE, "sales_data_read", MATCHED): 1,
-        evaluation(POST, "hydrate_to_deploy", SKIPPED): 1,
-        evaluation(POST, "docs_lookup", NOT_MATCHED): 1,
+        # over the two calls: hydrate_to_deploy skipped for run_block,
+        # docs_lookup not matched for each, sales_data_read stopped by its guard
+        counted(POST, SKIPPED): 1,
+        counted(POST, NOT_MATCHED): 1,
         evaluation(POST, "sales_data_read", MATCHED): 1,
         evaluation(POST, "run_block_to_fetch", MATCHED): 1,
         evaluation(POST, "hydrate_to_deploy", MATCHED): 1,
@@ -122,10 +130,22 @@ EXPECTED_DURATIONS = {
 }
 
 
+DURATIONS_ON = TelemetryConfig(decision_duration_metric=True)
+
+
 def run_points(
-    tracer_provider: Any, meter_provider: Any, reader: InMemoryMetricReader, **kw: Any
+    tracer_provider: Any,
+    meter_provider: Any,
+    reader: InMemoryMetricReader,
+    telemetry_config: TelemetryConfig | None = None,
+    **kw: Any,
 ) -> dict[str, dict[frozenset[Any], Any]]:
-    s.run(s.Scenario(**kw), tracer_provider=tracer_provider, meter_provider=meter_provider)
+    s.run(
+        s.Scenario(**kw),
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        telemetry_config=telemetry_config,
+    )
     return s.metric_points(reader)
 
 
@@ -139,17 +159,22 @@ def durations(points: dict[str, dict[frozenset[Any], Any]]) -> dict[str, int]:
 def test_counter_points_of_the_scripted_iteration(
     tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
 ) -> None:
-    points = run_points(tracer_provider, meter_provider, metric_reader)
-    counters = {
-        name: value for name, value in points.items() if name != c.METRIC_DECISION_DURATION.name
-    }
-    assert EXPECTED_COUNTERS == counters
+    # by default there is no duration histogram: spanmetrics derive it
+    assert EXPECTED_COUNTERS == run_points(tracer_provider, meter_provider, metric_reader)
 
 
-def test_decision_duration_histogram(
+def test_decision_duration_histogram_is_opt_in(
     tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
 ) -> None:
-    points = run_points(tracer_provider, meter_provider, metric_reader)
+    points = run_points(
+        tracer_provider,
+        meter_provider,
+        metric_reader,
+        DURATIONS_ON,
+    )
+    assert EXPECTED_COUNTERS == {
+        name: value for name, value in points.items() if name != c.METRIC_DECISION_DURATION.name
+    }
     assert EXPECTED_DURATIONS == durations(points)
     # the decision kinds are exactly these: no stage or dispatch kind
     assert set(EXPECTED_DURATIONS) == {kind.value for kind in c.DecisionKind}
@@ -174,7 +199,7 @@ def test_instruments_carry_conventions_units_and_descriptions(
     }
     expected = {spec.name: (spec.unit, spec.description) for spec in c.METRICS if spec.name in seen}
     assert expected == seen
-    assert {*EXPECTED_COUNTERS, c.METRIC_DECISION_DURATION.name} == set(seen)
+    assert set(EXPECTED_COUNTERS) == set(seen)
 
 
 def test_metric_attributes_are_the_declared_bounded_ones(
@@ -191,11 +216,19 @@ def test_metric_attributes_are_the_declared_bounded_ones(
     )
     declared = {spec.name: set(spec.attributes) for spec in c.METRICS}
     points = s.metric_points(metric_reader)
+    # not-matched and skipped evaluations are counted per seam and result only
+    counted = {PolicyResult.NOT_MATCHED.value, PolicyResult.SKIPPED.value}
     assert [] == [
         (name, sorted(dict(key)))
         for name, by_key in points.items()
         for key in by_key
-        if set(dict(key)) != declared[name]
+        if set(dict(key))
+        != (
+            declared[name] - {c.ATTR_POLICY_NAME}
+            if name == c.METRIC_POLICY_EVALUATIONS.name
+            and dict(key)[c.ATTR_POLICY_RESULT] in counted
+            else declared[name]
+        )
     ]
     values = {value for by_key in points.values() for key in by_key for _, value in key}
     ids_and_text = {s.CONVERSATION, s.AGENT, "call_1", "call_2", "off-1", s.USER_TEXT}
@@ -252,7 +285,9 @@ def test_no_policy_won_is_labelled_none(
 def test_one_duration_per_decision_kind_per_iteration(
     tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
 ) -> None:
-    points = run_points(tracer_provider, meter_provider, metric_reader, max_iterations=2)
+    points = run_points(
+        tracer_provider, meter_provider, metric_reader, DURATIONS_ON, max_iterations=2
+    )
     assert {kind: 2 * n for kind, n in EXPECTED_DURATIONS.items()} == durations(points)
 
 
@@ -260,7 +295,11 @@ def test_counters_accumulate_across_iterations(
     tracer_provider: Any, meter_provider: Any, metric_reader: InMemoryMetricReader
 ) -> None:
     for _ in range(3):
-        s.run(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        s.run(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            telemetry_config=DURATIONS_ON,
+        )
     points = s.metric_points(metric_reader)
     assert {
         key: 3 * value for key, value in EXPECTED_COUNTERS[c.METRIC_POLICY_WINS.name].items()
@@ -276,7 +315,7 @@ def test_components_used_directly_record_the_same_instruments(
     observer = OTelObserver(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
-        config=TelemetryConfig.create(),
+        config=TelemetryConfig.create(decision_duration_metric=True),
     )
     policy = ToolCallPolicy(
         name="p", match=s.always(True), model=ModelConfig(s.HAIKU), redirect_to="b"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from seamscope.decisions.records import (
@@ -25,6 +25,7 @@ from seamscope.decisions.records import (
     DispatchRecord,
     GuardResult,
     OffloadGateDecision,
+    PassedOver,
     PolicyEvaluation,
     PolicyResult,
     PreModelResult,
@@ -50,6 +51,8 @@ __all__ = [
 Attributes = dict[str, Any]
 Event = tuple[str, Attributes]
 
+_MAX_CLEANED = 256  # distinct name tuples whose cleaned form Limits.names remembers
+
 # evaluations recorded as events; the others are folded into counts
 _EVENT_RESULTS = frozenset({PolicyResult.MATCHED, PolicyResult.ERROR})
 
@@ -68,9 +71,30 @@ class Limits:
         text = value if type(value) is str else _as_str(value)
         return text if len(text) <= self.max_length else text[: self.max_length - 1] + "…"
 
+    _cleaned: dict[tuple[object, ...], tuple[str, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
     def names(self, names: Sequence[object]) -> list[str]:
-        """At most ``max_items`` names, each cut to ``max_length``."""
-        return [self.text(n) for n in names[: self.max_items]]
+        """At most ``max_items`` names, each cut to ``max_length``.
+
+        A tuple of names is cleaned once: the result is remembered by the
+        tuple's value (the offered tools, a stage's dropped tools and the
+        passed-over policies repeat from one iteration to the next), for the
+        last :data:`_MAX_CLEANED` distinct tuples at most."""
+        if type(names) is not tuple:
+            return [self.text(n) for n in names[: self.max_items]]
+        memo = self._cleaned
+        try:
+            hit = memo.get(names)
+        except TypeError:  # an unhashable name: clean it every time
+            return [self.text(n) for n in names[: self.max_items]]
+        if hit is None:
+            hit = tuple([self.text(n) for n in names[: self.max_items]])
+            if len(memo) >= _MAX_CLEANED:
+                memo.clear()
+            memo[names] = hit
+        return list(hit)
 
     def content(self, value: object) -> str:
         """Content (only called when capture is on): JSON for non-strings,
@@ -93,7 +117,7 @@ def _as_str(value: object) -> str:
 def selection_attributes(result: SelectionResult, limits: Limits) -> Attributes:
     selected = result.selected
     chosen = set(selected)
-    dropped = [n for n in result.offered if n not in chosen]
+    dropped = tuple([n for n in result.offered if n not in chosen])
     attrs: Attributes = {
         c.ATTR_SELECTION_OFFERED: limits.names(result.offered),
         c.ATTR_SELECTION_SELECTED: limits.names(selected),
@@ -142,13 +166,20 @@ def _evaluation_event(evaluation: PolicyEvaluation, limits: Limits) -> Event:
 
 
 def policy_summary(
-    evaluations: Sequence[PolicyEvaluation], limits: Limits
+    evaluations: Sequence[PolicyEvaluation],
+    limits: Limits,
+    passed_over: PassedOver | None = None,
 ) -> tuple[Attributes, list[Event]]:
     """The folded record of a seam's policy evaluations: count attributes and
     the bounded passed-over names, plus one event per matched, error or
-    guard-stopped evaluation (at most ``max_items``)."""
+    guard-stopped evaluation (at most ``max_items``).
+
+    ``evaluations`` are the ones recorded in full; ``passed_over`` counts and
+    names the rest (a record built by a router). Evaluations that did not
+    match given one by one (a framework's own policies) are folded the same
+    way."""
     events: list[Event] = []
-    passed_over: list[str] = []
+    given: list[str] = []
     not_matched = skipped = folded = 0
     for ev in evaluations:
         result = ev.result
@@ -162,15 +193,25 @@ def policy_summary(
             not_matched += 1
         else:
             skipped += 1
-        if len(passed_over) < limits.max_items:
-            passed_over.append(limits.text(ev.policy))
+        given.append(ev.policy)
+    counted = 0
+    if passed_over is not None and passed_over.count:
+        not_matched += passed_over.not_matched
+        skipped += passed_over.skipped
+        counted = passed_over.count
+        if given:
+            cleaned = limits.names(tuple(given + list(passed_over.names(limits.max_items))))
+        else:
+            cleaned = limits.names(passed_over.names(limits.max_items))
+    else:
+        cleaned = limits.names(given) if given else []
     attrs: Attributes = {
-        c.ATTR_POLICY_EVALUATED_COUNT: len(evaluations),
+        c.ATTR_POLICY_EVALUATED_COUNT: len(evaluations) + counted,
         c.ATTR_POLICY_NOT_MATCHED_COUNT: not_matched,
         c.ATTR_POLICY_SKIPPED_COUNT: skipped,
     }
-    if passed_over:
-        attrs[c.ATTR_POLICY_PASSED_OVER] = passed_over
+    if cleaned:
+        attrs[c.ATTR_POLICY_PASSED_OVER] = cleaned
     if folded:
         attrs[c.ATTR_POLICY_EVENTS_FOLDED] = folded
     return attrs, events

@@ -14,6 +14,7 @@ capture_content                OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTEN
 max_attribute_length           SEAMSCOPE_MAX_ATTRIBUTE_LENGTH                      1024
 max_array_length               SEAMSCOPE_MAX_ARRAY_LENGTH                          128
 metric_label_cap               SEAMSCOPE_METRIC_LABEL_CAP                          64
+decision_duration_metric       SEAMSCOPE_DECISION_DURATION_METRIC                  False
 =============================  ==================================================  =======
 
 ``capture_content`` accepts ``true``/``false`` (any case) and, as the GenAI
@@ -37,6 +38,7 @@ ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENV_MAX_ATTRIBUTE_LENGTH = "SEAMSCOPE_MAX_ATTRIBUTE_LENGTH"
 ENV_MAX_ARRAY_LENGTH = "SEAMSCOPE_MAX_ARRAY_LENGTH"
 ENV_METRIC_LABEL_CAP = "SEAMSCOPE_METRIC_LABEL_CAP"
+ENV_DECISION_DURATION_METRIC = "SEAMSCOPE_DECISION_DURATION_METRIC"
 
 _TRUE = {"true", "1", "yes", "on", "span_only", "span_and_event", "event_only"}
 _FALSE = {"false", "0", "no", "off", "no_content", ""}
@@ -117,6 +119,10 @@ class TelemetryConfig:
       metric attribute; they count against it (at most ``metric_label_cap``
       values per attribute, whatever the configuration). Any iterable of str
       is stored as a frozenset.
+    * ``decision_duration_metric``: also record ``seamscope.decision.duration``
+      (a histogram per decision kind). Off by default: the collector's
+      spanmetrics connector derives the same durations from the decision
+      spans (``collector-config.yaml``), so the process need not pay for it.
 
     Built directly, every field is checked as :meth:`create` checks a value
     passed in code (TypeError for a wrong type, ValueError below the
@@ -129,8 +135,14 @@ class TelemetryConfig:
     metric_label_cap: int = 64
     mask: Callable[[str], str] = field(default=default_mask, compare=False)
     known_labels: frozenset[str] = frozenset()
+    decision_duration_metric: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.decision_duration_metric, bool):
+            raise TypeError(
+                "TelemetryConfig.decision_duration_metric must be a bool, got "
+                f"{type(self.decision_duration_metric).__name__}"
+            )
         if not isinstance(self.capture_content, bool):
             raise TypeError(
                 "TelemetryConfig.capture_content must be a bool, got "
@@ -157,6 +169,7 @@ class TelemetryConfig:
         metric_label_cap: int | None = None,
         mask: Callable[[str], str] | None = None,
         known_labels: Iterable[str] = (),
+        decision_duration_metric: bool | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> TelemetryConfig:
         """Resolve code arguments, then the environment, then defaults."""
@@ -192,4 +205,13 @@ class TelemetryConfig:
         if mask is not None and not callable(mask):
             raise TypeError(f"TelemetryConfig.mask must be callable, got {type(mask).__name__}")
         labels = _code_labels(known_labels)
-        return cls(capture, length, array, cap, mask or default_mask, labels)
+        if decision_duration_metric is None:
+            duration = _env_bool(ENV_DECISION_DURATION_METRIC, False, env)
+        elif isinstance(decision_duration_metric, bool):
+            duration = decision_duration_metric
+        else:
+            raise TypeError(
+                "TelemetryConfig.decision_duration_metric must be a bool, got "
+                f"{type(decision_duration_metric).__name__}"
+            )
+        return cls(capture, length, array, cap, mask or default_mask, labels, duration)

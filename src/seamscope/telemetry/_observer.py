@@ -42,7 +42,6 @@ skipped entirely.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,6 +59,7 @@ from seamscope.decisions.records import (
     ContainedError,
     DispatchRecord,
     GateCall,
+    GuardResult,
     LedgerEntry,
     MiddlewareDecision,
     OffloadGateDecision,
@@ -67,6 +67,7 @@ from seamscope.decisions.records import (
     OffloadOutcome,
     PaletteVerdict,
     PolicyEvaluation,
+    PolicyResult,
     PostModelResult,
     PreModelResult,
     Seam,
@@ -89,6 +90,8 @@ from seamscope.telemetry._middleware import record_middleware_decision
 __all__ = ["OTelObserver"]
 
 _INTERNAL = SpanKind.INTERNAL
+# evaluations counted per policy; the others per seam and result only
+_PER_POLICY = frozenset({PolicyResult.MATCHED, PolicyResult.ERROR})
 _MAX_REMEMBERED_LABELS = 4096
 
 
@@ -212,12 +215,12 @@ class OTelObserver:
         self._spans_off = isinstance(self._tracer, trace.NoOpTracer)
         self.instruments = Instruments(meter_provider)
         self._metrics_on = self.instruments.enabled
+        self._durations_on = self.config.decision_duration_metric
         cfg = self.config
         self._cap = LabelCap(
             cfg.metric_label_cap, cfg.known_labels, known_labels, self.instruments.labels
         )
         self._labels: dict[tuple[str, str], str] = {}
-        self._evaluation_keys: dict[int, tuple[PolicyEvaluation, tuple[str, str, str]]] = {}
         self._limits = a.Limits(
             cfg.max_attribute_length, cfg.max_array_length, cfg.capture_content, cfg.mask
         )
@@ -368,34 +371,44 @@ class OTelObserver:
         instrument.add(amount, attrs)
 
     def _duration(self, kind: c.DecisionKind, seconds: float) -> None:
-        self.instruments.decision_duration.record(seconds, {c.ATTR_DECISION_KIND: kind.value})
+        """The opt-in duration histogram (``config.decision_duration_metric``):
+        by default the collector's spanmetrics derive it from the spans."""
+        if self._durations_on:
+            self.instruments.decision_duration.record(seconds, {c.ATTR_DECISION_KIND: kind.value})
 
-    def _count_evaluations(self, evaluations: Sequence[PolicyEvaluation]) -> None:
-        """One add per distinct (seam, policy label, result) of a decision."""
-        if not evaluations:
+    def _count_evaluations(
+        self,
+        seam: Seam,
+        records: Sequence[PreModelResult] | Sequence[DispatchRecord],
+    ) -> None:
+        """One add per distinct attribute set over a seam decision's records:
+        the evaluations recorded in full per (policy, result); the ones that
+        did not match or apply per result only (no policy attribute)."""
+        counts: dict[tuple[str | None, str], int] = {}
+        for record in records:
+            passed = record.passed_over
+            if passed.not_matched:
+                key = (None, PolicyResult.NOT_MATCHED.value)
+                counts[key] = counts.get(key, 0) + passed.not_matched
+            if passed.skipped:
+                key = (None, PolicyResult.SKIPPED.value)
+                counts[key] = counts.get(key, 0) + passed.skipped
+            for ev in record.evaluations:
+                result = ev.result
+                if result in _PER_POLICY or ev.guard is not GuardResult.NONE:
+                    key = (self._label(c.ATTR_POLICY_NAME, ev.policy), result.value)
+                else:  # a framework's own evaluations, given one by one
+                    key = (None, result.value)
+                counts[key] = counts.get(key, 0) + 1
+        if not counts:
             return
-        # the seam shares one instance per plain (policy, result): count the
-        # instances first, then find each distinct one's labelled key once
-        # (remembered by identity, with the instance held so the id stays its)
-        by_id = {id(ev): ev for ev in evaluations}
-        memo = self._evaluation_keys
-        counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
-        for ident, n in collections.Counter(map(id, evaluations)).items():
-            entry = memo.get(ident)
-            ev = by_id[ident]
-            if entry is None or entry[0] is not ev:
-                key = (ev.seam.value, self._label(c.ATTR_POLICY_NAME, ev.policy), ev.result.value)
-                if len(memo) < _MAX_REMEMBERED_LABELS * 4:
-                    memo[ident] = (ev, key)
-            else:
-                key = entry[1]
-            counts[key] += n
-        for (seam, policy, result), n in counts.items():
-            self._add(
-                self.instruments.policy_evaluations,
-                n,
-                {c.ATTR_SEAM: seam, c.ATTR_POLICY_NAME: policy, c.ATTR_POLICY_RESULT: result},
-            )
+        counter = self.instruments.policy_evaluations
+        seam_value = seam.value
+        for (policy, result), n in counts.items():
+            attrs = {c.ATTR_SEAM: seam_value, c.ATTR_POLICY_RESULT: result}
+            if policy is not None:
+                attrs[c.ATTR_POLICY_NAME] = policy
+            self._add(counter, n, attrs)
 
     def _count_win(self, seam: Seam, source: str, policy: str | None) -> None:
         self._add(
@@ -516,12 +529,12 @@ class OTelObserver:
 
     def end_pre_model(self, handle: object, result: PreModelResult) -> None:
         def measure() -> None:
-            self._count_evaluations(result.evaluations)
+            self._count_evaluations(Seam.PRE_MODEL, (result,))
             self._count_win(Seam.PRE_MODEL, result.source.value, result.policy)
             self._duration(c.DecisionKind.PRE_MODEL, result.duration_s)
 
         def build() -> tuple[a.Attributes, Sequence[a.Event]]:
-            attrs, events = a.policy_summary(result.evaluations, self._limits)
+            attrs, events = a.policy_summary(result.evaluations, self._limits, result.passed_over)
             attrs.update(a.pre_model_attributes(result, self._limits))
             return attrs, events + self._error_events(result.errors)
 
@@ -539,10 +552,40 @@ class OTelObserver:
         return self._start("start_post_model", c.SPAN_SEAM_POST_MODEL, attrs, ctx)
 
     def end_post_model(self, handle: object, result: PostModelResult) -> None:
-        self._measure(
-            "end_post_model",
-            lambda: self._duration(c.DecisionKind.POST_MODEL, result.duration_s),
-        )
+        """The seam's metrics for all its calls at once (one add per distinct
+        attribute set), its span's rewritten count."""
+
+        def measure() -> None:
+            records = result.records
+            self._count_evaluations(Seam.POST_MODEL, records)
+            wins: dict[tuple[str, str], int] = {}
+            redirects: dict[tuple[str, str], int] = {}
+            for record in records:
+                policy = self._label(c.ATTR_POLICY_NAME, record.policy)
+                key = (record.source.value, policy)
+                wins[key] = wins.get(key, 0) + 1
+                if record.policy is not None or record.adopter_override:
+                    key = (policy, record.palette.value)
+                    redirects[key] = redirects.get(key, 0) + 1
+            for (source, policy), n in wins.items():
+                self._add(
+                    self.instruments.policy_wins,
+                    n,
+                    {
+                        c.ATTR_SEAM: Seam.POST_MODEL.value,
+                        c.ATTR_SEAM_WINNER_SOURCE: source,
+                        c.ATTR_POLICY_NAME: policy,
+                    },
+                )
+            for (policy, palette), n in redirects.items():
+                self._add(
+                    self.instruments.redirects,
+                    n,
+                    {c.ATTR_POLICY_NAME: policy, c.ATTR_DISPATCH_PALETTE_GATE: palette},
+                )
+            self._duration(c.DecisionKind.POST_MODEL, result.duration_s)
+
+        self._measure("end_post_model", measure)
         self._close(
             "end_post_model", handle, lambda: ({c.ATTR_SEAM_REWRITTEN: result.rewritten}, ())
         )
@@ -580,18 +623,8 @@ class OTelObserver:
         return self._limits.text(value)
 
     def end_dispatch(self, handle: object, record: DispatchRecord) -> None:
-        def measure() -> None:
-            self._count_evaluations(record.evaluations)
-            self._count_win(Seam.POST_MODEL, record.source.value, record.policy)
-            if record.policy is not None or record.adopter_override:
-                self._add(
-                    self.instruments.redirects,
-                    1,
-                    {
-                        c.ATTR_POLICY_NAME: self._label(c.ATTR_POLICY_NAME, record.policy),
-                        c.ATTR_DISPATCH_PALETTE_GATE: record.palette.value,
-                    },
-                )
+        """The dispatch span and its logs (its metrics are counted with the
+        POST seam's, in :meth:`end_post_model`)."""
 
         def log() -> None:
             self._log_errors(record.evaluations, record.errors)
@@ -608,11 +641,10 @@ class OTelObserver:
                 )
 
         def build() -> tuple[a.Attributes, Sequence[a.Event]]:
-            attrs, events = a.policy_summary(record.evaluations, self._limits)
+            attrs, events = a.policy_summary(record.evaluations, self._limits, record.passed_over)
             attrs.update(a.dispatch_attributes(record, self._limits))
             return attrs, events + self._error_events(record.errors)
 
-        self._measure("end_dispatch", measure)
         self._note("end_dispatch", log)
         self._close("end_dispatch", handle, build)
 

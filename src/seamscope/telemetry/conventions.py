@@ -631,7 +631,8 @@ METRIC_POLICY_EVALUATIONS: Final = MetricSpec(
     "seamscope.policy.evaluations",
     "counter",
     "{evaluation}",
-    "Policy evaluations by seam, policy and result.",
+    "Policy evaluations by seam and result; by policy too for the matched and error ones "
+    "(a not-matched or skipped evaluation has no policy attribute).",
     (ATTR_SEAM, ATTR_POLICY_NAME, ATTR_POLICY_RESULT),
 )
 METRIC_POLICY_WINS: Final = MetricSpec(
@@ -739,7 +740,8 @@ METRIC_DECISION_DURATION: Final = MetricSpec(
     "seamscope.decision.duration",
     "histogram",
     "s",
-    "Duration of one decision (pipeline, stage, seam, dispatch, gate), in seconds.",
+    "Duration of one decision (pipeline, seam, gate), in seconds. Opt-in "
+    "(TelemetryConfig.decision_duration_metric): the collector's spanmetrics derive it.",
     (ATTR_DECISION_KIND,),
 )
 

@@ -253,6 +253,7 @@ class SelectionPipeline:
             records=tuple(records),
             offered=offered + fixed_names,
             duration_s=time.perf_counter() - start,
+            names=current_names + fixed_names,
         )
         obs.end_selection(handle, result)
         return result
