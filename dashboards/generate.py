@@ -102,7 +102,6 @@ L_STAGE = label(c.ATTR_STAGE_NAME)
 L_SELECTION_SET = label(c.ATTR_SELECTION_SET)
 L_STAGE_OUTCOME = label(c.ATTR_STAGE_OUTCOME)
 L_STAGE_DEGRADED = label(c.ATTR_STAGE_DEGRADED)
-L_DECISION_KIND = label(c.ATTR_DECISION_KIND)
 L_MODEL = label(c.ATTR_GEN_AI_REQUEST_MODEL)
 L_FIRE = label(c.ATTR_OFFLOAD_FIRE)
 L_REASON_CODE = label(c.ATTR_OFFLOAD_REASON_CODE)
@@ -130,9 +129,26 @@ SHADOW_DISAGREEMENTS = c.METRIC_OFFLOAD_SHADOW_DISAGREEMENTS.prometheus
 INPUT_TOKENS = c.METRIC_MODEL_INPUT_TOKENS.prometheus
 MIDDLEWARE_DECISIONS = c.METRIC_MIDDLEWARE_DECISIONS.prometheus
 MIDDLEWARE_COST = c.METRIC_MIDDLEWARE_COST.prometheus
-DECISION_DURATION_BUCKET = c.METRIC_DECISION_DURATION.prometheus + "_bucket"
-DECISION_DURATION_SUM = c.METRIC_DECISION_DURATION.prometheus + "_sum"
-DECISION_DURATION_COUNT = c.METRIC_DECISION_DURATION.prometheus + "_count"
+# Decision counts and durations come from the collector's spanmetrics connector
+# (collector-config.yaml, namespace traces.span.metrics), per span name: the
+# process records seamscope.decision.duration only when asked to
+# (TelemetryConfig.decision_duration_metric).
+SPAN_CALLS = "traces_span_metrics_calls_total"
+SPAN_DURATION_BUCKET = "traces_span_metrics_duration_seconds_bucket"
+SPAN_DURATION_SUM = "traces_span_metrics_duration_seconds_sum"
+SPAN_DURATION_COUNT = "traces_span_metrics_duration_seconds_count"
+L_SPAN_NAME = "span_name"
+DECISION_SPANS = (
+    c.SPAN_SELECT_TOOLS,
+    c.SPAN_SEAM_PRE_MODEL,
+    c.SPAN_SEAM_POST_MODEL,
+    c.SPAN_OFFLOAD_GATE,
+)
+
+
+def decision_spans(metric: str) -> str:
+    """``metric`` restricted to the decision spans (one per decision kind)."""
+    return f'{metric}{{{L_SPAN_NAME}=~"{"|".join(DECISION_SPANS)}"}}'
 
 
 # --------------------------------------------------------------------------
@@ -716,7 +732,7 @@ _EVALUATIONS = rate(POLICY_EVALUATIONS)
 _REDIRECTS = rate(REDIRECTS)
 _DROPPED = c.PaletteVerdict.DROPPED.value
 _OUTCOMES = rate(STAGE_OUTCOMES)
-_BUCKETS = sum_by(["le", L_DECISION_KIND], rate(DECISION_DURATION_BUCKET))
+_BUCKETS = sum_by(["le", L_SPAN_NAME], rate(decision_spans(SPAN_DURATION_BUCKET)))
 
 _POLICY_WON_LINK = Link(
     "Traces where this policy won",
@@ -766,9 +782,11 @@ DECISIONS = Dashboard(
                 ),
                 Graph(
                     "Policy evaluations by result",
-                    "Policy evaluations per second by seam, policy and result. `skipped`: the "
-                    "policy does not apply at that seam; `error`: its predicate raised "
-                    "(counted as no match).",
+                    "Policy evaluations per second by seam, policy and result. Matched and "
+                    "error evaluations carry the policy; `not_matched` and `skipped` (the "
+                    "policy does not apply at that seam) are counted per seam only, their "
+                    "names are on the seam spans (seamscope.policy.passed_over). `error`: "
+                    "its predicate raised (counted as no match).",
                     (
                         Query(
                             sum_by([L_SEAM, L_POLICY, L_POLICY_RESULT], _EVALUATIONS),
@@ -778,33 +796,24 @@ DECISIONS = Dashboard(
                     "ops",
                 ),
                 Graph(
-                    "Policy predicate error ratio",
-                    "Share of a policy's applicable evaluations (not skipped) whose predicate "
-                    "raised. Each one silently counts as no match.",
+                    "Policy predicate errors",
+                    "Evaluations per second whose predicate raised, by seam and policy. Each "
+                    "one silently counts as no match.",
                     (
                         Query(
-                            ratio(
-                                sum_by(
-                                    [L_POLICY],
-                                    rate(
-                                        series(
-                                            POLICY_EVALUATIONS,
-                                            **{L_POLICY_RESULT: c.PolicyResult.ERROR.value},
-                                        )
-                                    ),
-                                ),
-                                sum_by(
-                                    [L_POLICY],
-                                    rate(
-                                        f"{POLICY_EVALUATIONS}"
-                                        f'{{{L_POLICY_RESULT}!="{c.PolicyResult.SKIPPED.value}"}}'
-                                    ),
+                            sum_by(
+                                [L_SEAM, L_POLICY],
+                                rate(
+                                    series(
+                                        POLICY_EVALUATIONS,
+                                        **{L_POLICY_RESULT: c.PolicyResult.ERROR.value},
+                                    )
                                 ),
                             ),
-                            legend(L_POLICY),
+                            legend(L_SEAM, L_POLICY),
                         ),
                     ),
-                    "percentunit",
+                    "ops",
                     links=(_POLICY_WON_LINK,),
                 ),
             ),
@@ -960,12 +969,12 @@ DECISIONS = Dashboard(
                 ),
                 Graph(
                     "Decisions per second by kind",
-                    "Pipeline runs, stage runs, seam decisions, dispatches and offload-gate "
-                    "calls per second (the decision-duration histogram's count).",
+                    "Pipeline runs, PRE and POST seam decisions and offload-gate calls per "
+                    "second, by decision span (the collector's spanmetrics).",
                     (
                         Query(
-                            sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
-                            legend(L_DECISION_KIND),
+                            sum_by([L_SPAN_NAME], rate(decision_spans(SPAN_CALLS))),
+                            legend(L_SPAN_NAME),
                         ),
                     ),
                     "ops",
@@ -1045,23 +1054,23 @@ DECISIONS = Dashboard(
             (
                 Graph(
                     "Decision duration p50 / p95 by kind",
-                    "Time seamscope spends deciding, per decision kind, from the "
-                    "seamscope.decision.duration histogram. The mean is sum / count.",
+                    "Time seamscope spends deciding, per decision span, from the "
+                    "collector's spanmetrics duration histogram. The mean is sum / count.",
                     (
                         Query(
                             f"histogram_quantile(0.5, {_BUCKETS})",
-                            "p50 " + legend(L_DECISION_KIND),
+                            "p50 " + legend(L_SPAN_NAME),
                         ),
                         Query(
                             f"histogram_quantile(0.95, {_BUCKETS})",
-                            "p95 " + legend(L_DECISION_KIND),
+                            "p95 " + legend(L_SPAN_NAME),
                         ),
                         Query(
                             ratio(
-                                sum_by([L_DECISION_KIND], rate(DECISION_DURATION_SUM)),
-                                sum_by([L_DECISION_KIND], rate(DECISION_DURATION_COUNT)),
+                                sum_by([L_SPAN_NAME], rate(decision_spans(SPAN_DURATION_SUM))),
+                                sum_by([L_SPAN_NAME], rate(decision_spans(SPAN_DURATION_COUNT))),
                             ),
-                            "mean " + legend(L_DECISION_KIND),
+                            "mean " + legend(L_SPAN_NAME),
                         ),
                     ),
                     "s",

@@ -171,8 +171,14 @@ STRIPPED_EMPTY: dict[str, str] = {}
 
 
 # Dashboard panels that cannot show a series on today's demo, and why.
+_SPANMETRICS = (
+    "the collector's spanmetrics series: this setup scrapes the process, with no "
+    "collector (tests/e2e/test_jaeger_collector.py checks those series)"
+)
 EMPTY_PANELS: dict[str, str] = {
     "Shadow disagreements by model and tool": "the demo's gate runs no shadow configuration",
+    "Decisions per second by kind": _SPANMETRICS,
+    "Decision duration p50 / p95 by kind": _SPANMETRICS,
 }
 
 
