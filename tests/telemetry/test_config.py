@@ -165,3 +165,20 @@ def test_limits_apply_to_span_attributes(
     first_stage = s.named(spans, c.SPAN_STAGE)[0]
     assert "forced 'export_…" == first_stage.attributes[c.ATTR_STAGE_REASON]
     assert 16 == len(first_stage.attributes[c.ATTR_STAGE_REASON])
+
+
+def test_decision_duration_metric_is_opt_in_from_code_or_the_environment() -> None:
+    duration = "SEAMSCOPE_DECISION_DURATION_METRIC"
+    assert (False, True, True, False) == (
+        TelemetryConfig.create(environ={}).decision_duration_metric,
+        TelemetryConfig.create(environ={duration: "true"}).decision_duration_metric,
+        TelemetryConfig.create(decision_duration_metric=True, environ={}).decision_duration_metric,
+        TelemetryConfig.create(
+            decision_duration_metric=False, environ={duration: "true"}
+        ).decision_duration_metric,
+    )
+    for wrong in ("yes", 1):
+        with pytest.raises(TypeError, match="decision_duration_metric"):
+            TelemetryConfig.create(decision_duration_metric=wrong, environ={})  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="decision_duration_metric"):
+            TelemetryConfig(decision_duration_metric=wrong)  # type: ignore[arg-type]

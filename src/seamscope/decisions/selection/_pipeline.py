@@ -145,7 +145,7 @@ class SelectionPipeline:
         fixed_names = tuple([tool_name(t) or "?" for t in fixed_tools])
         # each tool's name is read once per run: ``raw`` lists tool_name()
         # (None for an unnamed tool), ``names`` the readable names (``?``)
-        offered_raw = [tool_name(t) for t in offered_tools]
+        offered_raw = [t if type(t) is str else tool_name(t) for t in offered_tools]
         offered = tuple([n or "?" for n in offered_raw])
         ctx = SelectionContext() if ctx is None else ctx
         ctx = replace(ctx, offered=offered_tools)
@@ -193,7 +193,8 @@ class SelectionPipeline:
                 after: list[Any] = []
                 after_raw: list[str | None] = []
                 for tool in outcome.tools:
-                    name = tool_name(tool)
+                    # a str is its own name (the common case, read without a call)
+                    name = tool if type(tool) is str else tool_name(tool)
                     if name is None:
                         if allowed_unnamed is None:
                             allowed_unnamed = self._allowed_unnamed(offered_tools, offered_raw)

@@ -55,7 +55,7 @@ DEFAULT_ALWAYS_INCLUDE: tuple[str, ...] = ()
 
 def _dropped(before: Sequence[Any], after: Sequence[Any]) -> list[str]:
     kept = {id(t) for t in after}
-    return [tool_name(t) or "?" for t in before if id(t) not in kept]
+    return [(t if type(t) is str else tool_name(t)) or "?" for t in before if id(t) not in kept]
 
 
 def _short(names: Sequence[str], limit: int = 3) -> str:
@@ -295,7 +295,7 @@ class IntentRoutingStage:
         keep = set(always)
         keep.update(_names_at_run_time(getattr(verdict, "matched_tool_keywords", None)) or ())
         for tool in tools:
-            name = tool_name(tool)
+            name = tool if type(tool) is str else tool_name(tool)
             if name is not None and not self._trigger_keywords.get(name):
                 keep.add(name)
         kept = filter_by_names(tools, keep)
@@ -414,6 +414,9 @@ class PolicyStage:
         self._categories = (
             None if categories is None else frozenset(_c.names(owner, "categories", categories))
         )
+        # the catalogue and the rules are immutable: each tool's verdict is
+        # judged once, here (a name absent from the catalogue is kept)
+        self._verdicts = {name: self._verdict(name) for name in catalog}
 
     def _configured(self) -> bool:
         return (
@@ -450,8 +453,8 @@ class PolicyStage:
         kept: list[Any] = []
         by_rule: dict[str, list[str]] = {}
         for tool in tools:
-            name = tool_name(tool)
-            why = None if name is None else self._verdict(name)
+            name = tool if type(tool) is str else tool_name(tool)
+            why = None if name is None else self._verdicts.get(name)
             if why is None:
                 kept.append(tool)
             else:

@@ -150,6 +150,10 @@ class ToolCatalogue(Mapping[str, ToolSpec]):
     def __getitem__(self, name: str) -> ToolSpec:
         return self._specs[name]
 
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The spec named ``name``, else ``default`` (the dict's own lookup)."""
+        return self._specs.get(name, default)
+
     def __iter__(self) -> Any:
         return iter(self._specs)
 
@@ -211,7 +215,7 @@ def filter_by_names(tools: Iterable[Any], names: set[str] | frozenset[str]) -> t
     """Keep tools whose name is in ``names``; unnamed tools survive."""
     kept = []
     for tool in tools:
-        name = tool_name(tool)
+        name = tool if type(tool) is str else tool_name(tool)
         if name is None or name in names:
             kept.append(tool)
     return tuple(kept)
