@@ -187,6 +187,16 @@ def _policy_events(span: SpanRecord, tree: TraceTree) -> list[dict[str, Any]]:
     return out
 
 
+def _passed_over(a: Values) -> dict[str, Any]:
+    """The evaluations a seam kept as counts: not matched, skipped, and the
+    bounded names of those policies (in evaluation order)."""
+    return {
+        "not_matched": a.number(c.ATTR_POLICY_NOT_MATCHED_COUNT) or 0,
+        "skipped": a.number(c.ATTR_POLICY_SKIPPED_COUNT) or 0,
+        "names": a.texts(c.ATTR_POLICY_PASSED_OVER),
+    }
+
+
 def _stage(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
     a = _values(span, tree)
     return {
@@ -229,6 +239,7 @@ def _dispatch(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
         "palette_gate": a.text(c.ATTR_DISPATCH_PALETTE_GATE),
         "final_tool": a.text(c.ATTR_DISPATCH_FINAL_TOOL),
         "evaluations": _policy_events(span, tree),
+        "passed_over": _passed_over(a),
     }
 
 
@@ -339,6 +350,7 @@ def _iteration(
                 "policy": a.text(c.ATTR_POLICY_WINNER),
                 "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
                 "evaluations": _policy_events(child, tree),
+                "passed_over": _passed_over(a),
             }
         elif name == c.SPAN_OFFLOAD_GATE:
             view["offload_gates"].append(_gate(a))

@@ -387,6 +387,7 @@ class OTelObserver:
         counts: dict[tuple[str | None, str], int] = {}
         for record in records:
             passed = record.passed_over
+            key: tuple[str | None, str]
             if passed.not_matched:
                 key = (None, PolicyResult.NOT_MATCHED.value)
                 counts[key] = counts.get(key, 0) + passed.not_matched
@@ -404,8 +405,8 @@ class OTelObserver:
             return
         counter = self.instruments.policy_evaluations
         seam_value = seam.value
-        for (policy, result), n in counts.items():
-            attrs = {c.ATTR_SEAM: seam_value, c.ATTR_POLICY_RESULT: result}
+        for (policy, outcome), n in counts.items():
+            attrs = {c.ATTR_SEAM: seam_value, c.ATTR_POLICY_RESULT: outcome}
             if policy is not None:
                 attrs[c.ATTR_POLICY_NAME] = policy
             self._add(counter, n, attrs)

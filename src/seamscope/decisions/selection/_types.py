@@ -150,7 +150,7 @@ class ToolCatalogue(Mapping[str, ToolSpec]):
     def __getitem__(self, name: str) -> ToolSpec:
         return self._specs[name]
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         """The spec named ``name``, else ``default`` (the dict's own lookup)."""
         return self._specs.get(name, default)
 
