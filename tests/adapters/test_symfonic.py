@@ -30,7 +30,7 @@ from symfonic.core.contracts import ToolCallPolicy
 
 from seamscope.adapters.symfonic import instrument_symfonic, symfonic_pricing
 from seamscope.decisions import OffloadLedger
-from seamscope.telemetry import OTelObserver
+from seamscope.telemetry import OTelObserver, TelemetryConfig
 from seamscope.telemetry import conventions as c
 
 from ._symfonic_support import (
@@ -276,7 +276,11 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
     global_provider = trace.get_tracer_provider()
     agent, provider, warehouse = sales_agent()
     inst = instrument_symfonic(
-        agent, tracer_provider=tracer_provider, meter_provider=meter_provider, agent_name=AGENT
+        agent,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        agent_name=AGENT,
+        telemetry_config=TelemetryConfig(decision_duration_metric=True),
     )
 
     finals = asyncio.run(converse(agent, inst))

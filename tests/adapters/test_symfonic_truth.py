@@ -41,6 +41,7 @@ from symfonic.core.config import AgentConfig, ModelConfig
 from symfonic.core.contracts import ToolCallPolicy
 
 from seamscope.adapters.symfonic import instrument_symfonic, symfonic_pricing
+from seamscope.telemetry import TelemetryConfig
 from seamscope.telemetry import conventions as c
 
 from ._symfonic_support import (
@@ -62,6 +63,8 @@ pytestmark = [
 
 OPUS = "claude-opus-4-6"  # the default model
 HAIKU = "claude-haiku-4-5"
+# the opt-in duration histogram, for the tests that count decisions by it
+DURATIONS_ON = TelemetryConfig(decision_duration_metric=True)
 GPT4O = "gpt-4o"
 STUB_HEADER = "[symfonic.tool_memory v1]"
 
@@ -515,7 +518,10 @@ def test_a_tool_that_raises_is_the_one_failed_execute_tool_span(
     )
     agent, _ = build(brain, truth, raising={"search": RuntimeError("index offline")})
     inst = instrument_symfonic(
-        agent, tracer_provider=tracer_provider, meter_provider=meter_provider
+        agent,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        telemetry_config=DURATIONS_ON,
     )
 
     async def scenario() -> Any:
@@ -1132,7 +1138,11 @@ def test_sixteen_concurrent_runs_decide_as_sequential_ones_each_in_its_own_trace
     truth = Truth()
     agent = agent_for(truth)
     inst = instrument_symfonic(
-        agent, tracer_provider=tracer_provider, meter_provider=meter_provider, agent_name="analyst"
+        agent,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        agent_name="analyst",
+        telemetry_config=DURATIONS_ON,
     )
     concurrent: dict[int, Any] = {}
 
