@@ -22,7 +22,9 @@ garbage collector off:
   with an ``InMemoryMetricReader`` that is collected after every block.
 
 Reported: the median block per iteration, and telemetry's overhead as the
-median of per-block differences. ``--callgrind`` runs each configuration
+median of per-block differences, in wall time and in the process's CPU time
+(all threads; on a shared host other processes inflate wall time, not CPU
+time). ``--callgrind`` runs each configuration
 under callgrind twice (after the same warm-up, with 0 and N timed
 iterations) and divides the difference in instructions by N, which cancels
 start-up; the host's load does not move it.
@@ -230,20 +232,22 @@ class PolicyLoop:
         assert len(selection.offered) == len(self.names) and gate.fire
 
 
-def block(loop: PolicyLoop, iterations: int) -> float:
-    """Seconds for ``iterations`` iterations in one open turn (gc off)."""
+def block(loop: PolicyLoop, iterations: int) -> tuple[float, float]:
+    """Wall and CPU seconds (the process's, all its threads: the batch
+    processor's worker too) for ``iterations`` iterations in one open turn
+    (gc off)."""
     loop.enter()
     gc.disable()
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(iterations):
             loop.iteration()
-        elapsed = time.perf_counter() - start
+        elapsed, used = time.perf_counter() - start, time.process_time() - cpu
     finally:
         gc.enable()
         loop.exit()
     loop.collect()
-    return elapsed
+    return elapsed, used
 
 
 def run_only(mode: str, policies: int, tools: int, iterations: int) -> None:
@@ -296,21 +300,22 @@ def timed(policies: int, tools: int, repeats: int, iterations: int) -> None:
     for loop in (noop, tel):
         loop.check()
         block(loop, WARMUP)
-    alone: list[float] = []
-    overhead: list[float] = []
+    alone: list[tuple[float, float]] = []
+    overhead: list[tuple[float, float]] = []
     for _ in range(repeats):
-        a = block(noop, iterations) / iterations
-        b = block(tel, iterations) / iterations
-        alone.append(a)
-        overhead.append(b - a)
+        a = [t / iterations for t in block(noop, iterations)]
+        b = [t / iterations for t in block(tel, iterations)]
+        alone.append((a[0], a[1]))
+        overhead.append((b[0] - a[0], b[1] - a[1]))
     assert tel.tracer_provider is not None
     tel.tracer_provider.force_flush()
     spans = tel.exporter.spans
-    decisions = statistics.median(alone) * 1e3
-    more = statistics.median(overhead) * 1e3
     print(f"{policies} policies x {tools} tools, {repeats} blocks of {iterations} iterations")
-    print(f"decisions alone       {decisions:7.3f} ms per iteration (target <= {TARGET_MS} ms)")
-    print(f"telemetry on top      {more:7.3f} ms per iteration (target <= {TARGET_MS} ms)")
+    print("                      wall ms   CPU ms per iteration (median block)")
+    for label, values in (("decisions alone", alone), ("telemetry on top", overhead)):
+        wall = statistics.median(v[0] for v in values) * 1e3
+        cpu = statistics.median(v[1] for v in values) * 1e3
+        print(f"{label:<20} {wall:8.3f} {cpu:8.3f}   (target <= {TARGET_MS} ms)")
     per = spans / (1 + WARMUP + repeats * iterations)
     print(f"spans exported        {spans} ({per:.1f} per iteration)")
     tel.tracer_provider.shutdown()
