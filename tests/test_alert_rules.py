@@ -87,6 +87,19 @@ def _series_attributes() -> dict[str, frozenset[str]]:
             series[spec.prometheus + "_count"] = labels
         else:
             series[spec.prometheus] = labels
+    # the collector's spanmetrics series (collector-config.yaml): decision
+    # counts and durations per span name, with the configured dimensions
+    connector = yaml.safe_load((ROOT / "collector-config.yaml").read_text(encoding="utf-8"))[
+        "connectors"
+    ]["spanmetrics"]
+    prefix = _label(connector["namespace"])
+    span_labels = frozenset({"service_name", "span_name", "span_kind", "status_code"}) | {
+        _label(d["name"]) for d in connector["dimensions"]
+    }
+    series[prefix + "_calls_total"] = span_labels
+    series[prefix + "_duration_seconds_bucket"] = span_labels | {"le"}
+    series[prefix + "_duration_seconds_sum"] = span_labels
+    series[prefix + "_duration_seconds_count"] = span_labels
     return series
 
 
