@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -408,3 +409,14 @@ def test_forced_release_after_the_tool_ran_flows_through_the_pipeline() -> None:
 def test_pipeline_construction_fails_fast(stages: list[Any], needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         SelectionPipeline(stages)
+
+
+def test_a_copy_of_a_selection_with_other_tools_names_its_own_tools() -> None:
+    """An adapter that narrows a selection further (``dataclasses.replace``) gets
+    the names of the tools it kept, which the palette gate then routes."""
+    result = SelectionPipeline([]).run(["run_block", {"name": "search"}, "web_search"])
+    narrowed = dataclasses.replace(result, tools=("run_block", {"name": "search"}))
+    assert (("run_block", "search", "web_search"), ("run_block", "search")) == (
+        result.selected,
+        narrowed.selected,
+    )

@@ -482,25 +482,20 @@ class StageRecord:
 
 @dataclass(frozen=True, slots=True)
 class SelectionResult:
-    """The selected tools plus the decision trace (one record per stage).
-
-    ``names``: the selected tools' names as the pipeline read them (``?``
-    for an unnamed tool), so :attr:`selected` does not read them again;
-    left empty, :attr:`selected` reads them from ``tools``.
-    """
+    """The selected tools plus the decision trace (one record per stage)."""
 
     tools: tuple[Any, ...]
     forced_tool: str | None
     records: tuple[StageRecord, ...]
     offered: tuple[str, ...]
     duration_s: float = field(default=0.0, compare=False)
-    names: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def selected(self) -> tuple[str, ...]:
-        if self.names or not self.tools:
-            return self.names
-        return tuple(tool_name(t) or "?" for t in self.tools)
+        """The selected tools' names (``?`` for an unnamed tool), read from
+        ``tools`` on every call: a copy with other tools
+        (``dataclasses.replace``) names its own (a str is its own name)."""
+        return tuple([(t if type(t) is str else tool_name(t)) or "?" for t in self.tools])
 
     @property
     def dropped(self) -> tuple[str, ...]:

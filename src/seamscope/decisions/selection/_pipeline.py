@@ -254,7 +254,6 @@ class SelectionPipeline:
             records=tuple(records),
             offered=offered + fixed_names,
             duration_s=time.perf_counter() - start,
-            names=current_names + fixed_names,
         )
         obs.end_selection(handle, result)
         return result
