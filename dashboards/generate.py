@@ -1066,10 +1066,13 @@ DECISIONS = Dashboard(
                             "p95 " + legend(L_SPAN_NAME),
                         ),
                         Query(
-                            ratio(
-                                sum_by([L_SPAN_NAME], rate(decision_spans(SPAN_DURATION_SUM))),
-                                sum_by([L_SPAN_NAME], rate(decision_spans(SPAN_DURATION_COUNT))),
-                            ),
+                            # A plain division, NaN while a kind is idle, like the
+                            # quantiles above (ratio() would drop the series).
+                            "("
+                            + sum_by([L_SPAN_NAME], rate(decision_spans(SPAN_DURATION_SUM)))
+                            + ")\n/\n("
+                            + sum_by([L_SPAN_NAME], rate(decision_spans(SPAN_DURATION_COUNT)))
+                            + ")",
                             "mean " + legend(L_SPAN_NAME),
                         ),
                     ),
