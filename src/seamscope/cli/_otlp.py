@@ -77,7 +77,7 @@ class SpanRecord(NamedTuple):
 
     A named tuple rather than a frozen dataclass: the reader builds one per
     span of the file, a frozen dataclass of these 11 fields takes four times
-    as long to build (1.2 µs against 0.3 µs on the machine of the README's
+    as long to build (1.2 µs against 0.3 µs on the machine of docs/performance.md's
     benchmark), and the second pass spills records with :mod:`marshal`, which
     stores plain tuples. ``attributes`` maps each key to its value as the
     file has it; read them with :class:`Values`. ``events`` are the file's

@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["LANGCHAIN_HINT", "Part", "Planned", "langchain_part", "plan", "reference_part"]
 
-LANGCHAIN_HINT = "pip install 'seamscope[langchain]' (in a checkout: pip install '.[langchain]')"
+LANGCHAIN_HINT = "the langchain extra (in a checkout: pip install '.[langchain]')"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ a sampled span carries its trace and span ids); ``OTEL_METRICS_EXEMPLAR_FILTER``
 provider is the SDK's own with plain readers: seamscope keeps no aggregation
 of its own.
 
-Reliability (README "Reliability"): ``flush()`` and ``shutdown()`` return
+Reliability (docs/reliability.md): ``flush()`` and ``shutdown()`` return
 within a timeout (``shutdown_timeout_millis``, else ``SEAMSCOPE_SHUTDOWN_TIMEOUT``
 in milliseconds, else 5000) whatever the collector does, and return a
 :class:`FlushResult` that says what was exported and dropped; the exit hook
