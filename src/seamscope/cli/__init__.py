@@ -26,6 +26,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -106,7 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # demo --output - writes the spans to standard output: the trees go to stderr
     human = sys.stderr if getattr(args, "output", None) == "-" else sys.stdout
-    console = _console(human, record=bool(svg))
+    quiet_demo = args.command == "demo" and args.quiet
+    console = _console(human, record=bool(svg) and not quiet_demo)
+    # demo --quiet --svg: the picture holds the trees the terminal does not show
+    trees = _console(io.StringIO(), record=True) if svg and quiet_demo else None
     if args.command not in ("demo", "explain"):
         parser.print_help(sys.stderr)
         return 2
@@ -114,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from seamscope.cli._demo import run_demo
 
-            code = run_demo(args, console, err)
+            code = run_demo(args, console, err, trees)
         else:
             from seamscope.cli._explain import run_explain
 
@@ -123,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `seamscope explain big.jsonl | head`: stop quietly, as head asked
         _silence(human)
         return 0
-    if svg and code != 2 and not _save_svg(console, svg, args.command, err):
+    if svg and code != 2 and not _save_svg(trees or console, svg, args.command, err):
         return 1
     return code
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from seamscope.cli._explain import Options, Outcome, explain
+from seamscope.cli._render import LEGEND
 from seamscope.cli._views import number
 
 if TYPE_CHECKING:
@@ -270,7 +271,11 @@ def _timeout_env(seconds: float) -> Iterator[None]:
         os.environ.pop(name, None)
 
 
-def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
+def run_demo(
+    args: argparse.Namespace, console: Console, err: Console, trees: Console | None = None
+) -> int:
+    """Run the demo; with ``--quiet``, ``trees`` (a recording console, for
+    ``--svg``) receives the trees and the summary that ``console`` does not show."""
     import structlog
 
     from seamscope.cli._export import parse_endpoint
@@ -313,7 +318,7 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
     otlp = _Otlp(endpoint, args.otlp_metrics, err, args.quiet) if endpoint else None
     try:
         with otlp.sdk if otlp else contextlib.nullcontext():
-            code = _configured(args, output, log_path, otlp, console, err, created)
+            code = _configured(args, output, log_path, otlp, console, err, created, trees)
         if code == 0 and to_stdout:
             with output.open(encoding="utf-8") as spans:
                 shutil.copyfileobj(spans, sys.stdout)
@@ -335,6 +340,7 @@ def _configured(
     console: Console,
     err: Console,
     created: list[Path],
+    trees: Console | None = None,
 ) -> int:
     from seamscope.cli._export import EXPORT_TIMEOUT_S
     from seamscope.telemetry import configure
@@ -368,7 +374,7 @@ def _configured(
             path.unlink(missing_ok=True)
         return 1
     try:
-        return _run(args, handle, output, log_path, otlp, console, err)
+        return _run(args, handle, output, log_path, otlp, console, err, trees)
     finally:
         handle.shutdown()
 
@@ -416,6 +422,7 @@ def _run(
     otlp: _Otlp | None,
     console: Console,
     err: Console,
+    trees: Console | None = None,
 ) -> int:
     from seamscope.cli._plan import langchain_part, plan, reference_part
     from seamscope.cli._scenario import POLICIES
@@ -449,16 +456,23 @@ def _run(
         progress.stop()
     handle.flush()
 
-    shown = Options(turns=not args.quiet, settlements=not args.quiet)
+    # --quiet shows only the summary; with --svg the picture still holds the trees
+    shown_on = trees if args.quiet and trees is not None else console
+    full = shown_on is not console or not args.quiet
+    shown = Options(turns=full, settlements=full)
 
     def reopen() -> Any:
         return output.open(encoding="utf-8", errors="replace")
 
+    if full:
+        shown_on.print(LEGEND, style="dim", markup=False, highlight=False)
     with reopen() as spans:
-        outcome = explain(str(output), spans, shown, console, err, reopen)
+        outcome = explain(str(output), spans, shown, shown_on, err, reopen)
     spans_at = "standard output" if log_path is None else str(output)
     for line in _summary(turns, outcome, spans_at, log_path, metrics_url, otlp, skipped):
         console.print(line, markup=False, highlight=False)
+        if shown_on is not console:
+            shown_on.print(line, markup=False, highlight=False)
     if outcome.code != 0:
         err.print(f"error: {output} did not read back whole", markup=False)
         return 1

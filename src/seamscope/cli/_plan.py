@@ -81,12 +81,14 @@ def reference_part(handle: Any, config: Any, seed: int) -> Part:
     def run(conversation: str, position: int) -> None:
         history = histories.setdefault(conversation, []) if position else []
         histories[conversation] = history
+        script = scenario.turns[position]
+        tier = {} if script.tier is None else {"tier": script.tier}
         agent.run_turn(
             conversation,
-            scenario.turns[position].user,
+            script.user,
             messages=history,
             role=scenario.role,
-            scope=scenario.scope,
+            scope={**scenario.scope, **tier},
         )
 
     def end(conversation: str) -> None:
