@@ -91,47 +91,75 @@ def add_demo_parser(sub: Any) -> None:
             "Writes OTLP-JSON to --output and prints, per turn, the decision trace as a tree, "
             "then predicted versus realized economics of each offload and compaction."
         ),
+        epilog=(
+            "exit codes: 0 success; 1 cannot write the output or the SVG, the metrics port is "
+            "taken, or the output did not read back; 2 usage error (bad arguments, flags that "
+            "do nothing alone, an endpoint that is not a URL, --svg naming a folder); "
+            "130 interrupted (Ctrl-C: the spans of the turns finished so far are in --output)"
+        ),
     )
     p.add_argument(
         "--turns",
         type=int,
+        metavar="N",
         help="turns to run (default 7: a 4-turn reference-loop conversation, then a 3-turn "
         "LangChain one; 4 without the langchain extra; more turns start new conversations)",
     )
-    p.add_argument("--seed", type=int, default=7, help="seed for ids (default 7)")
+    p.add_argument("--seed", type=int, default=7, metavar="S", help="seed for ids (default 7)")
     p.add_argument(
         "--output",
         default=DEFAULT_OUTPUT,
-        help=f"OTLP-JSON file to write ({DEFAULT_OUTPUT}); - for standard output",
+        metavar="FILE",
+        help=f"OTLP-JSON file to write afresh, its structlog lines beside it in FILE.log.jsonl "
+        f"(default {DEFAULT_OUTPUT}); - for standard output (no log file)",
     )
     p.add_argument(
         "--otlp-endpoint",
         metavar="URL",
-        help="also send spans over OTLP/HTTP: host:4318, http://host:4318 or .../v1/traces",
+        help="also send spans over OTLP/HTTP: host:4318, http://host:4318 or .../v1/traces "
+        "(default: none, nothing leaves the machine)",
     )
     p.add_argument(
         "--otlp-metrics",
         action="store_true",
-        help="with --otlp-endpoint, also push metrics over OTLP/HTTP (e.g. to a collector)",
+        help="with --otlp-endpoint, also push metrics over OTLP/HTTP (e.g. to a collector; "
+        "default off)",
     )
     p.add_argument(
-        "--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT while running"
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on 127.0.0.1:PORT while running, 0 for any free port "
+        "(default: none)",
     )
     p.add_argument(
         "--linger",
         type=float,
         metavar="SECONDS",
-        help="with --metrics-port, keep serving metrics this long after the run",
+        help="with --metrics-port, keep serving metrics this long after the run (default 0)",
     )
     p.add_argument(
         "--pace",
         type=float,
         default=0.0,
+        metavar="SECONDS",
         help="seconds to wait between turns (a live feed for dashboards; default 0)",
     )
-    p.add_argument("--service-name", default="seamscope-demo", help="OTel service.name")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
-    p.add_argument("--svg", help="also save the printed trees as an SVG picture")
+    p.add_argument(
+        "--service-name",
+        default="seamscope-demo",
+        metavar="NAME",
+        help="OTel service.name (default seamscope-demo)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the summary (default off; an --svg picture still holds the trees)",
+    )
+    p.add_argument(
+        "--svg", metavar="FILE", help="also save the trees as an SVG picture (default: none)"
+    )
 
 
 def _check(args: argparse.Namespace) -> str | None:
