@@ -339,6 +339,7 @@ def run_demo(
         err.print(f"error: cannot write {output}: {exc.strerror or exc}", markup=False)
         return 1
     previous_logging = structlog.get_config()
+    was_configured = structlog.is_configured()
     seamscope_logger = logging.getLogger("seamscope")
     previous_level = seamscope_logger.level
     _configure_logging(log_file)
@@ -355,6 +356,8 @@ def run_demo(
     finally:
         log_file.close()
         structlog.configure(**previous_logging)
+        if not was_configured:  # the library's silent default again
+            structlog.reset_defaults()
         seamscope_logger.setLevel(previous_level)
         if to_stdout:
             output.unlink(missing_ok=True)
