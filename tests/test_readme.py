@@ -1,4 +1,5 @@
-"""The README states the public contract: it must not drift from the code."""
+"""The README and the pages under docs/ state the public contract: they must
+not drift from the code, and every page is one click from the README."""
 
 from __future__ import annotations
 
@@ -17,17 +18,67 @@ from seamscope.telemetry import conventions as c
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+TELEMETRY = (DOCS / "telemetry.md").read_text(encoding="utf-8")
+CLI = (DOCS / "cli.md").read_text(encoding="utf-8")
+README_MAX_LINES = 250
 
 
-def test_every_metric_and_its_labels_are_in_the_readme() -> None:
-    missing = [spec.prometheus for spec in c.METRICS if f"`{spec.prometheus}" not in README]
+def test_every_metric_and_its_labels_are_in_the_telemetry_page() -> None:
+    missing = [spec.prometheus for spec in c.METRICS if f"`{spec.prometheus}" not in TELEMETRY]
     labels = {a.replace(".", "_") for spec in c.METRICS for a in spec.attributes}
-    missing += sorted(label for label in labels if f"`{label}`" not in README)
+    missing += sorted(label for label in labels if f"`{label}`" not in TELEMETRY)
     assert [] == missing
 
 
-def test_every_span_name_is_in_the_readme() -> None:
-    assert [] == [name for name in c.SPANS if name not in README]
+def test_every_span_name_is_in_the_telemetry_page() -> None:
+    assert [] == [name for name in c.SPANS if name not in TELEMETRY]
+
+
+def test_the_readme_is_short_and_every_docs_page_is_one_click_from_it() -> None:
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)(?:#[^)]*)?\)", README))
+    pages = {p.relative_to(ROOT).as_posix() for p in DOCS.rglob("*.md")}
+    assert (True, set()) == (len(README.splitlines()) <= README_MAX_LINES, pages - linked)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_of_the_readme_and_the_docs_resolves() -> None:
+    """A link to a file names one that exists; a link to a heading names one that is there."""
+    broken = []
+    for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
+        text = re.sub(r"```.*?```|`[^`\n]*`", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            where = (page.parent / path).resolve() if path else page
+            if not where.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+            elif anchor and where.suffix == ".md":
+                headings = re.findall(r"^#+ (.*)$", where.read_text(encoding="utf-8"), re.M)
+                if anchor not in {_anchor(h) for h in headings}:
+                    broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert [] == broken
+
+
+HISTORY = re.compile(
+    r"\b(now names|as before|same as before|this round|an earlier commit|no longer|used to)\b",
+    re.I,
+)
+
+
+def test_no_prose_narrates_the_projects_past() -> None:
+    """The pages describe what is, not how it came to be."""
+    found = [
+        f"{page.relative_to(ROOT)}: {m.group(0)}"
+        for page in [ROOT / "README.md", *DOCS.rglob("*.md")]
+        for m in HISTORY.finditer(page.read_text(encoding="utf-8"))
+    ]
+    assert [] == found
 
 
 def _options(command: str) -> set[str]:
@@ -42,8 +93,8 @@ def _options(command: str) -> set[str]:
 
 
 @pytest.mark.parametrize("command", ["demo", "explain"])
-def test_every_cli_option_is_in_the_readme_synopsis(command: str) -> None:
-    synopsis = re.search(rf"seamscope {command} [^`]*?(?=\nseamscope |\n```)", README)
+def test_every_cli_option_is_in_the_cli_page_synopsis(command: str) -> None:
+    synopsis = re.search(rf"seamscope {command} [^`]*?(?=\nseamscope |\n```)", CLI)
     assert synopsis is not None
     assert set() == {o for o in _options(command) if o not in synopsis.group(0)}
 
@@ -76,12 +127,18 @@ def test_the_readme_states_the_tested_python_and_ci_runs_it() -> None:
 
 
 def test_every_extra_has_both_install_lines() -> None:
+    """From a checkout and from the wheel ``python -m build`` writes; the
+    package index is never named (the package is not published)."""
     install = README.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
-    extras = set(_pyproject()["project"]["optional-dependencies"])
+    project = _pyproject()["project"]
+    wheel = f"dist/{project['name']}-{project['version']}-py3-none-any.whl"
+    extras = set(project["optional-dependencies"])
     for extra in sorted(extras - {"test", "dev", "bench", "dashboards"}):
         assert f"`pip install '.[{extra}]'`" in install, extra
-        assert f"`pip install 'seamscope[{extra}]'`" in install, extra
-    assert "`pip install .`" in install and "`pip install seamscope`" in install
+        assert f"`pip install '{wheel}[{extra}]'`" in install, extra
+    assert "`pip install .`" in install and f"`pip install {wheel}`" in install
+    pages = [README, *(p.read_text(encoding="utf-8") for p in DOCS.rglob("*.md"))]
+    assert [] == [m for text in pages for m in re.findall(r"pip install '?seamscope\b", text)]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     [ci_extras] = re.findall(r"pip install -q -e '(\.\[[a-z,-]+\])'", ci)
     assert f"`pip install -e '{ci_extras}'`" in install

@@ -1,6 +1,6 @@
-"""Every python snippet of the README runs as written.
+"""Every python snippet of the README and of the pages under docs/ runs as written.
 
-Each ```python block is found by the heading it sits under and run as a
+Each ```python block is found by its page and the heading it sits under and run as a
 script in a fresh interpreter, in a temporary folder, with the network
 closed to anything but this machine and no ``OTEL_*``/``SEAMSCOPE_*``
 variables of the caller. The snippets bring their own stand-ins for the
@@ -32,7 +32,7 @@ from seamscope.telemetry import conventions as c
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-TRACE_FILE = "analyst-trace.jsonl"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 
 # Runs a script with sockets refused to every address but loopback and Unix ones.
 _OFFLINE = """
@@ -90,10 +90,21 @@ def python_blocks(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
-def snippet(heading: str) -> str:
-    found = [code for h, code in python_blocks(README.read_text(encoding="utf-8")) if h == heading]
+def page_name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def snippet(page: str, heading: str) -> str:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    found = [code for h, code in python_blocks(text) if h == heading]
     assert 1 == len(found), f"expected one python block under {heading!r}, found {len(found)}"
     return found[0]
+
+
+def trace_file_of(code: str) -> str | None:
+    """The ``trace_file=`` a snippet passes to ``configure()``, if any."""
+    match = re.search(r'trace_file="([^"]+)"', code)
+    return None if match is None else match.group(1)
 
 
 @dataclass(frozen=True)
@@ -158,8 +169,10 @@ def run_snippet(code: str, folder: Path, env: dict[str, str] | None = None) -> R
     # a library prints nothing by default: no event, no warning beside what the
     # example prints itself
     assert ("", []) == (done.stderr, _LOG_LINE.findall(done.stdout)), done.stdout
-    trace = folder / TRACE_FILE
-    return Run(done.stdout, done.stderr, read_spans(trace) if trace.exists() else [])
+    name = trace_file_of(code)
+    trace = None if name is None else folder / name
+    spans = read_spans(trace) if trace is not None and trace.exists() else []
+    return Run(done.stdout, done.stderr, spans)
 
 
 def _decision_spans(run: Run) -> None:
@@ -256,45 +269,111 @@ def check_configuration(run: Run) -> None:
     assert "" == run.stdout  # nothing was lost: the failure branch printed nothing
 
 
+def check_quickstart(run: Run) -> None:
+    """The selector kept get_logs and dropped send_email on both model calls."""
+    stages = [
+        s
+        for s in run.named(c.SPAN_STAGE)
+        if s.attributes.get(c.ATTR_MIDDLEWARE_NAME) == "LLMToolSelectorMiddleware"
+    ]
+    assert [["send_email"]] * 2 == [s.attributes[c.ATTR_STAGE_DROPPED] for s in stages]
+    assert ["quickstart-1"] == sorted(
+        {s.attributes[c.ATTR_GEN_AI_CONVERSATION_ID] for s in run.named(c.SPAN_ITERATION)}
+    )
+
+
 @dataclass(frozen=True)
 class Case:
+    page: str
     heading: str
     check: Callable[[Run], None]
 
 
+QUICKSTART = Case(
+    "README.md", "Quickstart: why did my LangChain agent never offer a tool?", check_quickstart
+)
 CASES = [
-    Case("A hand-written loop (framework-free API)", check_hand_written_loop),
-    Case("LangChain v1 agents", check_langchain),
-    Case("LangChain's own decision middlewares", check_langchain_middlewares),
-    Case("symfonic-core", check_symfonic),
-    Case("Your own providers, and logs", check_own_providers),
-    Case("Configuration", check_configuration),
+    QUICKSTART,
+    Case("docs/adapters/loop.md", "A hand-written loop (framework-free API)",
+         check_hand_written_loop),
+    Case("docs/adapters/langchain.md", "LangChain v1 agents", check_langchain),
+    Case("docs/adapters/langchain.md", "LangChain's own decision middlewares",
+         check_langchain_middlewares),
+    Case("docs/adapters/symfonic.md", "symfonic-core", check_symfonic),
+    Case("docs/configuration.md", "Your own providers, and logs", check_own_providers),
+    Case("docs/configuration.md", "Configuration", check_configuration),
 ]
-# headings whose snippet another test runs (with the provider's model objects replaced)
+# pages whose snippet another test runs (with the provider's model objects replaced)
 RUN_ELSEWHERE = {
-    "OpenAI Agents SDK": ROOT / "tests" / "adapters" / "test_openai_agents.py",
-    "pydantic-ai": ROOT / "tests" / "adapters" / "test_pydantic_ai.py",
+    ("docs/adapters/openai-agents.md", "OpenAI Agents SDK"):
+        ROOT / "tests" / "adapters" / "test_openai_agents.py",
+    ("docs/adapters/pydantic-ai.md", "pydantic-ai"):
+        ROOT / "tests" / "adapters" / "test_pydantic_ai.py",
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.heading for case in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{case.page}:{case.heading}" for case in CASES])
 def test_the_snippet_runs_as_written(case: Case, tmp_path: Path) -> None:
-    case.check(run_snippet(snippet(case.heading), tmp_path))
+    case.check(run_snippet(snippet(case.page, case.heading), tmp_path))
 
 
-def test_every_python_block_of_the_readme_is_run() -> None:
-    headings = [h for h, _ in python_blocks(README.read_text(encoding="utf-8"))]
-    assert len(headings) == len(set(headings)), "two python blocks under one heading"
-    assert sorted({case.heading for case in CASES} | set(RUN_ELSEWHERE)) == sorted(headings)
-    for heading, test in RUN_ELSEWHERE.items():
+def test_every_python_block_of_the_readme_and_the_docs_is_run() -> None:
+    blocks = [
+        (page_name(page), heading)
+        for page in PAGES
+        for heading, _ in python_blocks(page.read_text(encoding="utf-8"))
+    ]
+    assert len(blocks) == len(set(blocks)), "two python blocks under one heading of a page"
+    assert sorted({(case.page, case.heading) for case in CASES} | set(RUN_ELSEWHERE)) == sorted(
+        blocks
+    )
+    for (page, _heading), test in RUN_ELSEWHERE.items():
         source = test.read_text(encoding="utf-8")
-        assert f'"### {heading}"' in source and "exec(compile(" in source, test
+        assert f'"{page}"' in source and "exec(compile(" in source, test
+
+
+def test_each_snippet_writes_a_trace_file_of_its_own() -> None:
+    """Run one after the other in one folder, no two examples write one file."""
+    files = [
+        trace_file_of(code)
+        for page in PAGES
+        for _heading, code in python_blocks(page.read_text(encoding="utf-8"))
+    ]
+    named = [name for name in files if name is not None]
+    assert len(named) == len(set(named)), named
+
+
+def _explain_block(readme: str) -> tuple[list[str], list[str]]:
+    """The quickstart's ``$ seamscope explain ...`` block: its argv and its output lines."""
+    block = re.search(r"```\n\$ seamscope (explain [^\n]*)\n(.*?)```", readme, re.S)
+    assert block is not None
+    return block.group(1).split(), block.group(2).splitlines()
+
+
+def test_the_quickstart_explain_output_is_the_real_one(tmp_path: Path) -> None:
+    """The README's explain answer, as pasted, is what explain prints on the
+    quickstart's own trace file (the trace id, random per run, aside)."""
+    run_snippet(snippet(QUICKSTART.page, QUICKSTART.heading), tmp_path)
+    argv, expected = _explain_block(README.read_text(encoding="utf-8"))
+    done = subprocess.run(
+        [sys.executable, "-m", "seamscope", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+    hide = re.compile(r"trace [0-9a-f]{8}…")
+    assert [hide.sub("trace …", line) for line in expected] == [
+        hide.sub("trace …", line) for line in done.stdout.rstrip("\n").splitlines()
+    ]
 
 
 def test_the_configuration_snippet_reports_a_lost_export(tmp_path: Path) -> None:
     """Its failure branch, against a closed port (the OTLP endpoint it reads)."""
     run = run_snippet(
-        snippet("Configuration"),
+        snippet("docs/configuration.md", "Configuration"),
         tmp_path,
         {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "SEAMSCOPE_SHUTDOWN_TIMEOUT": "1000"},
     )
@@ -309,7 +388,7 @@ def test_a_broken_snippet_fails_and_the_network_is_closed(tmp_path: Path) -> Non
     with pytest.raises(AssertionError, match="no network"):
         run_snippet("import socket\nsocket.create_connection(('192.0.2.1', 80), 1)\n", tmp_path)
     with pytest.raises(AssertionError, match="expected one python block"):
-        snippet("No such heading")
+        snippet("README.md", "No such heading")
 
 
 def test_python_blocks_reads_headings_and_blocks() -> None:

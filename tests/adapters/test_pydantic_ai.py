@@ -771,19 +771,19 @@ def test_nothing_is_patched_and_bad_arguments_fail(tracer_provider: Any) -> None
         SeamscopeCapability(layer, genai_spans="yes")  # type: ignore[arg-type]
 
 
-# -- the README snippet --------------------------------------------------------------------------
+# -- the documented snippet ----------------------------------------------------------------------
+
+SNIPPET_PAGE = "docs/adapters/pydantic-ai.md"
 
 
 def _readme_snippet() -> str:
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### pydantic-ai", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match is not None
-    return match.group(1)
+    text = (Path(__file__).parents[2] / SNIPPET_PAGE).read_text(encoding="utf-8")
+    [block] = re.findall(r"```python\n(.*?)```", text, re.S)
+    return block
 
 
 def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The README's snippet as written, with only the two model objects replaced
+    """The page's snippet as written, with only the two model objects replaced
     by scripted ones (a dummy key, so that the OpenAI provider constructs; no
     model uses it)."""
     snippet = _readme_snippet()
@@ -802,14 +802,14 @@ def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     for name in ("OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER"):
         monkeypatch.delenv(name, raising=False)
     namespace: dict[str, Any] = {"SCRIPTED": models, "__name__": "readme"}
-    exec(compile(source, "README.md", "exec"), namespace)
+    exec(compile(source, SNIPPET_PAGE, "exec"), namespace)
 
     assert [mini, mini] == [m.model for m in calls]  # the sales policy's model
     assert ("big_report", RECALL_TOOL) == (calls[0].tools[0], calls[1].tools[-1])
     assert calls[1].outputs()["c1"].startswith("[offloaded ")
     [settlement] = namespace["settled"]
     assert (mini, 1) == (settlement.model, settlement.turns_carried)
-    written = (tmp_path / "analyst-trace.jsonl").read_text(encoding="utf-8")
+    written = (tmp_path / "pydantic-ai-trace.jsonl").read_text(encoding="utf-8")
     for name in (
         f"invoke_agent {AGENT}",
         c.SPAN_OFFLOAD_GATE,

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from seamscope.adapters import ChatResponse, DecisionLayer, ReActAgent
 from seamscope.cli import main
+from seamscope.cli._render import LEGEND
 from seamscope.decisions import Message, ModelConfig, ModelUsage, ToolCall, ToolCallPolicy
 from seamscope.telemetry import conventions as c
 
@@ -71,14 +72,16 @@ def test_demo_prints_one_tree_per_turn_with_every_decision(demo: Any) -> None:
         "pre_model   policy 'sales_data_read' → claude-haiku-4-5",
         "pre_model   resolver → gpt-4o",
         "pre_model   default → claude-opus-4-6",
-        "(contained: 'vip_customer' raised KeyError)",
+        "(note, contained: policy 'vip_customer' raised KeyError, counted as no match)",
         "post_model  run_block → fetch_data (policy 'sales_data_read', guard ok, palette kept)",
         "post_model  create_ticket ↛ page_oncall dropped by palette gate "
         "(policy 'escalate_incidents': target not routed); create_ticket dispatched",
         # the gate's priced terms
-        "offload_gate fire    net +$0.1790 = $0.1969 − $0.0010 − $0.0169",
+        "offload_gate fire    net +$0.1790 = saving $0.1969 − stub carry $0.0010 − expected "
+        "recall $0.0169",
         "(15 749 tok, H=5, p=0.50, gpt-4o, genai-prices)",
-        "offload_gate fire    net +$0.3931 = $0.4295 − $0.0020 − $0.0344",
+        "offload_gate fire    net +$0.3931 = saving $0.4295 − stub carry $0.0020 − expected "
+        "recall $0.0344",
         "offload_gate no fire  below_threshold (9 < 15000 tokens)",
         # predicted versus realized
         "offload economics: predicted vs realized",
@@ -130,7 +133,8 @@ def test_demo_langchain_turns_show_the_selector_and_the_compaction(demo: Any) ->
     # turn 2, iteration 1: the prompt carries the placeholder, and the model reads the
     # logs again; iteration 2 holds them in full
     assert [
-        "predicted net +$0.2154 = $0.2362 − $0.0002 − $0.0206 (H=5, p=0.50, claude-sonnet-4-5, "
+        "predicted net +$0.2154 = saving $0.2362 − stub carry $0.0002 − expected recall $0.0206 "
+        "(H=5, p=0.50, claude-sonnet-4-5, "
         "genai-prices)",
         "chat        claude-sonnet-4-5  in 1 323 tok · out 29 tok",
         "post_model  get_logs as emitted",
@@ -248,8 +252,9 @@ def test_explain_prints_the_trees_the_demo_printed(
     _, out, _, path = demo
     assert 0 == main(["explain", str(path)])
     explained = capsys.readouterr().out
-    trees = out.split("offload economics")[0]
-    assert trees == explained.split("offload economics")[0]
+    legend, rest = out.split("\n", 1)  # the demo's legend above its first tree
+    assert LEGEND == legend
+    assert rest.split("offload economics")[0] == explained.split("offload economics")[0]
 
 
 def test_explain_tool_story_follows_a_dropped_redirect(

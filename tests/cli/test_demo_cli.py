@@ -17,6 +17,7 @@ import pytest
 from seamscope.cli import main
 from seamscope.cli._demo import DEFAULT_OUTPUT, log_path_for
 from seamscope.cli._export import Endpoint, parse_endpoint
+from seamscope.cli._render import LEGEND
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,6 +46,49 @@ def test_svg_into_a_missing_folder_creates_it(
     code, _, err = _demo(capsys, "--quiet", "--svg", str(picture))
     assert (0, "") == (code, err)
     assert picture.read_text(encoding="utf-8").startswith("<svg")
+
+
+def _svg_text(picture: Path) -> str:
+    """The text of an SVG rich saved: its non-breaking spaces as spaces."""
+    return picture.read_text(encoding="utf-8").replace("&#160;", " ")
+
+
+def test_quiet_prints_the_summary_but_the_svg_holds_the_trees(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--quiet keeps the terminal to the summary; the picture asked for with
+    --svg still shows what the demo decided (the trees, the table, the summary)."""
+    picture = in_tmp / "demo.svg"
+    code, out, err = _demo(capsys, "--quiet", "--svg", str(picture))
+    svg = _svg_text(picture)
+    summary = out.splitlines()[0]
+    assert (0, "", False) == (code, err, "iteration 0" in out)
+    assert summary.startswith("7 turns · 7 traces · ")
+    assert [True] * 4 == [
+        "conversation demo-7 · agent analyst" in svg,
+        "iteration 0" in svg,
+        "offload economics: predicted vs realized" in svg,
+        summary in svg,
+    ]
+
+
+def test_the_first_tree_has_a_legend_and_a_contained_error_is_a_note(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One legend line above the first tree; the gate's terms are named; the
+    policy that raises does so on turn 1 only (its customer has no tier), shown
+    as a note that says the seam contained it."""
+    code, out, _ = _demo(capsys)
+    lines = out.splitlines()
+    turns = out.split("\nturn ")[1:]  # after the legend
+    note = "(note, contained: policy 'vip_customer' raised KeyError, counted as no match)"
+    assert (0, LEGEND, 1) == (code, lines[0], out.count(LEGEND))
+    assert lines[1].startswith("turn 1 · conversation demo-7 ")
+    assert [3, 0, 0, 0] == [turn.count(note) for turn in turns[:4]]
+    assert (
+        "offload_gate fire    net +$0.1790 = saving $0.1969 − stub carry $0.0010 − "
+        "expected recall $0.0169"
+    ) in out
 
 
 def test_svg_onto_a_folder_is_a_one_line_usage_error(
@@ -272,8 +316,11 @@ def test_output_dash_pipes_into_explain_dash(tmp_path: Path) -> None:
         timeout=120,
         check=True,
     )
-    trees = demo.stderr.decode().split("offload economics")[0]
-    assert trees == explained.stdout.decode().split("offload economics")[0]
+    legend, trees = demo.stderr.decode().split("\n", 1)
+    assert LEGEND == legend
+    assert trees.split("offload economics")[0] == (
+        explained.stdout.decode().split("offload economics")[0]
+    )
 
 
 @pytest.mark.skipif(

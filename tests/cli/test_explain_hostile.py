@@ -106,7 +106,10 @@ def test_numbers_out_of_range(raw: dict[str, object], tmp_path: Path, explain: E
     code, out, err = _both_formats(explain, _file(tmp_path, line))
     assert 1 == code
     assert 2 == err.count("; ignored")
-    assert "offload_gate no fire net ? = ? − ? − ?\n        (? tok, H=?, p=?, ?, ?)\n" in out
+    assert (
+        "offload_gate no fire net ? = saving ? − stub carry ? − expected recall ?\n"
+        "        (? tok, H=?, p=?, ?, ?)\n"
+    ) in out
 
 
 def test_a_number_too_long_for_python(tmp_path: Path, explain: Explain) -> None:

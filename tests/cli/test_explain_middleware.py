@@ -145,7 +145,8 @@ def test_each_decision_is_shown_in_its_iteration(recorded: Path, explain: Explai
     assert (
         "    ├── middleware  ContextEditingMiddleware  compaction cmp-1 (context_editing)  −16 000 "
         "tok, kept 14 tok (cleared call_1): ClearToolUsesEdit over 10000 tokens\n"
-        "    │   predicted net +$0.1830 = $0.2000 − $0.0002 − $0.0169 (H=5, p=0.50, gpt-4o, "
+        "    │   predicted net +$0.1830 = saving $0.2000 − stub carry $0.0002 − expected recall "
+        "$0.0169 (H=5, p=0.50, gpt-4o, "
         "genai-prices)\n"
     ) in out
 

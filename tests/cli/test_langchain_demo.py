@@ -182,8 +182,8 @@ def test_without_langchain_the_demo_runs_the_reference_turns_and_says_how_to_add
     )
     assert [
         "4 turns · 4 traces · offloads and compactions predicted +$0.5721, realized +$0.0228",
-        "LangChain turns not run (langchain is not installed): pip install "
-        "'seamscope[langchain]' (in a checkout: pip install '.[langchain]') adds them",
+        "LangChain turns not run (langchain is not installed): the langchain extra "
+        "(in a checkout: pip install '.[langchain]') adds them",
     ] == out.splitlines()[-3:-1]
 
 

@@ -173,6 +173,46 @@ def test_trace_file_writes_otlp_json_lines(handles: Any, tmp_path: Path) -> None
     }
 
 
+def _trace_ids(path: Path) -> list[str]:
+    return [
+        span["traceId"]
+        for line in path.read_text().splitlines()
+        for resource_spans in json.loads(line)["resourceSpans"]
+        for scope_spans in resource_spans["scopeSpans"]
+        for span in scope_spans["spans"]
+        if span["name"] == c.SPAN_ITERATION
+    ]
+
+
+def _one_run(handles: Any, path: Path, **kwargs: Any) -> None:
+    handle = handles(trace_file=path, environ={}, **kwargs)
+    s.run(telemetry=handle)
+    handle.shutdown()
+
+
+def test_trace_file_starts_afresh_per_configure_unless_appending(
+    handles: Any, tmp_path: Path
+) -> None:
+    """Two runs of one script: the default keeps only the second run's turn;
+    ``trace_file_mode="a"`` keeps both."""
+    fresh, appended = tmp_path / "fresh.jsonl", tmp_path / "appended.jsonl"
+    for _ in range(2):
+        _one_run(handles, fresh)
+        _one_run(handles, appended, trace_file_mode="a")
+    assert (1, 2) == (len(_trace_ids(fresh)), len(set(_trace_ids(appended))))
+
+
+@pytest.mark.parametrize("mode", ["x", "append", ""])
+def test_bad_trace_file_mode_raises_naming_the_field(
+    handles: Any, tmp_path: Path, mode: str
+) -> None:
+    path = tmp_path / "kept.jsonl"
+    path.write_text("kept\n")
+    with pytest.raises(ValueError, match="configure: trace_file_mode"):
+        handles(trace_file=path, trace_file_mode=mode, environ={})
+    assert "kept\n" == path.read_text()
+
+
 def test_extra_span_processors_and_sampler(handles: Any) -> None:
     exporter = InMemorySpanExporter()
     processor = SimpleSpanProcessor(exporter)

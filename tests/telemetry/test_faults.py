@@ -2,8 +2,8 @@
 
 Real local servers (``_servers.py``) on 127.0.0.1. Each test proves a bound
 and prints the measured figure (``pytest -s`` shows them); the assertion has
-a generous margin so a slow two-core machine passes. The promises are the
-README's "Reliability" section:
+a generous margin so a slow two-core machine passes. The promises are those of
+docs/reliability.md:
 
 * ``flush()`` and ``shutdown()`` return within their timeout, and at exit
   the hook does too;

@@ -20,12 +20,17 @@ Exit codes:
   ``--otlp-metrics`` without ``--otlp-endpoint``, an OTLP endpoint that is not
   a URL, ``--svg`` naming a folder); ``explain`` only: FILE not found or
   unreadable, empty, or without one readable span; a ``--trace-id`` that
-  matches no trace or more than one; a ``--tool`` no span names.
+  matches no trace or more than one; a ``--tool`` no span names; a log file
+  instead of a trace (the message names the trace file to open).
+* 130: interrupted (Ctrl-C): one line on stderr; what was written so far is
+  whole (``demo``: the spans of the finished turns; ``explain``: the trees
+  printed so far).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -35,7 +40,9 @@ from rich.console import Console
 
 from seamscope import __version__
 
-__all__ = ["main", "run"]
+__all__ = ["EXIT_INTERRUPTED", "main", "run"]
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
 def _console(stream: object, *, record: bool = False) -> Console:
@@ -59,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
             "The decision layer of a tool-using agent loop, observable with OpenTelemetry."
         ),
         epilog=(
-            "exit codes: 0 success; 1 partly unreadable input or runtime failure; 2 usage error"
+            "exit codes: 0 success; 1 partly unreadable input or runtime failure; 2 usage "
+            "error; 130 interrupted (Ctrl-C). Each command's --help has its own."
         ),
     )
     parser.add_argument("--version", action="version", version=f"seamscope {__version__}")
@@ -96,7 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        if extra:  # the command's own usage, not the top-level one
+            commands = next(
+                a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+            ).choices
+            commands.get(args.command, parser).error(
+                f"unrecognized arguments: {' '.join(extra)}"
+            )
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     err = _console(sys.stderr)
@@ -106,7 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # demo --output - writes the spans to standard output: the trees go to stderr
     human = sys.stderr if getattr(args, "output", None) == "-" else sys.stdout
-    console = _console(human, record=bool(svg))
+    quiet_demo = args.command == "demo" and args.quiet
+    console = _console(human, record=bool(svg) and not quiet_demo)
+    # demo --quiet --svg: the picture holds the trees the terminal does not show
+    trees = _console(io.StringIO(), record=True) if svg and quiet_demo else None
     if args.command not in ("demo", "explain"):
         parser.print_help(sys.stderr)
         return 2
@@ -114,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from seamscope.cli._demo import run_demo
 
-            code = run_demo(args, console, err)
+            code = run_demo(args, console, err, trees)
         else:
             from seamscope.cli._explain import run_explain
 
@@ -123,7 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `seamscope explain big.jsonl | head`: stop quietly, as head asked
         _silence(human)
         return 0
-    if svg and code != 2 and not _save_svg(console, svg, args.command, err):
+    except KeyboardInterrupt:
+        done = ""
+        if args.command == "demo" and args.output != "-":
+            done = f": the spans of the turns finished so far are in {args.output}"
+        err.print(f"interrupted{done}", markup=False, highlight=False)
+        return EXIT_INTERRUPTED
+    if svg and code != 2 and not _save_svg(trees or console, svg, args.command, err):
         return 1
     return code
 

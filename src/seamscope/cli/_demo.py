@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from seamscope.cli._explain import Options, Outcome, explain
+from seamscope.cli._render import LEGEND
 from seamscope.cli._views import number
 
 if TYPE_CHECKING:
@@ -90,47 +91,75 @@ def add_demo_parser(sub: Any) -> None:
             "Writes OTLP-JSON to --output and prints, per turn, the decision trace as a tree, "
             "then predicted versus realized economics of each offload and compaction."
         ),
+        epilog=(
+            "exit codes: 0 success; 1 cannot write the output or the SVG, the metrics port is "
+            "taken, or the output did not read back; 2 usage error (bad arguments, flags that "
+            "do nothing alone, an endpoint that is not a URL, --svg naming a folder); "
+            "130 interrupted (Ctrl-C: the spans of the turns finished so far are in --output)"
+        ),
     )
     p.add_argument(
         "--turns",
         type=int,
+        metavar="N",
         help="turns to run (default 7: a 4-turn reference-loop conversation, then a 3-turn "
         "LangChain one; 4 without the langchain extra; more turns start new conversations)",
     )
-    p.add_argument("--seed", type=int, default=7, help="seed for ids (default 7)")
+    p.add_argument("--seed", type=int, default=7, metavar="S", help="seed for ids (default 7)")
     p.add_argument(
         "--output",
         default=DEFAULT_OUTPUT,
-        help=f"OTLP-JSON file to write ({DEFAULT_OUTPUT}); - for standard output",
+        metavar="FILE",
+        help=f"OTLP-JSON file to write afresh, its structlog lines beside it in FILE.log.jsonl "
+        f"(default {DEFAULT_OUTPUT}); - for standard output (no log file)",
     )
     p.add_argument(
         "--otlp-endpoint",
         metavar="URL",
-        help="also send spans over OTLP/HTTP: host:4318, http://host:4318 or .../v1/traces",
+        help="also send spans over OTLP/HTTP: host:4318, http://host:4318 or .../v1/traces "
+        "(default: none, nothing leaves the machine)",
     )
     p.add_argument(
         "--otlp-metrics",
         action="store_true",
-        help="with --otlp-endpoint, also push metrics over OTLP/HTTP (e.g. to a collector)",
+        help="with --otlp-endpoint, also push metrics over OTLP/HTTP (e.g. to a collector; "
+        "default off)",
     )
     p.add_argument(
-        "--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT while running"
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on 127.0.0.1:PORT while running, 0 for any free port "
+        "(default: none)",
     )
     p.add_argument(
         "--linger",
         type=float,
         metavar="SECONDS",
-        help="with --metrics-port, keep serving metrics this long after the run",
+        help="with --metrics-port, keep serving metrics this long after the run (default 0)",
     )
     p.add_argument(
         "--pace",
         type=float,
         default=0.0,
+        metavar="SECONDS",
         help="seconds to wait between turns (a live feed for dashboards; default 0)",
     )
-    p.add_argument("--service-name", default="seamscope-demo", help="OTel service.name")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
-    p.add_argument("--svg", help="also save the printed trees as an SVG picture")
+    p.add_argument(
+        "--service-name",
+        default="seamscope-demo",
+        metavar="NAME",
+        help="OTel service.name (default seamscope-demo)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the summary (default off; an --svg picture still holds the trees)",
+    )
+    p.add_argument(
+        "--svg", metavar="FILE", help="also save the trees as an SVG picture (default: none)"
+    )
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -270,7 +299,11 @@ def _timeout_env(seconds: float) -> Iterator[None]:
         os.environ.pop(name, None)
 
 
-def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
+def run_demo(
+    args: argparse.Namespace, console: Console, err: Console, trees: Console | None = None
+) -> int:
+    """Run the demo; with ``--quiet``, ``trees`` (a recording console, for
+    ``--svg``) receives the trees and the summary that ``console`` does not show."""
     import structlog
 
     from seamscope.cli._export import parse_endpoint
@@ -306,6 +339,7 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
         err.print(f"error: cannot write {output}: {exc.strerror or exc}", markup=False)
         return 1
     previous_logging = structlog.get_config()
+    was_configured = structlog.is_configured()
     seamscope_logger = logging.getLogger("seamscope")
     previous_level = seamscope_logger.level
     _configure_logging(log_file)
@@ -313,7 +347,7 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
     otlp = _Otlp(endpoint, args.otlp_metrics, err, args.quiet) if endpoint else None
     try:
         with otlp.sdk if otlp else contextlib.nullcontext():
-            code = _configured(args, output, log_path, otlp, console, err, created)
+            code = _configured(args, output, log_path, otlp, console, err, created, trees)
         if code == 0 and to_stdout:
             with output.open(encoding="utf-8") as spans:
                 shutil.copyfileobj(spans, sys.stdout)
@@ -322,6 +356,8 @@ def run_demo(args: argparse.Namespace, console: Console, err: Console) -> int:
     finally:
         log_file.close()
         structlog.configure(**previous_logging)
+        if not was_configured:  # the library's silent default again
+            structlog.reset_defaults()
         seamscope_logger.setLevel(previous_level)
         if to_stdout:
             output.unlink(missing_ok=True)
@@ -335,6 +371,7 @@ def _configured(
     console: Console,
     err: Console,
     created: list[Path],
+    trees: Console | None = None,
 ) -> int:
     from seamscope.cli._export import EXPORT_TIMEOUT_S
     from seamscope.telemetry import configure
@@ -368,7 +405,7 @@ def _configured(
             path.unlink(missing_ok=True)
         return 1
     try:
-        return _run(args, handle, output, log_path, otlp, console, err)
+        return _run(args, handle, output, log_path, otlp, console, err, trees)
     finally:
         handle.shutdown()
 
@@ -416,6 +453,7 @@ def _run(
     otlp: _Otlp | None,
     console: Console,
     err: Console,
+    trees: Console | None = None,
 ) -> int:
     from seamscope.cli._plan import langchain_part, plan, reference_part
     from seamscope.cli._scenario import POLICIES
@@ -449,16 +487,23 @@ def _run(
         progress.stop()
     handle.flush()
 
-    shown = Options(turns=not args.quiet, settlements=not args.quiet)
+    # --quiet shows only the summary; with --svg the picture still holds the trees
+    shown_on = trees if args.quiet and trees is not None else console
+    full = shown_on is not console or not args.quiet
+    shown = Options(turns=full, settlements=full)
 
     def reopen() -> Any:
         return output.open(encoding="utf-8", errors="replace")
 
+    if full:
+        shown_on.print(LEGEND, style="dim", markup=False, highlight=False)
     with reopen() as spans:
-        outcome = explain(str(output), spans, shown, console, err, reopen)
+        outcome = explain(str(output), spans, shown, shown_on, err, reopen)
     spans_at = "standard output" if log_path is None else str(output)
     for line in _summary(turns, outcome, spans_at, log_path, metrics_url, otlp, skipped):
         console.print(line, markup=False, highlight=False)
+        if shown_on is not console:
+            shown_on.print(line, markup=False, highlight=False)
     if outcome.code != 0:
         err.print(f"error: {output} did not read back whole", markup=False)
         return 1

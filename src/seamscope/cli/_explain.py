@@ -24,11 +24,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, TextIO
 
 from rich.console import Console
 
-from seamscope.cli._otlp import Problem, SpanRecord, id_needles, text_needles
+from seamscope.cli._otlp import LOG_LINE, Problem, SpanRecord, id_needles, text_needles
 from seamscope.cli._render import (
     Node,
     plain_lines,
@@ -79,38 +80,53 @@ def add_explain_parser(sub: Any) -> None:
         epilog=(
             "exit codes: 0 success; 1 some lines or spans were skipped; 2 usage error (bad "
             "arguments, FILE missing, empty or without a readable span, unknown or ambiguous "
-            "--trace-id, unknown --tool)"
+            "--trace-id, unknown --tool, a log file instead of a trace); 130 interrupted (Ctrl-C)"
         ),
     )
-    p.add_argument("file", help="OTLP-JSON lines file, or - for standard input")
+    p.add_argument("file", metavar="FILE", help="OTLP-JSON lines file, or - for standard input")
     p.add_argument(
         "--trace-id",
         type=_trace_id,
+        metavar="ID",
         help="only this trace (hex, or a unique prefix); a trace without decisions "
-        "is shown as its span tree",
+        "is shown as its span tree (default: every trace)",
     )
-    p.add_argument("--conversation", help="only turns of this gen_ai.conversation.id")
+    p.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="only turns of this gen_ai.conversation.id (default: every conversation)",
+    )
     p.add_argument(
         "--only-redirects",
         action="store_true",
-        help="only iterations where a policy or the adopter rewrote a tool call",
+        help="only iterations where a policy or the adopter rewrote a tool call (default off)",
     )
     p.add_argument(
         "--only-offloads",
         action="store_true",
         help="only iterations where the offload gate priced an output (at or above its "
-        "threshold) or a framework middleware compacted the context",
+        "threshold) or a framework middleware compacted the context (default off)",
     )
     p.add_argument(
         "--tool",
         metavar="NAME",
-        help="why NAME was or was not offered, selected and run: one line per iteration",
+        help="why NAME was or was not offered, selected and run: one line per iteration "
+        "(default: the whole trees)",
     )
     p.add_argument(
-        "--tree", action="store_true", help="with --tool, also print each turn's whole tree"
+        "--tree",
+        action="store_true",
+        help="with --tool, also print each turn's whole tree (default off)",
     )
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    p.add_argument("--svg", metavar="FILE", help="also save the printed trees as an SVG picture")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="output format: text trees or one JSON document (default text)",
+    )
+    p.add_argument(
+        "--svg", metavar="FILE", help="also save the printed trees as an SVG picture (default: none)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,28 +198,79 @@ class _Kept:
 
 
 class _Problems:
-    """Names the first skipped lines and spans on stderr, counts the rest."""
+    """Names the skipped lines and spans on stderr: each kind of problem once,
+    with a count of the lines that repeat it; past ``MAX_NAMED_PROBLEMS``
+    kinds, only a count."""
 
     def __init__(self, source: str, err: Console) -> None:
         self.source = source
         self.err = err
         self.count = 0
         self.kept: list[Problem] = []
+        self.log_lines = 0  # lines of a structlog log file (seamscope's own, or any)
+        self._repeats: dict[str, list[int]] = {}  # message -> [repeats, last line]
+        self._unnamed = 0
+        self._first_log_line = 0
 
     def __call__(self, problem: Problem) -> None:
         self.count += 1
-        if self.count <= MAX_NAMED_PROBLEMS:
-            self.kept.append(problem)
-            self.err.print(f"error: {problem.describe(self.source)}", markup=False, highlight=False)
+        if problem.message == LOG_LINE:  # said once, at the end (a log file: which to open)
+            self.log_lines += 1
+            if self.log_lines == 1:
+                self._first_log_line = problem.line
+                self.kept.append(problem)
+            return
+        seen = self._repeats.get(problem.message)
+        if seen is not None:
+            seen[0] += 1
+            seen[1] = problem.line
+            return
+        if len(self._repeats) >= MAX_NAMED_PROBLEMS:
+            self._unnamed += 1
+            return
+        self._repeats[problem.message] = [0, problem.line]
+        self.kept.append(problem)
+        self.err.print(f"error: {problem.describe(self.source)}", markup=False, highlight=False)
 
-    def close(self) -> None:
-        if self.count > MAX_NAMED_PROBLEMS:
+    def close(self, *, log_file: bool = False) -> None:
+        """Say what was counted; ``log_file``: the caller says the file is a log."""
+        if self._first_log_line and not log_file:
             self.err.print(
-                f"error: {self.source}: {self.count - MAX_NAMED_PROBLEMS} more lines or spans "
-                "skipped (not named)",
+                f"error: {self.source}:{self._first_log_line}: {LOG_LINE}"
+                + (f" (and {self.log_lines - 1} more such lines)" if self.log_lines > 1 else ""),
                 markup=False,
                 highlight=False,
             )
+            self._first_log_line = 0  # said; a second close() says nothing more
+        for message, (repeats, last) in self._repeats.items():
+            if repeats:
+                self.err.print(
+                    f"error: {self.source}: the same on {repeats} more "
+                    f"{'line' if repeats == 1 else 'lines'} (the last: line {last}): {message}",
+                    markup=False,
+                    highlight=False,
+                )
+        self._repeats = {m: [0, last] for m, (_, last) in self._repeats.items()}
+        if self._unnamed:
+            self.err.print(
+                f"error: {self.source}: {self._unnamed} more lines or spans skipped (not named)",
+                markup=False,
+                highlight=False,
+            )
+            self._unnamed = 0
+
+    def only_log_lines(self) -> bool:
+        return self.count > 0 and self.count == self.log_lines
+
+
+def _trace_file_beside(source: str) -> str:
+    """What to open instead of a log file: the demo's trace beside its log
+    (``X.log.jsonl`` -> ``X.jsonl``) when it exists, else what to look for."""
+    if source.endswith(".log.jsonl"):
+        trace = source[: -len(".log.jsonl")] + ".jsonl"
+        if Path(trace).is_file():
+            return f"open {trace} instead"
+    return "open the OTLP-JSON trace file instead (configure(trace_file=...), demo --output)"
 
 
 class _Spill:
@@ -297,7 +364,7 @@ def _open(path: str) -> TextIO:
 
 
 def _usage(err: Console, message: str) -> int:
-    err.print(f"error: {message}", markup=False, highlight=False)
+    err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     return 2
 
 
@@ -386,7 +453,12 @@ def explain(
             outcome.traces = len(collector.traces)
             outcome.late = len(late)
             if not collector.traces and not collector.skipped:
-                problems.close()
+                problems.close(log_file=problems.only_log_lines())
+                if problems.only_log_lines():
+                    outcome.code = _usage(
+                        err, f"{source} is a log file, not a trace: {_trace_file_beside(source)}"
+                    )
+                    return outcome
                 what = "empty file" if outcome.lines == 0 else "no readable span"
                 outcome.code = _usage(err, f"{source}: {what}, nothing to explain")
                 return outcome

@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["LANGCHAIN_HINT", "Part", "Planned", "langchain_part", "plan", "reference_part"]
 
-LANGCHAIN_HINT = "pip install 'seamscope[langchain]' (in a checkout: pip install '.[langchain]')"
+LANGCHAIN_HINT = "the langchain extra (in a checkout: pip install '.[langchain]')"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +81,14 @@ def reference_part(handle: Any, config: Any, seed: int) -> Part:
     def run(conversation: str, position: int) -> None:
         history = histories.setdefault(conversation, []) if position else []
         histories[conversation] = history
+        script = scenario.turns[position]
+        tier = {} if script.tier is None else {"tier": script.tier}
         agent.run_turn(
             conversation,
-            scenario.turns[position].user,
+            script.user,
             messages=history,
             role=scenario.role,
-            scope=scenario.scope,
+            scope={**scenario.scope, **tier},
         )
 
     def end(conversation: str) -> None:

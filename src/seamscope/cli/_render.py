@@ -26,6 +26,7 @@ from seamscope.cli._views import middleware_story, number, tool_story
 from seamscope.telemetry import conventions as c
 
 __all__ = [
+    "LEGEND",
     "Node",
     "plain_lines",
     "plain_settlements",
@@ -83,14 +84,16 @@ def _tokens(value: Any) -> str:
 
 
 def _errors(evaluations: list[dict[str, Any]]) -> list[Frag]:
+    """Adopter code that raised inside a seam: a dimmed note, not an error (the
+    seam caught it and went on: a policy that raised counts as no match)."""
     bad = [
-        f"'{_t(e['policy'])}' raised {_t(e['error_type'])}"
+        f"policy '{_t(e['policy'])}' raised {_t(e['error_type'])}, counted as no match"
         if e.get("policy")
-        else f"{_t(e.get('adopter_error'))} raised {_t(e['error_type'])}"
+        else f"{_t(e.get('adopter_error'))} raised {_t(e['error_type'])}, skipped"
         for e in evaluations
         if e.get("error_type")
     ]
-    return [(f"  (contained: {', '.join(bad)})", "red")] if bad else []
+    return [(f"  (note, contained: {'; '.join(bad)})", "dim")] if bad else []
 
 
 def _pre(pre: dict[str, Any]) -> list[Frag]:
@@ -144,8 +147,7 @@ def _gate(g: dict[str, Any]) -> list[Frag]:
     if code in ("net_positive", "net_not_positive"):
         verdict = ("fire   ", "green") if g.get("fire") else ("no fire", "yellow")
         terms = (
-            f" net {usd(g.get('net_saving_usd'), True)} = {usd(g.get('reprefill_saving_usd'))}"
-            f" − {usd(g.get('stub_carry_cost_usd'))} − {usd(g.get('expected_recall_hop_cost_usd'))}"
+            f" net {usd(g.get('net_saving_usd'), True)} = {_equation(g)}"
         )
         p = number(g.get("recall_probability"))
         horizon = number(g.get("horizon"))
@@ -202,6 +204,22 @@ def _names(tools: list[str]) -> str:
     return names
 
 
+def _equation(d: dict[str, Any]) -> str:
+    """The gate's formula with its terms named: ``saving $a − stub carry $b − expected recall $c``."""
+    return (
+        f"saving {usd(d.get('reprefill_saving_usd'))} − stub carry "
+        f"{usd(d.get('stub_carry_cost_usd'))} − expected recall "
+        f"{usd(d.get('expected_recall_hop_cost_usd'))}"
+    )
+
+
+LEGEND = (
+    "legend: → chosen/redirected · ↛ dropped · (−N: …) tools a stage removed · "
+    "net = saving − stub carry − expected recall · H turns carried, p recall chance "
+    "· glossary: docs/glossary.md"
+)
+
+
 def _terms(d: dict[str, Any]) -> str:
     """The gate's priced terms on a compaction's sizes, as the gate line shows them."""
     p = number(d.get("recall_probability"))
@@ -210,9 +228,7 @@ def _terms(d: dict[str, Any]) -> str:
     own = f" − {usd(cost)} own call" if cost else ""
     return (
         f"predicted net {usd(d.get('net_saving_usd'), True)} = "
-        f"{usd(d.get('reprefill_saving_usd'))} − {usd(d.get('stub_carry_cost_usd'))} − "
-        f"{usd(d.get('expected_recall_hop_cost_usd'))}{own} "
-        f"(H={'?' if horizon is None else horizon}, "
+        f"{_equation(d)}{own} (H={'?' if horizon is None else horizon}, "
         f"p={'?' if p is None else f'{p:.2f}'}, {_t(d.get('model'))}, "
         f"{_t(d.get('pricing_source'))})"
     )

@@ -112,6 +112,8 @@ class TurnScript:
     steps: tuple[Step, ...]
     procedure: tuple[str, ...] | None = None
     force: str | None = None
+    # the customer's tier from the CRM, put in the turn's scope; None: no record
+    tier: str | None = "standard"
 
 
 def _offload_id_for(tool: str) -> Callable[[ChatRequest], Mapping[str, Any]]:
@@ -131,6 +133,7 @@ TURNS: tuple[TurnScript, ...] = (
     TurnScript(
         user="Pull Q3 sales by brand for the regional leads.",
         intent="action",
+        tier=None,
         force="hydrate_context",
         steps=(
             Step("hydrate_context", {"account": "acme"}),
@@ -206,7 +209,9 @@ def _resolver(ctx: DispatchContext) -> ModelConfig | None:
 
 
 def _vip_match(ctx: DispatchContext) -> bool:
-    return bool(ctx.scope["tier"] == "vip")  # scope has no tier: raises KeyError
+    # turn 1's customer has no CRM record, so its scope has no tier: this raises
+    # KeyError there, and the seam contains it (what the demo shows on that turn)
+    return bool(ctx.scope["tier"] == "vip")
 
 
 POLICIES: tuple[ToolCallPolicy, ...] = (

@@ -23,7 +23,7 @@ a sampled span carries its trace and span ids); ``OTEL_METRICS_EXEMPLAR_FILTER``
 provider is the SDK's own with plain readers: seamscope keeps no aggregation
 of its own.
 
-Reliability (README "Reliability"): ``flush()`` and ``shutdown()`` return
+Reliability (docs/reliability.md): ``flush()`` and ``shutdown()`` return
 within a timeout (``shutdown_timeout_millis``, else ``SEAMSCOPE_SHUTDOWN_TIMEOUT``
 in milliseconds, else 5000) whatever the collector does, and return a
 :class:`FlushResult` that says what was exported and dropped; the exit hook
@@ -87,6 +87,7 @@ DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 5000
 """The bound of ``shutdown()``, of the exit hook and (by default) of ``flush()``."""
 
 _SUPPORTED_PROTOCOLS = ("http/protobuf", "grpc")
+_TRACE_FILE_MODES = ("w", "a")
 _GRPC_EXTRA = "pip install 'seamscope[grpc]'"
 # an HTTP header name (RFC 9110 token)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -550,6 +551,7 @@ def configure(
     otlp_headers: Mapping[str, str] | None = None,
     otlp_metrics: bool = False,
     trace_file: str | os.PathLike[str] | None = None,
+    trace_file_mode: str = "w",
     prometheus_port: int | None = None,
     prometheus_host: str = "127.0.0.1",
     prometheus_registry: Any | None = None,
@@ -576,6 +578,10 @@ def configure(
       ``OTEL_EXPORTER_OTLP_PROTOCOL``.
     * ``otlp_metrics``: also push metrics over OTLP.
     * ``trace_file``: also write spans as OTLP-JSON lines to this file.
+    * ``trace_file_mode``: ``"w"`` (default) empties ``trace_file`` when
+      ``configure()`` runs, so each process (each run of a script) writes a
+      file of its own turns; ``"a"`` appends to what is there (several
+      processes, or several runs, one file).
     * ``prometheus_port``: serve ``/metrics`` on ``prometheus_host:port``
       (``0`` picks a free port; the address is on the handle).
     * ``set_global``: install the providers as the global ones (an
@@ -591,6 +597,11 @@ def configure(
     """
     check_configure(dict(locals()))
     env = os.environ if environ is None else environ
+    if trace_file_mode not in _TRACE_FILE_MODES:
+        raise ValueError(
+            "configure: trace_file_mode must be 'w' (a fresh file) or 'a' (append), "
+            f"got {trace_file_mode!r}"
+        )
     if shutdown_timeout_millis is None:
         bound = _env_int(ENV_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_MILLIS, 1, env)
     else:
@@ -706,6 +717,8 @@ def configure(
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
         trace_path = Path(trace_file)
+        if trace_file_mode == "w":
+            trace_path.write_bytes(b"")
         add_spans(FileSpanExporter(str(trace_path)), "file", str(trace_path))
 
     exemplar_filter = _exemplar_filter(env)
