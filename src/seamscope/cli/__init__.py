@@ -5,6 +5,10 @@ Commands:
 * ``seamscope demo``: run the scripted scenarios (the reference loop's and, with
   the ``langchain`` extra, a LangChain agent's), write OTLP-JSON, print trees.
 * ``seamscope explain FILE``: read OTLP-JSON back and print the same trees.
+* ``seamscope whatif FILE...``: re-price the recorded gate decisions under a
+  changed configuration, on each conversation's recorded course.
+* ``seamscope calibrate FILE...``: per (tool, model) recall probability and
+  remaining turns from realized settlements, written as a priors file.
 
 Exit codes:
 
@@ -50,8 +54,10 @@ def _console(stream: object, *, record: bool = False) -> Console:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from seamscope.cli._calibrate import add_calibrate_parser
     from seamscope.cli._demo import add_demo_parser
     from seamscope.cli._explain import add_explain_parser
+    from seamscope.cli._whatif import add_whatif_parser
 
     parser = argparse.ArgumentParser(
         prog="seamscope",
@@ -66,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_demo_parser(sub)
     add_explain_parser(sub)
+    add_whatif_parser(sub)
+    add_calibrate_parser(sub)
     return parser
 
 
@@ -107,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # demo --output - writes the spans to standard output: the trees go to stderr
     human = sys.stderr if getattr(args, "output", None) == "-" else sys.stdout
     console = _console(human, record=bool(svg))
-    if args.command not in ("demo", "explain"):
+    if args.command not in ("demo", "explain", "whatif", "calibrate"):
         parser.print_help(sys.stderr)
         return 2
     try:
@@ -115,6 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from seamscope.cli._demo import run_demo
 
             code = run_demo(args, console, err)
+        elif args.command == "whatif":
+            from seamscope.cli._whatif import run_whatif
+
+            code = run_whatif(args, console, err)
+        elif args.command == "calibrate":
+            from seamscope.cli._calibrate import run_calibrate
+
+            code = run_calibrate(args, console, err)
         else:
             from seamscope.cli._explain import run_explain
 

@@ -80,6 +80,9 @@ def _no_fire(
         horizon=h,
         recall_probability=p,
         stub_tokens=inputs.stub_tokens,
+        threshold_tokens=inputs.large_offload_threshold_tokens,
+        recall_input_tokens=inputs.recall_input_tokens,
+        recall_output_tokens=inputs.recall_output_tokens,
     )
 
 
@@ -147,6 +150,9 @@ def evaluate_offload_gate(
         recall_probability=p,
         stub_tokens=inputs.stub_tokens,
         net_saving=net,
+        threshold_tokens=inputs.large_offload_threshold_tokens,
+        recall_input_tokens=inputs.recall_input_tokens,
+        recall_output_tokens=inputs.recall_output_tokens,
     )
 
 
