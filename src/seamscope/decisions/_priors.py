@@ -35,6 +35,7 @@ import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ class Priors:
         return iter(self._entries.values())
 
     @classmethod
-    def load(cls, path: str | Path) -> Priors:
+    def load(cls, path: str | PathLike[str]) -> Priors:
         """Read a priors file (ValueError naming the file and field when it is bad)."""
         try:
             text = Path(path).read_text(encoding="utf-8")

@@ -94,7 +94,7 @@ class ShadowVerdict:
     reason_code: OffloadReasonCode
     horizon: int
     recall_probability: float
-    stub_tokens: int = DEFAULT_STUB_TOKENS
+    stub_tokens: float = DEFAULT_STUB_TOKENS
     tool_name: str | None = None
     """The call's tool (the disagreement counter's attribute)."""
 
