@@ -47,12 +47,8 @@ def learn_steps(trace: Path, shown_as: str, priors: Path | None) -> list[str]:
     with tempfile.TemporaryDirectory() as scratch:
         target = priors if priors is not None else Path(scratch) / "priors.toml"
         where = str(target) if priors is not None else "PRIORS.toml"
-        lines.append(
-            f"calibrate: seamscope calibrate {shown_as} --min-offloads 1 --output {where}"
-        )
-        code, out = _run(
-            ["calibrate", str(trace), "--min-offloads", "1", "--output", str(target)]
-        )
+        lines.append(f"calibrate: seamscope calibrate {shown_as} --min-offloads 1 --output {where}")
+        code, out = _run(["calibrate", str(trace), "--min-offloads", "1", "--output", str(target)])
         if code != 0:
             return [*lines, "  (no settled offload in this run)"]
         lines += [f"  {line}" for line in out[:-1]]
