@@ -22,6 +22,15 @@ from seamscope.telemetry._instruments import Instruments, flag
 __all__ = ["annotate_span", "record_account"]
 
 
+def _is_chat(span: trace.Span) -> bool:
+    """A chat span, read through the SDK's public ReadableSpan view (False for others)."""
+    attributes: Any = getattr(span, "attributes", None)
+    try:
+        return attributes is not None and attributes.get(c.ATTR_GEN_AI_OPERATION_NAME) == "chat"
+    except Exception:
+        return False
+
+
 def annotate_span(entry: LedgerEntry, span: trace.Span, limits: Any) -> None:
     """On the current span (the chat span of a model call, the recall tool's
     span): which offloads a model call carried (empty for none: the attribute
@@ -30,7 +39,9 @@ def annotate_span(entry: LedgerEntry, span: trace.Span, limits: Any) -> None:
     if not span.is_recording():
         return
     if isinstance(entry, ModelCallAccount):
-        span.set_attribute(c.ATTR_OFFLOAD_CARRIED, [limits.text(i) for i in entry.carried])
+        if not _is_chat(span):
+            return  # reported after its chat span ended: whatif reads the ledger's default
+        span.set_attribute(c.ATTR_OFFLOAD_CARRIED, tuple(limits.text(i) for i in entry.carried))
     elif isinstance(entry, RecallAccount):
         span.add_event(
             c.EVENT_OFFLOAD_RECALLED,
