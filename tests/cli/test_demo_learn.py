@@ -1,4 +1,5 @@
-"""The demo ends with one whatif and one calibrate step on its own trace."""
+"""The demo ends with one whatif and one calibrate step on its own trace (then its
+summary)."""
 
 from __future__ import annotations
 
@@ -36,12 +37,15 @@ def test_the_steps_on_the_demo_trace(demo_trace: Path, tmp_path: Path) -> None:
     assert {"get_logs", "export_report"} == {p.tool for p in Priors.load(priors)}
 
 
-def test_the_demo_prints_them_last_and_writes_the_priors(
+def test_the_demo_prints_them_before_its_summary_and_writes_the_priors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "trace.jsonl"
     assert 0 == main(["demo", "--output", str(out)])
-    printed = capsys.readouterr().out.splitlines()[-len(EXPECTED) :]
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("whatif: "))
+    printed = lines[start : start + len(EXPECTED)]
+    assert lines[start + len(EXPECTED)].startswith("7 turns · ")  # then the summary
     priors = priors_path_for(out)
     shown = [
         line.replace(str(priors), "PRIORS").replace(str(out), "trace.jsonl") for line in printed

@@ -218,3 +218,15 @@ def test_help_documents_every_flag_and_exit_code(capsys: pytest.CaptureFixture[s
         "2 usage error",
     ):
         assert needle in text
+
+
+def test_a_second_ledger_on_an_unchanged_course_settles_as_the_first(
+    demo_trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a price override equal to the default is another table: the counterfactual gets a
+    # ledger of its own (not the realized one's settlements) and must agree to the Decimal
+    code, rows, _ = _whatif(capsys, str(demo_trace), "--set", "price.gpt-4o.input=2.5")
+    assert 0 == code
+    for row in rows[:-1]:
+        assert row["realized_usd"] == row["counterfactual_exact_usd"]
+    assert "0" == rows[-1]["total"]["difference_exact_usd"]

@@ -48,6 +48,7 @@ __all__ = [
     "Gate",
     "Recall",
     "Settle",
+    "Event",
 ]
 
 SETTLED_IDLE_LINES = 64
@@ -152,15 +153,55 @@ def _value(raw: Any) -> Any:
     return None
 
 
+_READ = frozenset(
+    {
+        c.ATTR_COMPACTION_COST_USD,
+        c.ATTR_COMPACTION_KEPT_TOKENS,
+        c.ATTR_COMPACTION_REMOVED_TOKENS,
+        c.ATTR_COMPACTION_TOOL_CALL_IDS,
+        c.ATTR_GEN_AI_CONVERSATION_ID,
+        c.ATTR_GEN_AI_OPERATION_NAME,
+        c.ATTR_GEN_AI_REQUEST_MODEL,
+        c.ATTR_GEN_AI_TOOL_NAME,
+        c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        c.ATTR_GEN_AI_USAGE_INPUT_TOKENS,
+        c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
+        c.ATTR_OFFLOAD_CARRIED,
+        c.ATTR_OFFLOAD_FIRE,
+        c.ATTR_OFFLOAD_HORIZON,
+        c.ATTR_OFFLOAD_ID,
+        c.ATTR_OFFLOAD_MECHANISM,
+        c.ATTR_OFFLOAD_NET_SAVING_USD,
+        c.ATTR_OFFLOAD_OUTPUT_TOKENS,
+        c.ATTR_OFFLOAD_PRICING_SOURCE,
+        c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD,
+        c.ATTR_OFFLOAD_RECALLS,
+        c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS,
+        c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS,
+        c.ATTR_OFFLOAD_RECALL_PROBABILITY,
+        c.ATTR_OFFLOAD_SETTLE_TRIGGER,
+        c.ATTR_OFFLOAD_STUB_TOKENS,
+        c.ATTR_OFFLOAD_THRESHOLD_TOKENS,
+        c.ATTR_OFFLOAD_TURNS_CARRIED,
+    }
+)
+"""The attributes this module reads (the others are skipped undecoded)."""
+
+
 class _Attrs:
     __slots__ = ("_raw",)
 
     def __init__(self, items: Any) -> None:
-        self._raw = {a["key"]: a.get("value") for a in items or ()}
+        raw: dict[str, Any] = {}
+        for item in items or ():
+            key = item["key"]
+            if key in _READ:
+                raw[key] = _value(item.get("value"))
+        self._raw = raw
 
     def get(self, key: str) -> Any:
-        raw = self._raw.get(key)
-        return None if raw is None else _value(raw)
+        return self._raw.get(key)
 
     def text(self, key: str, default: str = "") -> str:
         value = self.get(key)

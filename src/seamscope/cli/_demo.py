@@ -458,13 +458,13 @@ def _run(
     with reopen() as spans:
         outcome = explain(str(output), spans, shown, console, err, reopen)
     spans_at = "standard output" if log_path is None else str(output)
-    for line in _summary(turns, outcome, spans_at, log_path, metrics_url, otlp, skipped):
-        console.print(line, markup=False, highlight=False)
-    if not args.quiet and outcome.code == 0:
+    if not args.quiet and outcome.code == 0:  # then the summary, last
         from seamscope.cli._learn import print_learn_steps, priors_path_for
 
         priors = None if log_path is None else priors_path_for(output)
         print_learn_steps(console, output, spans_at if log_path else "FILE", priors)
+    for line in _summary(turns, outcome, spans_at, log_path, metrics_url, otlp, skipped):
+        console.print(line, markup=False, highlight=False)
     if outcome.code != 0:
         err.print(f"error: {output} did not read back whole", markup=False)
         return 1

@@ -1,4 +1,5 @@
-"""The demo's last two steps, on its own trace: one ``whatif`` and one ``calibrate``.
+"""The demo's last two steps (before its summary), on its own trace: one ``whatif``
+and one ``calibrate``.
 
 * whatif: what if the gate had left ``get_logs`` outputs in the prompt (the
   logs offload that was recalled twice and lost money no longer fires);

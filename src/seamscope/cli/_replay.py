@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from seamscope.cli._course import Chat, Compact, Conversation, Gate, Recall, Settle
+from seamscope.cli._course import Chat, Compact, Conversation, Event, Gate, Recall, Settle
 from seamscope.decisions._ledger import OffloadLedger
 from seamscope.decisions._offload import evaluate_offload_gate
 from seamscope.decisions._pricing import PricingTable
@@ -223,6 +223,32 @@ def _compaction(ev: Compact, horizon: int, p: float, pricing: PricingTable) -> C
     )
 
 
+def _decide(
+    events: list[Event],
+    resolve: Resolve,
+    pricing: PricingTable,
+    resolve_compaction: Callable[[Compact], tuple[int, float]] | None,
+) -> tuple[list[tuple[GateConfig, OffloadGateDecision]], bool]:
+    """Every gate call decided under the changed configuration, and whether the
+    counterfactual course is the realized one (same verdicts, same stubs, same
+    compaction priors): then one ledger settles both."""
+    decided = []
+    same = True
+    for ev in events:
+        if type(ev) is Gate:
+            recorded = recorded_inputs(ev)
+            changed = resolve(ev, recorded)
+            decision = evaluate_offload_gate(_inputs(ev, changed), pricing=pricing)
+            decided.append((changed, decision))
+            if decision.fire != (ev.fire and bool(ev.offload_id)) or (
+                decision.fire and changed.stub_tokens != recorded.stub_tokens
+            ):
+                same = False
+        elif type(ev) is Compact and resolve_compaction is not None:
+            same = same and resolve_compaction(ev) == (ev.horizon, ev.recall_probability)
+    return decided, same
+
+
 def replay(
     conv: Conversation,
     resolve: Resolve,
@@ -234,14 +260,19 @@ def replay(
     """Re-settle ``conv`` on its recorded course (see the module docstring)."""
     key = conv.conversation_id
     out = Replay(key, inferred_carry=not conv.marked)
+    events = conv.ordered()
+    decided, same = _decide(events, resolve, counterfactual_pricing, resolve_compaction)
+    mirror = same and realized_pricing is counterfactual_pricing
     real = _ledger(realized_pricing)
-    cf = _ledger(counterfactual_pricing)
-    for ev in conv.ordered():
+    cf = None if mirror else _ledger(counterfactual_pricing)
+    ledgers = (real,) if cf is None else (real, cf)
+    gates = iter(decided)
+    for ev in events:
         kind = type(ev)
         if kind is Chat:
             assert isinstance(ev, Chat)
-            real.record_model_call(key, model=ev.model, usage=ev.usage, carried=ev.carried)
-            cf.record_model_call(key, model=ev.model, usage=ev.usage, carried=ev.carried)
+            for ledger in ledgers:
+                ledger.record_model_call(key, model=ev.model, usage=ev.usage, carried=ev.carried)
             quote = counterfactual_pricing.lookup(ev.model) if out.newly_fired else None
             if quote is not None:
                 rate = quote.price.input_rate
@@ -252,10 +283,10 @@ def replay(
                         new.turns += 1
         elif kind is Gate:
             assert isinstance(ev, Gate)
-            _gate(ev, out, resolve, real, cf, realized_pricing, counterfactual_pricing)
+            _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing)
         elif kind is Recall:
             assert isinstance(ev, Recall)
-            for ledger in (real, cf):
+            for ledger in ledgers:
                 ledger.record_recall(
                     key,
                     ev.offload_id,
@@ -270,46 +301,57 @@ def replay(
                 _compaction(ev, ev.horizon, ev.recall_probability, realized_pricing),
                 conversation_id=key,
             )
-            h, p = (
-                (ev.horizon, ev.recall_probability)
-                if resolve_compaction is None
-                else resolve_compaction(ev)
-            )
-            cf.record_compaction(_compaction(ev, h, p, counterfactual_pricing), conversation_id=key)
+            if cf is not None:
+                h, p = (
+                    (ev.horizon, ev.recall_probability)
+                    if resolve_compaction is None
+                    else resolve_compaction(ev)
+                )
+                compaction = _compaction(ev, h, p, counterfactual_pricing)
+                cf.record_compaction(compaction, conversation_id=key)
         elif kind is Settle:
             assert isinstance(ev, Settle)
             out.recorded.append(ev)
             trigger = _trigger(ev.trigger)
             out.realized.extend(real.settle(key, trigger=trigger))
-            out.counterfactual.extend(cf.settle(key, trigger=trigger))
+            if cf is not None:
+                out.counterfactual.extend(cf.settle(key, trigger=trigger))
             for new in out.newly_fired:
                 new.open = False
     # still live at the end of the trace: settled here (the trace has no settlement)
     out.realized.extend(real.settle(key))
-    out.counterfactual.extend(cf.settle(key))
+    if cf is not None:
+        out.counterfactual.extend(cf.settle(key))
+    else:  # the same course: the realized settlements, with the changed predictions
+        predicted = {g.offload_id: d.net_saving for g, d in out.gates if g.offload_id}
+        out.counterfactual = [
+            replace(s, predicted_net_saving=predicted[s.offload_id])
+            if s.offload_id in predicted
+            else s
+            for s in out.realized
+        ]
     return out
 
 
 def _gate(
     ev: Gate,
     out: Replay,
-    resolve: Resolve,
+    decided: tuple[GateConfig, OffloadGateDecision],
     real: OffloadLedger,
-    cf: OffloadLedger,
+    cf: OffloadLedger | None,
     realized_pricing: PricingTable,
     counterfactual_pricing: PricingTable,
 ) -> None:
     key = out.conversation_id
     out.gate_calls += 1
-    recorded = recorded_inputs(ev)
     if ev.fire and ev.offload_id:
         out.recorded_fires += 1
+        recorded = recorded_inputs(ev)
         decision = evaluate_offload_gate(_inputs(ev, recorded), pricing=realized_pricing)
         if not decision.fire:  # priced otherwise when recorded: keep what the span says
             decision = replace(decision, fire=True, net_saving=Decimal(repr(ev.net_saving_usd)))
         real.record_offload(replace(decision, offload_id=ev.offload_id), conversation_id=key)
-    changed = resolve(ev, recorded)
-    decision = evaluate_offload_gate(_inputs(ev, changed), pricing=counterfactual_pricing)
+    changed, decision = decided
     out.gates.append((ev, decision))
     if not decision.fire:
         if ev.fire:
@@ -317,7 +359,8 @@ def _gate(
         return
     out.counterfactual_fires += 1
     if ev.fire and ev.offload_id:
-        cf.record_offload(replace(decision, offload_id=ev.offload_id), conversation_id=key)
+        if cf is not None:
+            cf.record_offload(replace(decision, offload_id=ev.offload_id), conversation_id=key)
         return
     quote = counterfactual_pricing.lookup(ev.model)
     hop = _ZERO
