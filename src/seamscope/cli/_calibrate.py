@@ -27,7 +27,7 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TextIO
@@ -35,6 +35,8 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from seamscope.cli._course import Chat, Conversation, CourseReader, Gate, Settle
+from seamscope.cli._jaeger import JaegerError
+from seamscope.cli._whatif import add_jaeger_arguments, jaeger_source
 from seamscope.decisions._priors import DEFAULT_MIN_OFFLOADS, FORMAT
 
 __all__ = [
@@ -208,13 +210,15 @@ def collect(conv: Conversation, into: dict[tuple[str, str], Evidence]) -> None:
 
 
 def calibrate(
-    sources: Iterable[tuple[str, TextIO]],
+    sources: Iterable[tuple[str, TextIO]], query: Callable[[CourseReader], None] | None = None
 ) -> tuple[dict[tuple[str, str], Evidence], CourseReader]:
     """The evidence of every (tool, model) pair in ``sources``."""
     evidence: dict[tuple[str, str], Evidence] = {}
     reader = CourseReader(lambda conv: collect(conv, evidence))
     for name, handle in sources:
         reader.read(handle, name)
+    if query is not None:
+        query(reader)
     reader.close_all()
     return evidence, reader
 
@@ -301,11 +305,13 @@ def add_calibrate_parser(sub: Any) -> None:
         ),
         epilog=(
             "exit codes: 0 success; 1 some lines or spans were skipped (the rest was used); "
-            "2 usage error (FILE missing, no settled offload in the input, bad flag value, the "
-            "output cannot be written)"
+            "2 usage error (FILE missing, neither FILE nor --jaeger or both, no settled offload "
+            "in the input, bad flag value, the output cannot be written); with --jaeger, 1 also "
+            "when Jaeger cannot be read"
         ),
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="OTLP-JSON lines files (- for stdin)")
+    p.add_argument("files", nargs="*", metavar="FILE", help="OTLP-JSON lines files (- for stdin)")
+    add_jaeger_arguments(p)
     p.add_argument(
         "--output",
         default=DEFAULT_OUTPUT,
@@ -357,6 +363,9 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
         err.print(f"error: {message}", markup=False, highlight=False)
         return 2
 
+    query, problem = jaeger_source(args)
+    if problem is not None:
+        return usage(problem)
     if args.min_offloads < 1:
         return usage("--min-offloads must be >= 1")
     if not math.isfinite(args.prior_strength) or args.prior_strength <= 0:
@@ -373,7 +382,11 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
             except OSError as exc:
                 return usage(f"{name}: {exc.strerror or exc}")
             handles.append(("<stdin>" if name == "-" else name, handle))
-        evidence, reader = calibrate(handles)
+        try:
+            evidence, reader = calibrate(handles, query)
+        except JaegerError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+            return 1
     finally:
         for _, handle in handles:
             if handle is not sys.stdin:
@@ -381,7 +394,8 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
     for source, line, message in reader.problems:
         err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
     if not evidence:
-        return usage(f"{', '.join(args.files)}: no settled offload of the gate to learn from")
+        where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
+        return usage(f"{where}: no settled offload of the gate to learn from")
     rows = [
         evidence[key].summary(args.prior_strength, args.min_offloads) for key in sorted(evidence)
     ]
@@ -389,7 +403,7 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
         rows,
         min_offloads=args.min_offloads,
         strength=args.prior_strength,
-        sources=[name for name, _ in handles],
+        sources=[name for name, _ in handles] or [f"{args.jaeger} service {args.service}"],
         version=args.priors_version,
     )
     out = err if args.output == "-" else console

@@ -268,20 +268,28 @@ class CourseReader:
             except (ValueError, RecursionError) as exc:
                 self._problem(number, f"not valid JSON ({type(exc).__name__}); skipped")
                 continue
-            if type(request) is not dict:
-                self._problem(number, "not an OTLP export request; skipped")
-                continue
-            try:
-                for rs in request.get("resourceSpans") or ():
-                    for ss in rs.get("scopeSpans") or ():
-                        for sp in ss.get("spans") or ():
-                            self._span(number, sp)
-            except (TypeError, AttributeError, KeyError, ValueError) as exc:
-                self._problem(
-                    number, f"malformed span ({type(exc).__name__}); rest of line skipped"
-                )
-            if self._tick % 64 == 0:
-                self._expire(self._tick)
+            self._request(number, request)
+
+    def feed(self, request: Any, source: str = "<query>") -> None:
+        """One export request already parsed (an answer of a query API)."""
+        self._source = source
+        self._tick += 1
+        self.lines += 1
+        self._request(self._tick, request)
+
+    def _request(self, number: int, request: Any) -> None:
+        if type(request) is not dict:
+            self._problem(number, "not an OTLP export request; skipped")
+            return
+        try:
+            for rs in request.get("resourceSpans") or ():
+                for ss in rs.get("scopeSpans") or ():
+                    for sp in ss.get("spans") or ():
+                        self._span(number, sp)
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            self._problem(number, f"malformed span ({type(exc).__name__}); rest of line skipped")
+        if self._tick % 64 == 0:
+            self._expire(self._tick)
 
     def close_all(self) -> None:
         for conversation in list(self._open.values()):

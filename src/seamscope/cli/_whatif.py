@@ -42,8 +42,9 @@ _EPILOG = (
     ".cache_read / .cache_write (USD per 1M tokens; prices the counterfactual only). "
     "A key not set keeps the value each gate span recorded. "
     "exit codes: 0 success; 1 some lines or spans were skipped (the rest was re-priced); "
-    "2 usage error (a bad --set or --priors, FILE missing, no gate call or compaction in the "
-    "input)"
+    "2 usage error (a bad --set or --priors, FILE missing, neither FILE nor --jaeger or both, "
+    "no gate call or compaction in the input); with --jaeger, 1 also when Jaeger cannot be "
+    "read"
 )
 
 
@@ -61,7 +62,8 @@ def add_whatif_parser(sub: Any) -> None:
         ),
         epilog=_EPILOG,
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="OTLP-JSON lines files (- for stdin)")
+    p.add_argument("files", nargs="*", metavar="FILE", help="OTLP-JSON lines files (- for stdin)")
+    add_jaeger_arguments(p)
     p.add_argument(
         "--set",
         dest="sets",
@@ -289,12 +291,77 @@ def _line(r: Replay) -> str:
     )
 
 
+def add_jaeger_arguments(p: Any) -> None:
+    """``--jaeger URL --service S --since T --until T --page-size N`` (whatif, calibrate)."""
+    from seamscope.cli._jaeger import DEFAULT_PAGE
+
+    p.add_argument(
+        "--jaeger",
+        metavar="URL",
+        help="read the traces from Jaeger's query API (http://host:16686) instead of files",
+    )
+    p.add_argument("--service", metavar="NAME", help="with --jaeger: the service.name to read")
+    p.add_argument(
+        "--since",
+        default="1h",
+        metavar="TIME",
+        help="with --jaeger: traces that started at or after TIME: ISO 8601, now, or a "
+        "duration back from now such as 30m, 6h, 7d (default 1h)",
+    )
+    p.add_argument(
+        "--until",
+        default="now",
+        metavar="TIME",
+        help="with --jaeger: traces that started at or before TIME (default now)",
+    )
+    p.add_argument(
+        "--page-size",
+        type=int,
+        default=DEFAULT_PAGE,
+        metavar="N",
+        help=f"with --jaeger: traces per request; a full page splits its time window "
+        f"(default {DEFAULT_PAGE})",
+    )
+
+
+def jaeger_source(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The query to read (a callable feeding a reader), or why the flags cannot run."""
+    from seamscope.cli._jaeger import parse_time, requests
+
+    if args.jaeger is None:
+        if not args.files:
+            return None, "give FILE... or --jaeger URL --service NAME"
+        if args.service is not None:
+            return None, "--service goes with --jaeger"
+        return None, None
+    if args.files:
+        return None, "give FILE... or --jaeger, not both"
+    if not args.service:
+        return None, "--jaeger needs --service NAME"
+    if args.page_size < 1:
+        return None, "--page-size must be >= 1"
+    try:
+        since, until = parse_time(args.since), parse_time(args.until)
+    except ValueError as exc:
+        return None, f"--since/--until: {exc}"
+    if since > until:
+        return None, "--since is after --until"
+
+    def read(reader: CourseReader) -> None:
+        source = f"{args.jaeger} service {args.service}"
+        for request in requests(args.jaeger, args.service, since, until, page=args.page_size):
+            reader.feed(request, source)
+
+    return read, None
+
+
 def whatif(
     sources: list[tuple[str, Any]],
     overrides: Overrides,
     emit: Callable[[str], None],
     *,
     fmt: str = "text",
+    query: Callable[[CourseReader], None] | None = None,
 ) -> tuple[Totals, CourseReader]:
     """Re-price every conversation of ``sources`` ((name, text handle) pairs)."""
     from seamscope.decisions._pricing import DEFAULT_PRICING
@@ -318,6 +385,8 @@ def whatif(
     reader = CourseReader(finish)
     for name, handle in sources:
         reader.read(handle, name)
+    if query is not None:
+        query(reader)
     reader.close_all()
     return totals, reader
 
@@ -378,12 +447,17 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
         err.print(f"error: {message}", markup=False, highlight=False)
         return 2
 
+    query, problem = jaeger_source(args)
+    if problem is not None:
+        return usage(problem)
     try:
         priors = None if args.priors is None else Priors.load(args.priors)
         overrides = parse_overrides(args.sets, priors)
         counterfactual_pricing(overrides)
     except ValueError as exc:
         return usage(str(exc))
+    from seamscope.cli._jaeger import JaegerError
+
     handles = []
     try:
         for name in args.files:
@@ -399,7 +473,11 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
         def emit(text: str) -> None:
             out.write(text + "\n")
 
-        totals, reader = whatif(handles, overrides, emit, fmt=args.format)
+        try:
+            totals, reader = whatif(handles, overrides, emit, fmt=args.format, query=query)
+        except JaegerError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+            return 1
     finally:
         for _, handle in handles:
             if handle is not sys.stdin:
@@ -407,9 +485,8 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
     for source, line, message in reader.problems:
         err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
     if not totals.gate_calls and not totals.compactions:
-        return usage(
-            f"{', '.join(args.files)}: no offload-gate call or compaction with a conversation id"
-        )
+        where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
+        return usage(f"{where}: no offload-gate call or compaction with a conversation id")
     if args.format == "json":
         emit(json.dumps(_total_json(totals, overrides, reader)))
     else:
