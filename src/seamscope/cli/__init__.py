@@ -19,6 +19,9 @@ Exit codes:
   failure (``demo``: cannot write the output or the SVG, the metrics port is
   taken, its own output did not read back; ``explain``: cannot write the
   SVG).
+* ``whatif`` / ``calibrate``: 0 success; 1 some lines or spans were skipped,
+  or Jaeger could not be read; 2 usage error (a bad ``--set``, priors file or
+  flag, no input or both kinds, nothing to re-price or learn from).
 * 2: usage error: bad arguments (a ``--trace-id`` that is not hex, flags that
   do nothing alone such as ``demo --linger`` without ``--metrics-port`` or
   ``--otlp-metrics`` without ``--otlp-endpoint``, an OTLP endpoint that is not
