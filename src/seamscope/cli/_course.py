@@ -32,6 +32,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any, NamedTuple, TextIO
 
 from seamscope.cli._otlp import MAX_LINE_CHARS, read_lines
@@ -57,6 +58,7 @@ IDLE_LINES = 100_000
 """Lines without a span of any conversation after which it is handed on."""
 
 
+_KEY_VALUE = itemgetter("key", "value")
 _MAX_ORPHANS = 4096  # spans waiting for their parent's conversation id
 
 
@@ -190,18 +192,22 @@ _READ = frozenset(
 
 
 class _Attrs:
+    """One span's attributes: keys mapped at C speed, values decoded when read."""
+
     __slots__ = ("_raw",)
 
     def __init__(self, items: Any) -> None:
-        raw: dict[str, Any] = {}
-        for item in items or ():
-            key = item["key"]
-            if key in _READ:
-                raw[key] = _value(item.get("value"))
-        self._raw = raw
+        if not items:
+            self._raw: dict[str, Any] = {}
+            return
+        try:
+            self._raw = dict(map(_KEY_VALUE, items))
+        except (TypeError, KeyError):  # an attribute without a value: the slow way
+            self._raw = {a["key"]: a.get("value") for a in items if a.get("key") in _READ}
 
     def get(self, key: str) -> Any:
-        return self._raw.get(key)
+        raw = self._raw.get(key)
+        return None if raw is None else _value(raw)
 
     def text(self, key: str, default: str = "") -> str:
         value = self.get(key)
