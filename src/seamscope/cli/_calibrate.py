@@ -298,7 +298,7 @@ def add_calibrate_parser(sub: Any) -> None:
         help="learn the gate's priors per (tool, model) from realized settlements",
         description=(
             "Read OTLP-JSON files and, per (tool, model), estimate the recall probability (a "
-            "Beta posterior seeded by the gate's prior: mean, 90%% credible interval, count) "
+            "Beta posterior seeded by the gate's prior: mean, 90% credible interval, count) "
             "and the remaining-turns distribution (median, p10, p90, mean) from the settled "
             "offloads; write them as a reviewable, versioned TOML priors file with the "
             "evidence behind each number, for OffloadGate(priors=...) and whatif --priors."
