@@ -29,7 +29,6 @@ import io
 import json
 import math
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -399,7 +398,6 @@ def main(argv: list[str] | None = None) -> int:
     for row in _rows(result, speed):
         print(row, file=out)
     print(out.getvalue(), end="")
-    _ = resource  # peak memory is measured in the child processes
     return 0
 
 
