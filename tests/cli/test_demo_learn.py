@@ -13,14 +13,14 @@ from seamscope.decisions._priors import Priors
 
 EXPECTED = [
     f"whatif: seamscope whatif trace.jsonl --set {WHATIF_SET}",
-    "  demo-7: realized +$0.0224 → counterfactual exact +$0.0855 · difference exact +$0.0631 · "
+    "  demo-7: realized +$0.0228 → counterfactual exact +$0.0858 · difference exact +$0.0629 · "
     "fires 2 → 1 (−off-52e6b438)",
     "  demo-7-langchain: realized −$0.0264 → counterfactual exact −$0.0264 · difference exact "
     "+$0.0000 · fires 0 → 0",
     "  total (2 conversations, 5 gate calls, 1 compactions; under "
-    f"{WHATIF_SET}): realized −$0.0039 → counterfactual exact +$0.0591, expected +$0.0000 "
+    f"{WHATIF_SET}): realized −$0.0036 → counterfactual exact +$0.0594, expected +$0.0000 "
     "[+$0.0000, +$0.0000]",
-    "  difference: exact +$0.0631, expected +$0.0000 · fires 2 → 1 (1 no longer, 0 newly)",
+    "  difference: exact +$0.0629, expected +$0.0000 · fires 2 → 1 (1 no longer, 0 newly)",
     "calibrate: seamscope calibrate trace.jsonl --min-offloads 1 --output PRIORS",
     "  export_report · claude-opus-4-6: 1 offloads, 0 recalled · recall p 0.333 (90% "
     "0.025–0.776) · horizon 1 (p10 1, p90 1, mean 1) · used",

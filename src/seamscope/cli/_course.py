@@ -67,6 +67,7 @@ class Chat(NamedTuple):
     model: str
     usage: ModelUsage
     carried: tuple[str, ...] | None  # None: not marked (the ledger's default)
+    stubs: tuple[float, ...] = ()  # the stub size of each carried offload
 
 
 class Gate(NamedTuple):
@@ -78,7 +79,7 @@ class Gate(NamedTuple):
     offload_id: str | None
     horizon: int
     recall_probability: float
-    stub_tokens: int | None
+    stub_tokens: float | None
     threshold_tokens: int | None
     recall_input_tokens: int | None
     recall_output_tokens: int | None
@@ -89,7 +90,7 @@ class Recall(NamedTuple):
     t: int
     offload_id: str
     model: str
-    input_tokens: int
+    input_tokens: float
     output_tokens: int
 
 
@@ -99,7 +100,7 @@ class Compact(NamedTuple):
     mechanism: str
     model: str
     removed_tokens: float
-    kept_tokens: int
+    kept_tokens: float
     cost: Decimal
     horizon: int
     recall_probability: float
@@ -170,6 +171,7 @@ _READ = frozenset(
         c.ATTR_GEN_AI_USAGE_INPUT_TOKENS,
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
         c.ATTR_OFFLOAD_CARRIED,
+        c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS,
         c.ATTR_OFFLOAD_FIRE,
         c.ATTR_OFFLOAD_HORIZON,
         c.ATTR_OFFLOAD_ID,
@@ -220,6 +222,10 @@ class _Attrs:
         if type(value) is float and value.is_integer():
             return int(value)
         return default
+
+    def number(self, key: str) -> float | None:
+        value = self.get(key)
+        return value if type(value) in (int, float) else None
 
     def float(self, key: str) -> float:
         value = self.get(key)
@@ -353,7 +359,10 @@ class CourseReader:
             if carried is not None:
                 conv.marked = True
                 carried = tuple(str(x) for x in carried)
-            self._add(conv, end, Chat(end, a.text(c.ATTR_GEN_AI_REQUEST_MODEL), _usage(a), carried))
+            sizes = a.get(c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS)
+            stubs = tuple(float(x) for x in sizes) if isinstance(sizes, tuple) else ()
+            model = a.text(c.ATTR_GEN_AI_REQUEST_MODEL)
+            self._add(conv, end, Chat(end, model, _usage(a), carried, stubs))
         elif kind == 1:
             self._add(conv, end, self._gate(end, a))
         elif kind == 2:
@@ -385,7 +394,7 @@ class CourseReader:
             offload_id if type(offload_id) is str else None,
             a.int(c.ATTR_OFFLOAD_HORIZON) or 0,
             a.float(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
-            a.int(c.ATTR_OFFLOAD_STUB_TOKENS, None),
+            a.number(c.ATTR_OFFLOAD_STUB_TOKENS),
             a.int(c.ATTR_OFFLOAD_THRESHOLD_TOKENS, None),
             a.int(c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS, None),
             a.int(c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS, None),
@@ -401,7 +410,7 @@ class CourseReader:
             a.text(c.ATTR_OFFLOAD_MECHANISM, "context_editing"),
             a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
             a.float(c.ATTR_COMPACTION_REMOVED_TOKENS),
-            a.int(c.ATTR_COMPACTION_KEPT_TOKENS) or 0,
+            a.number(c.ATTR_COMPACTION_KEPT_TOKENS) or 0,
             _cost(a.float(c.ATTR_COMPACTION_COST_USD)),
             a.int(c.ATTR_OFFLOAD_HORIZON) or 0,
             a.float(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
@@ -437,7 +446,7 @@ class CourseReader:
             t,
             offload_id,
             a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
-            max(0, a.int(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS) or 0),
+            max(0, a.number(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS) or 0),
             max(0, a.int(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS) or 0),
         )
         self._add(conv, t, recall)

@@ -37,7 +37,7 @@ from decimal import Decimal
 from seamscope.cli._course import Chat, Compact, Conversation, Event, Gate, Recall, Settle
 from seamscope.decisions._ledger import OffloadLedger
 from seamscope.decisions._offload import evaluate_offload_gate
-from seamscope.decisions._pricing import PricingTable
+from seamscope.decisions._pricing import PricingTable, to_decimal
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     DEFAULT_RECALL_INPUT_TOKENS,
@@ -64,7 +64,7 @@ class GateConfig:
     horizon: int
     recall_probability: float
     threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
-    stub_tokens: int = DEFAULT_STUB_TOKENS
+    stub_tokens: float = DEFAULT_STUB_TOKENS
     recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
     recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
 
@@ -223,6 +223,17 @@ def _compaction(ev: Compact, horizon: int, p: float, pricing: PricingTable) -> C
     )
 
 
+def _real_stubs(events: list[Event]) -> dict[str, float]:
+    """The stub each offload really carried (``seamscope.offload.carried_stub_tokens`` of
+    the first call that carried it); an offload absent here is priced at its gate's stub."""
+    out: dict[str, float] = {}
+    for ev in events:
+        if type(ev) is Chat and ev.carried and len(ev.stubs) == len(ev.carried):
+            for offload_id, size in zip(ev.carried, ev.stubs, strict=True):
+                out.setdefault(offload_id, size)
+    return out
+
+
 def _decide(
     events: list[Event],
     resolve: Resolve,
@@ -240,10 +251,10 @@ def _decide(
             changed = resolve(ev, recorded)
             decision = evaluate_offload_gate(_inputs(ev, changed), pricing=pricing)
             decided.append((changed, decision))
-            if decision.fire != (ev.fire and bool(ev.offload_id)) or (
-                decision.fire and changed.stub_tokens != recorded.stub_tokens
-            ):
-                same = False
+            if decision.fire != (ev.fire and bool(ev.offload_id)):
+                same = (
+                    False  # (a changed stub prior changes verdicts only: the real stub is carried)
+                )
         elif type(ev) is Compact and resolve_compaction is not None:
             same = same and resolve_compaction(ev) == (ev.horizon, ev.recall_probability)
     return decided, same
@@ -262,6 +273,7 @@ def replay(
     out = Replay(key, inferred_carry=not conv.marked)
     events = conv.ordered()
     decided, same = _decide(events, resolve, counterfactual_pricing, resolve_compaction)
+    stubs = _real_stubs(events)
     mirror = same and realized_pricing is counterfactual_pricing
     real = _ledger(realized_pricing)
     cf = None if mirror else _ledger(counterfactual_pricing)
@@ -279,11 +291,11 @@ def replay(
                 for new in out.newly_fired:
                     if new.open:
                         new.savings += Decimal(repr(new.gate.output_tokens)) * rate
-                        new.stub_cost += Decimal(new.decision.stub_tokens) * rate
+                        new.stub_cost += to_decimal(new.decision.stub_tokens) * rate
                         new.turns += 1
         elif kind is Gate:
             assert isinstance(ev, Gate)
-            _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing)
+            _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing, stubs)
         elif kind is Recall:
             assert isinstance(ev, Recall)
             for ledger in ledgers:
@@ -341,8 +353,10 @@ def _gate(
     cf: OffloadLedger | None,
     realized_pricing: PricingTable,
     counterfactual_pricing: PricingTable,
+    stubs: dict[str, float],
 ) -> None:
     key = out.conversation_id
+    real_stub = stubs.get(ev.offload_id or "")
     out.gate_calls += 1
     if ev.fire and ev.offload_id:
         out.recorded_fires += 1
@@ -350,7 +364,9 @@ def _gate(
         decision = evaluate_offload_gate(_inputs(ev, recorded), pricing=realized_pricing)
         if not decision.fire:  # priced otherwise when recorded: keep what the span says
             decision = replace(decision, fire=True, net_saving=Decimal(repr(ev.net_saving_usd)))
-        real.record_offload(replace(decision, offload_id=ev.offload_id), conversation_id=key)
+        real.record_offload(
+            replace(decision, offload_id=ev.offload_id), conversation_id=key, stub_tokens=real_stub
+        )
     changed, decision = decided
     out.gates.append((ev, decision))
     if not decision.fire:
@@ -360,7 +376,11 @@ def _gate(
     out.counterfactual_fires += 1
     if ev.fire and ev.offload_id:
         if cf is not None:
-            cf.record_offload(replace(decision, offload_id=ev.offload_id), conversation_id=key)
+            cf.record_offload(
+                replace(decision, offload_id=ev.offload_id),
+                conversation_id=key,
+                stub_tokens=real_stub,
+            )
         return
     quote = counterfactual_pricing.lookup(ev.model)
     hop = _ZERO

@@ -42,6 +42,7 @@ def annotate_span(entry: LedgerEntry, span: trace.Span, limits: Any) -> None:
         if not _is_chat(span):
             return  # reported after its chat span ended: whatif reads the ledger's default
         span.set_attribute(c.ATTR_OFFLOAD_CARRIED, tuple(limits.text(i) for i in entry.carried))
+        span.set_attribute(c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS, entry.carried_stub_tokens)
     elif isinstance(entry, RecallAccount):
         span.add_event(
             c.EVENT_OFFLOAD_RECALLED,

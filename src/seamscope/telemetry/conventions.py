@@ -140,6 +140,7 @@ __all__ = [
     "ATTR_OFFLOAD_RECALL_INPUT_TOKENS",
     "ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS",
     "ATTR_OFFLOAD_CARRIED",
+    "ATTR_OFFLOAD_CARRIED_STUB_TOKENS",
     "ATTR_OFFLOAD_PRIOR_SOURCE",
     "ATTR_OFFLOAD_PRIORS_VERSION",
     "ATTR_OFFLOAD_SHADOW_FIRE",
@@ -499,6 +500,8 @@ ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: Final = "seamscope.offload.recall_output_toke
 """int: the output tokens of one recall hop as the gate priced it."""
 ATTR_OFFLOAD_CARRIED: Final = "seamscope.offload.carried"
 """string[] on a chat span the ledger accounted: the offloads whose stub it carried (or none)."""
+ATTR_OFFLOAD_CARRIED_STUB_TOKENS: Final = "seamscope.offload.carried_stub_tokens"
+"""double[] on a chat span: the stub size (tokens) of each offload in seamscope.offload.carried."""
 ATTR_OFFLOAD_PRIOR_SOURCE: Final = "seamscope.offload.prior_source"
 """Where the gate's horizon and recall prior came from (:class:`PriorSource`)."""
 ATTR_OFFLOAD_PRIORS_VERSION: Final = "seamscope.offload.priors_version"
@@ -580,11 +583,8 @@ EVENT_OFFLOAD_RECALLED: Final = "seamscope.offload.recalled"
 """On the recall's span: offload id, conversation, model and the hop's real gen_ai.usage tokens."""
 
 EVENTS: Final = (
-    EVENT_POLICY_EVALUATED,
-    EVENT_ADOPTER_ERROR,
-    EVENT_OFFLOAD_SETTLED,
-    EVENT_OFFLOAD_RECALLED,
-)
+    EVENT_POLICY_EVALUATED, EVENT_ADOPTER_ERROR, EVENT_OFFLOAD_SETTLED, EVENT_OFFLOAD_RECALLED
+)  # fmt: skip
 
 # --------------------------------------------------------------------------
 # structlog event names.

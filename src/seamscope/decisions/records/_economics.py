@@ -267,6 +267,8 @@ class ModelCallAccount:
     carried: tuple[str, ...] = field(default=(), compare=False)
     """The ids of the offloads (and compactions) this ledger followed whose
     stub the call carried, in the order they were followed."""
+    carried_stub_tokens: tuple[float, ...] = field(default=(), compare=False)
+    """The stub size (tokens) of each offload in ``carried``, in the same order."""
 
 
 @dataclass(frozen=True, slots=True)
