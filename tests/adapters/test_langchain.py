@@ -359,6 +359,7 @@ def test_a_conversation_through_create_agent(
         c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 200,
         c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 100,
         c.ATTR_OFFLOAD_CARRIED: [],  # the ledger accounted it; nothing offloaded yet
+        c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS: [],
     } == attrs(chat_1)
 
     # POST seam and its dispatches

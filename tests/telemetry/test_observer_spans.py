@@ -367,6 +367,7 @@ def test_genai_spans_around_the_decisions(spans: Any) -> None:
         c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: 1200,
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: 80,
         c.ATTR_OFFLOAD_CARRIED: (),  # accounted by the ledger; no live offload yet
+        c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS: (),
     }
     assert expected_chat == s.attrs(chat)
     assert SpanKind.CLIENT == chat.kind
