@@ -92,7 +92,7 @@ def _options(command: str) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("command", ["demo", "explain"])
+@pytest.mark.parametrize("command", ["demo", "explain", "whatif", "calibrate"])
 def test_every_cli_option_is_in_the_cli_page_synopsis(command: str) -> None:
     synopsis = re.search(rf"seamscope {command} [^`]*?(?=\nseamscope |\n```)", CLI)
     assert synopsis is not None

@@ -358,6 +358,8 @@ def test_a_conversation_through_create_agent(
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: 50,
         c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 200,
         c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 100,
+        c.ATTR_OFFLOAD_CARRIED: [],  # the ledger accounted it; nothing offloaded yet
+        c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS: [],
     } == attrs(chat_1)
 
     # POST seam and its dispatches
@@ -431,6 +433,11 @@ def test_a_conversation_through_create_agent(
         c.ATTR_OFFLOAD_HORIZON: 5,
         c.ATTR_OFFLOAD_RECALL_PROBABILITY: 0.5,
         c.ATTR_OFFLOAD_PRICING_SOURCE: c.PricingSource.GENAI_PRICES.value,
+        c.ATTR_OFFLOAD_STUB_TOKENS: 80,
+        c.ATTR_OFFLOAD_THRESHOLD_TOKENS: 15_000,
+        c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS: 12_500,
+        c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: 250,
+        c.ATTR_OFFLOAD_PRIOR_SOURCE: c.PriorSource.DEFAULT.value,
         c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU,
         c.ATTR_OFFLOAD_ID: "off-1",
         c.ATTR_GEN_AI_TOOL_NAME: "big_report",

@@ -470,6 +470,11 @@ def test_a_two_turn_conversation_records_what_symfonic_decided(
             c.ATTR_OFFLOAD_PRICING_SOURCE: SYMFONIC_PRICING,
             c.ATTR_GEN_AI_REQUEST_MODEL: OPUS,
             c.ATTR_OFFLOAD_ID: offload_id,
+            c.ATTR_OFFLOAD_STUB_TOKENS: 80,
+            c.ATTR_OFFLOAD_THRESHOLD_TOKENS: 15_000,
+            c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS: 12_500,
+            c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: 250,
+            c.ATTR_OFFLOAD_PRIOR_SOURCE: c.PriorSource.DEFAULT.value,
         }
         for _, decision in spy.calls
     ] == [dict(s.attributes) for s in gates]

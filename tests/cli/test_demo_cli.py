@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from seamscope.cli import main
+from seamscope.cli._calibrate import DEFAULT_OUTPUT as DEFAULT_PRIORS
 from seamscope.cli._demo import DEFAULT_OUTPUT, log_path_for
 from seamscope.cli._export import Endpoint, parse_endpoint
+from seamscope.cli._learn import priors_path_for
 from seamscope.cli._render import LEGEND
 
 REPO = Path(__file__).resolve().parents[2]
@@ -327,7 +329,12 @@ def test_output_dash_pipes_into_explain_dash(tmp_path: Path) -> None:
     shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs a git checkout"
 )
 def test_gitignore_covers_every_file_the_demo_writes() -> None:
-    written = [DEFAULT_OUTPUT, str(log_path_for(Path(DEFAULT_OUTPUT)))]
+    written = [
+        DEFAULT_OUTPUT,
+        str(log_path_for(Path(DEFAULT_OUTPUT))),
+        str(priors_path_for(Path(DEFAULT_OUTPUT))),
+        DEFAULT_PRIORS,
+    ]
     result = subprocess.run(
         ["git", "check-ignore", "--no-index", *written],
         cwd=REPO,

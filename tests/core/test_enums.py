@@ -45,6 +45,7 @@ PINNED: dict[str, dict[str, str]] = {
         "SYMFONIC": "symfonic",
         "NONE": "none",
     },
+    "PriorSource": {"DEFAULT": "default", "CALIBRATED": "calibrated"},
     "OffloadOutcome": {"GAIN": "gain", "LOSS": "loss", "BREAK_EVEN": "break_even"},
     "OffloadCostKind": {
         "STUB_CARRY": "stub_carry",

@@ -171,6 +171,7 @@ def test_a_net_negative_offload_does_not_fire() -> None:
         recall_probability=1.0,
         stub_tokens=80,
         net_saving=Decimal("-0.00915"),
+        threshold_tokens=10_000,  # the inputs it was priced with
     ) == evaluate_offload_gate(
         OffloadGateInputs(12_000, 1, 1.0, OPUS, large_offload_threshold_tokens=10_000)
     )

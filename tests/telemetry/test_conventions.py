@@ -181,6 +181,7 @@ CORE_ENUMS = {
     "PaletteVerdict",
     "PolicyResult",
     "PricingSource",
+    "PriorSource",
     "Seam",
     "SettleTrigger",
     "StageOutcomeKind",

@@ -207,6 +207,12 @@ def gate_attrs(call_id: str, tool: str, tokens: float, **end: Any) -> dict[str, 
         c.ATTR_GEN_AI_TOOL_NAME: tool,
         c.ATTR_OFFLOAD_HORIZON: 5,
         c.ATTR_OFFLOAD_RECALL_PROBABILITY: 0.5,
+        # the configuration it was priced with, and where its priors came from
+        c.ATTR_OFFLOAD_STUB_TOKENS: 80,
+        c.ATTR_OFFLOAD_THRESHOLD_TOKENS: 15_000,
+        c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS: 12_500,
+        c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: 250,
+        c.ATTR_OFFLOAD_PRIOR_SOURCE: c.PriorSource.DEFAULT.value,
         **end,
     }
 
@@ -360,6 +366,8 @@ def test_genai_spans_around_the_decisions(spans: Any) -> None:
         **CONV,
         c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: 1200,
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: 80,
+        c.ATTR_OFFLOAD_CARRIED: (),  # accounted by the ledger; no live offload yet
+        c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS: (),
     }
     assert expected_chat == s.attrs(chat)
     assert SpanKind.CLIENT == chat.kind

@@ -5,6 +5,10 @@ Commands:
 * ``seamscope demo``: run the scripted scenarios (the reference loop's and, with
   the ``langchain`` extra, a LangChain agent's), write OTLP-JSON, print trees.
 * ``seamscope explain FILE``: read OTLP-JSON back and print the same trees.
+* ``seamscope whatif FILE...``: re-price the recorded gate decisions under a
+  changed configuration, on each conversation's recorded course.
+* ``seamscope calibrate FILE...``: per (tool, model) recall probability and
+  remaining turns from realized settlements, written as a priors file.
 
 Exit codes:
 
@@ -15,6 +19,9 @@ Exit codes:
   failure (``demo``: cannot write the output or the SVG, the metrics port is
   taken, its own output did not read back; ``explain``: cannot write the
   SVG).
+* ``whatif`` / ``calibrate``: 0 success; 1 some lines or spans were skipped,
+  or Jaeger could not be read; 2 usage error (a bad ``--set``, priors file or
+  flag, no input or both kinds, nothing to re-price or learn from).
 * 2: usage error: bad arguments (a ``--trace-id`` that is not hex, flags that
   do nothing alone such as ``demo --linger`` without ``--metrics-port`` or
   ``--otlp-metrics`` without ``--otlp-endpoint``, an OTLP endpoint that is not
@@ -57,8 +64,10 @@ def _console(stream: object, *, record: bool = False) -> Console:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from seamscope.cli._calibrate import add_calibrate_parser
     from seamscope.cli._demo import add_demo_parser
     from seamscope.cli._explain import add_explain_parser
+    from seamscope.cli._whatif import add_whatif_parser
 
     parser = argparse.ArgumentParser(
         prog="seamscope",
@@ -74,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_demo_parser(sub)
     add_explain_parser(sub)
+    add_whatif_parser(sub)
+    add_calibrate_parser(sub)
     return parser
 
 
@@ -125,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = _console(human, record=bool(svg) and not quiet_demo)
     # demo --quiet --svg: the picture holds the trees the terminal does not show
     trees = _console(io.StringIO(), record=True) if svg and quiet_demo else None
-    if args.command not in ("demo", "explain"):
+    if args.command not in ("demo", "explain", "whatif", "calibrate"):
         parser.print_help(sys.stderr)
         return 2
     try:
@@ -133,6 +144,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from seamscope.cli._demo import run_demo
 
             code = run_demo(args, console, err, trees)
+        elif args.command == "whatif":
+            from seamscope.cli._whatif import run_whatif
+
+            code = run_whatif(args, console, err)
+        elif args.command == "calibrate":
+            from seamscope.cli._calibrate import run_calibrate
+
+            code = run_calibrate(args, console, err)
         else:
             from seamscope.cli._explain import run_explain
 

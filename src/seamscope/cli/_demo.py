@@ -13,7 +13,8 @@ by ``explain`` reading the OTLP-JSON back, so the demo shows exactly what
 ``seamscope explain`` will show for its file.
 
 Files written: ``--output`` (default ``seamscope-trace.jsonl``) and, beside
-it, the structlog events as ``<stem>.log.jsonl``. With ``--output -`` the
+it, the structlog events as ``<stem>.log.jsonl`` and the priors its last
+step calibrates as ``<stem>.priors.toml`` (see ``_learn``). With ``--output -`` the
 OTLP-JSON goes to standard output once the run is done, the trees and the
 summary go to standard error, and no log file is written.
 """
@@ -500,6 +501,11 @@ def _run(
     with reopen() as spans:
         outcome = explain(str(output), spans, shown, shown_on, err, reopen)
     spans_at = "standard output" if log_path is None else str(output)
+    if not args.quiet and outcome.code == 0:  # then the summary, last
+        from seamscope.cli._learn import print_learn_steps, priors_path_for
+
+        priors = None if log_path is None else priors_path_for(output)
+        print_learn_steps(console, output, spans_at if log_path else "FILE", priors)
     for line in _summary(turns, outcome, spans_at, log_path, metrics_url, otlp, skipped):
         console.print(line, markup=False, highlight=False)
         if shown_on is not console:

@@ -29,6 +29,7 @@ class Part:
     turns: int
     run: Callable[[str, int], object]  # (conversation id, position in it)
     end: Callable[[str], None]
+    ledger: Any = None  # the part's OffloadLedger (its settlements, for tests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ def reference_part(handle: Any, config: Any, seed: int) -> Part:
         histories.pop(conversation, None)
         layer.end_conversation(conversation)
 
-    return Part("", len(scenario.turns), run, end)
+    return Part("", len(scenario.turns), run, end, layer.ledger)
 
 
 def langchain_part(handle: Any, config: Any) -> Part | str:
@@ -112,5 +113,9 @@ def langchain_part(handle: Any, config: Any) -> Part | str:
         telemetry_config=config,
     )
     return Part(
-        "-langchain", len(conversation.turns), conversation.run_turn, conversation.end_conversation
+        "-langchain",
+        len(conversation.turns),
+        conversation.run_turn,
+        conversation.end_conversation,
+        conversation.layer.ledger,
     )

@@ -157,10 +157,31 @@ def _gate(g: dict[str, Any]) -> list[Frag]:
             f"{_t(g.get('pricing_source'))})"
         )
         offload = f" → offload {_t(g['offload_id'])}" if g.get("offload_id") else ""
-        return [("offload_gate", "cyan"), (" ", ""), verdict, (f"{terms}{tail}{offload}", "")]
+        return [
+            ("offload_gate", "cyan"),
+            (" ", ""),
+            verdict,
+            (f"{terms}{tail}{offload}{_gate_extras(g)}", ""),
+        ]
     reason = _t(g.get("reason") or "")
     detail = reason[reason.find("(") :] if "(" in reason else reason
-    return [("offload_gate", "cyan"), (f" no fire  {_t(code)} {detail}", "dim")]
+    return [("offload_gate", "cyan"), (f" no fire  {_t(code)} {detail}{_gate_extras(g)}", "dim")]
+
+
+def _gate_extras(g: dict[str, Any]) -> str:
+    """The priors file's version and the shadow configuration's verdict, when recorded."""
+    out = ""
+    if g.get("priors_version"):
+        out += f"\npriors {_t(g['priors_version'])}: {_t(g.get('prior_source') or '?')}"
+    shadow = g.get("shadow")
+    if shadow:
+        agree = "agrees" if bool(shadow.get("fire")) == bool(g.get("fire")) else "disagrees"
+        verdict = "fire" if shadow.get("fire") else "no fire"
+        out += (
+            f"\nshadow {verdict} net {usd(shadow.get('net_saving_usd'), True)} "
+            f"({_t(shadow.get('reason_code'))}): {agree}"
+        )
+    return out
 
 
 _WORD = re.compile(r"[\w.-]+")

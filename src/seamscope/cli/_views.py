@@ -259,7 +259,25 @@ def _gate(a: Values) -> dict[str, Any]:
         "pricing_source": a.text(c.ATTR_OFFLOAD_PRICING_SOURCE),
         "offload_id": a.text(c.ATTR_OFFLOAD_ID),
         "tool": a.text(c.ATTR_GEN_AI_TOOL_NAME),
+        **_gate_extras(a),
     }
+
+
+def _gate_extras(a: Values) -> dict[str, Any]:
+    """Calibrated priors and a shadow verdict, shown only when the span has them."""
+    out: dict[str, Any] = {}
+    version = a.text(c.ATTR_OFFLOAD_PRIORS_VERSION)
+    if version is not None:
+        out["prior_source"] = a.text(c.ATTR_OFFLOAD_PRIOR_SOURCE)
+        out["priors_version"] = version
+    shadow = a.text(c.ATTR_OFFLOAD_SHADOW_REASON_CODE)
+    if shadow is not None:
+        out["shadow"] = {
+            "fire": a.flag(c.ATTR_OFFLOAD_SHADOW_FIRE),
+            "net_saving_usd": a.number(c.ATTR_OFFLOAD_SHADOW_NET_SAVING_USD),
+            "reason_code": shadow,
+        }
+    return out
 
 
 def _middleware(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:

@@ -365,6 +365,8 @@ class OffloadLedger:
                         wanted.add(item)
                 live = [o for o in conv.offloads.values() if o.offload_id in wanted]
             active = bool(conv.offloads)
+            carried_ids = tuple(o.offload_id for o in live) if active else ()
+            carried_stubs = tuple(float(o.stub_tokens) for o in live) if active else ()
             shares: dict[OffloadMechanism, list[Decimal]] = {}
             if saving or stub:  # CarriedStubs of offloads decided elsewhere
                 shares[OffloadMechanism.SEAMSCOPE_GATE] = [saving, stub, _ZERO]
@@ -408,6 +410,8 @@ class OffloadLedger:
             stub,
             cache,
             tuple((m, v[0], v[1], v[2]) for m, v in shares.items() if any(v)),
+            carried_ids,
+            carried_stubs,
         )
         self._observer.on_offload_accounted(account)
         self._settled(due)

@@ -28,11 +28,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
+from os import PathLike
 from typing import Any
 
 from seamscope.decisions import _checks as _c
 from seamscope.decisions._observer import DecisionObserver, check_observer, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable, to_decimal
+from seamscope.decisions._priors import Priors
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     DEFAULT_RECALL_INPUT_TOKENS,
@@ -43,6 +45,8 @@ from seamscope.decisions.records import (
     OffloadGateInputs,
     OffloadReasonCode,
     PricingSource,
+    PriorSource,
+    ShadowVerdict,
 )
 
 __all__ = [
@@ -80,6 +84,9 @@ def _no_fire(
         horizon=h,
         recall_probability=p,
         stub_tokens=inputs.stub_tokens,
+        threshold_tokens=inputs.large_offload_threshold_tokens,
+        recall_input_tokens=inputs.recall_input_tokens,
+        recall_output_tokens=inputs.recall_output_tokens,
     )
 
 
@@ -147,6 +154,9 @@ def evaluate_offload_gate(
         recall_probability=p,
         stub_tokens=inputs.stub_tokens,
         net_saving=net,
+        threshold_tokens=inputs.large_offload_threshold_tokens,
+        recall_input_tokens=inputs.recall_input_tokens,
+        recall_output_tokens=inputs.recall_output_tokens,
     )
 
 
@@ -174,6 +184,15 @@ class OffloadGate:
     fired decision gets an ``offload_id`` that the ledger follows through
     the conversation.
 
+    ``priors``: a calibrated priors file (a path, or a loaded
+    :class:`~seamscope.decisions._priors.Priors`): a call whose (tool, model)
+    pair has enough evidence in it (the file's ``min_offloads``) is decided
+    with that pair's horizon and recall probability; every other call with
+    the gate's own. Each decision says which (``prior_source``) and the
+    file's version. ``shadow``: another gate evaluated beside this one on
+    every call; its verdict rides on the decision (``shadow``), the decision
+    itself stays this gate's.
+
     At run time :meth:`evaluate` never raises on the loop's values: an
     output size that is not a number becomes NaN (no fire, "output size is
     not a finite number" in the decision's reason) and a model name that is
@@ -186,7 +205,9 @@ class OffloadGate:
         "_pricing",
         "_template",
         "horizon",
+        "priors",
         "recall_probability",
+        "shadow",
     )
 
     def __init__(
@@ -201,6 +222,8 @@ class OffloadGate:
         pricing: PricingTable | None = None,
         observer: DecisionObserver | None = None,
         id_factory: Callable[[], str] | None = None,
+        priors: Priors | str | PathLike[str] | None = None,
+        shadow: OffloadGate | None = None,
     ) -> None:
         self.horizon = _positive_int("horizon", horizon)
         if (
@@ -231,6 +254,17 @@ class OffloadGate:
         self._pricing = DEFAULT_PRICING if pricing is None else pricing
         self._observer = guard_observer(observer)
         self._id_factory = id_factory or (lambda: uuid.uuid4().hex[:16])
+        if isinstance(priors, str | PathLike):
+            try:
+                priors = Priors.load(priors)
+            except ValueError as exc:
+                raise ValueError(f"OffloadGate.priors: {exc}") from None
+        if priors is not None and not isinstance(priors, Priors):
+            raise _c.fail("OffloadGate", "priors", "a Priors, a priors file path or None", priors)
+        self.priors: Priors | None = priors
+        if shadow is not None and (not isinstance(shadow, OffloadGate) or shadow is self):
+            raise _c.fail("OffloadGate", "shadow", "another OffloadGate or None", shadow)
+        self.shadow: OffloadGate | None = shadow
 
     @property
     def pricing(self) -> PricingTable:
@@ -285,9 +319,45 @@ class OffloadGate:
         """:meth:`evaluate`, plus the observer's link to the decision (opaque;
         give it to :meth:`OffloadLedger.record_offload` with a fired decision)."""
         inputs = self.inputs(output_tokens, model_name)
+        tool = None if call is None else call.tool_name
+        source = self._prior(inputs, tool) if self.priors is not None else None
+        if source is not None:
+            inputs = source[0]
         handle = self._observer.start_offload_gate(inputs, call)
         decision = evaluate_offload_gate(inputs, pricing=self._pricing)
+        if source is not None or self.shadow is not None:
+            decision = replace(
+                decision,
+                prior_source=PriorSource.DEFAULT if source is None else source[1],
+                priors_version=None if self.priors is None else self.priors.version,
+                shadow=None if self.shadow is None else self.shadow.verdict(inputs, tool),
+            )
         if decision.fire:
             decision = replace(decision, offload_id=self._new_id())
         link = self._observer.end_offload_gate(handle, decision)
         return decision, link
+
+    def _prior(
+        self, inputs: OffloadGateInputs, tool: str | None
+    ) -> tuple[OffloadGateInputs, PriorSource]:
+        """The inputs with the calibrated prior of (tool, model), when there is one."""
+        assert self.priors is not None
+        prior = self.priors.lookup(tool, inputs.model_name)
+        if prior is None:
+            return inputs, PriorSource.DEFAULT
+        changed = replace(
+            inputs, horizon=prior.horizon, recall_probability=prior.recall_probability
+        )
+        return changed, PriorSource.CALIBRATED
+
+    def verdict(self, live: OffloadGateInputs, tool: str | None) -> ShadowVerdict:
+        """This gate's verdict on the call ``live`` describes (as a shadow: no
+        observer, no offload id)."""
+        inputs = self.inputs(live.output_tokens, live.model_name)
+        if self.priors is not None:
+            inputs = self._prior(inputs, tool)[0]
+        d = evaluate_offload_gate(inputs, pricing=self._pricing)
+        return ShadowVerdict(
+            d.fire, d.net_saving, d.reason_code, d.horizon, d.recall_probability,
+            d.stub_tokens, tool,
+        )  # fmt: skip

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -79,6 +80,7 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
 )
+from seamscope.decisions._priors import Priors
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     Compaction,
@@ -103,7 +105,9 @@ class DecisionLayer:
     Configuration errors raise ValueError at construction, naming the field.
     ``telemetry`` may be a :class:`~seamscope.telemetry.TelemetryHandle`
     (from ``configure()``): its providers and observer are used. Otherwise
-    providers are the ones passed, or the global API's.
+    providers are the ones passed, or the global API's. ``offload_priors``
+    and ``offload_shadow`` go to the :class:`OffloadGate` as ``priors`` and
+    ``shadow``.
     """
 
     def __init__(
@@ -128,6 +132,8 @@ class DecisionLayer:
         observer: DecisionObserver | None = None,
         ledger: OffloadLedger | None = None,
         offload_id_factory: Callable[[], str] | None = None,
+        offload_priors: Priors | str | os.PathLike[str] | None = None,
+        offload_shadow: OffloadGate | None = None,
     ) -> None:
         check_telemetry_options(
             "DecisionLayer", tracer_provider=tracer_provider, meter_provider=meter_provider
@@ -217,6 +223,8 @@ class DecisionLayer:
                 pricing=pricing,
                 observer=observer,
                 id_factory=offload_id_factory,
+                priors=offload_priors,
+                shadow=offload_shadow,
             )
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"DecisionLayer: {exc}") from exc

@@ -1,11 +1,12 @@
-"""The realized offload metrics of the ledger's records, by mechanism."""
+"""The realized offload metrics of the ledger's records, by mechanism, and what
+``seamscope whatif`` needs of them on the span current when they happen."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 
 from seamscope.decisions.records import (
     CompactionAccount,
@@ -18,7 +19,41 @@ from seamscope.decisions.records import (
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._instruments import Instruments, flag
 
-__all__ = ["record_account"]
+__all__ = ["annotate_span", "record_account"]
+
+
+def _is_chat(span: trace.Span) -> bool:
+    """A chat span, read through the SDK's public ReadableSpan view (False for others)."""
+    attributes: Any = getattr(span, "attributes", None)
+    try:
+        return attributes is not None and attributes.get(c.ATTR_GEN_AI_OPERATION_NAME) == "chat"
+    except Exception:
+        return False
+
+
+def annotate_span(entry: LedgerEntry, span: trace.Span, limits: Any) -> None:
+    """On the current span (the chat span of a model call, the recall tool's
+    span): which offloads a model call carried (empty for none: the attribute
+    also marks the call as one the ledger accounted), and each recall with its
+    real tokens as a span event."""
+    if not span.is_recording():
+        return
+    if isinstance(entry, ModelCallAccount):
+        if not _is_chat(span):
+            return  # reported after its chat span ended: whatif reads the ledger's default
+        span.set_attribute(c.ATTR_OFFLOAD_CARRIED, tuple(limits.text(i) for i in entry.carried))
+        span.set_attribute(c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS, entry.carried_stub_tokens)
+    elif isinstance(entry, RecallAccount):
+        span.add_event(
+            c.EVENT_OFFLOAD_RECALLED,
+            {
+                c.ATTR_OFFLOAD_ID: limits.text(entry.offload_id),
+                c.ATTR_GEN_AI_CONVERSATION_ID: limits.text(entry.conversation_id),
+                c.ATTR_GEN_AI_REQUEST_MODEL: limits.text(entry.model),
+                c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: entry.input_tokens,
+                c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: entry.output_tokens,
+            },
+        )
 
 
 def record_account(

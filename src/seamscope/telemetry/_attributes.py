@@ -284,6 +284,18 @@ def gate_attributes(decision: OffloadGateDecision, limits: Limits) -> Attributes
     }
     if decision.offload_id:
         attrs[c.ATTR_OFFLOAD_ID] = limits.text(decision.offload_id)
+    attrs[c.ATTR_OFFLOAD_STUB_TOKENS] = decision.stub_tokens
+    attrs[c.ATTR_OFFLOAD_THRESHOLD_TOKENS] = decision.threshold_tokens
+    attrs[c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS] = decision.recall_input_tokens
+    attrs[c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS] = decision.recall_output_tokens
+    attrs[c.ATTR_OFFLOAD_PRIOR_SOURCE] = decision.prior_source.value
+    if decision.priors_version is not None:
+        attrs[c.ATTR_OFFLOAD_PRIORS_VERSION] = limits.text(decision.priors_version)
+    shadow = decision.shadow
+    if shadow is not None:
+        attrs[c.ATTR_OFFLOAD_SHADOW_FIRE] = shadow.fire
+        attrs[c.ATTR_OFFLOAD_SHADOW_NET_SAVING_USD] = shadow.net_saving_usd
+        attrs[c.ATTR_OFFLOAD_SHADOW_REASON_CODE] = shadow.reason_code.value
     return attrs
 
 

@@ -152,6 +152,7 @@ class Instruments:
         "offload_realized_savings",
         "offload_recalls",
         "offload_settled",
+        "offload_shadow_disagreements",
         "policy_evaluations",
         "policy_wins",
         "redirects",
@@ -175,6 +176,7 @@ class Instruments:
         self.offload_realized_costs = _counter(meter, c.METRIC_OFFLOAD_REALIZED_COSTS)
         self.offload_recalls = _counter(meter, c.METRIC_OFFLOAD_RECALLS)
         self.offload_settled = _counter(meter, c.METRIC_OFFLOAD_SETTLED)
+        self.offload_shadow_disagreements = _counter(meter, c.METRIC_OFFLOAD_SHADOW_DISAGREEMENTS)
         self.model_input_tokens = _counter(meter, c.METRIC_MODEL_INPUT_TOKENS)
         self.middleware_decisions = _counter(meter, c.METRIC_MIDDLEWARE_DECISIONS)
         self.middleware_cost = _counter(meter, c.METRIC_MIDDLEWARE_COST)

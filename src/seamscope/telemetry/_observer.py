@@ -80,7 +80,7 @@ from seamscope.decisions.records import (
 from seamscope.decisions.selection import SelectionContext, SelectionStage
 from seamscope.telemetry import _attributes as a
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._accounts import record_account
+from seamscope.telemetry._accounts import annotate_span, record_account
 from seamscope.telemetry._arguments import check_telemetry_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
@@ -694,6 +694,14 @@ class OTelObserver:
                     c.ATTR_OFFLOAD_REASON_CODE: decision.reason_code.value,
                 },
             )
+            shadow = decision.shadow
+            if shadow is not None and shadow.fire != decision.fire:
+                tool = self._label(c.ATTR_GEN_AI_TOOL_NAME, shadow.tool_name)
+                self._add(
+                    self.instruments.offload_shadow_disagreements,
+                    1,
+                    {c.ATTR_GEN_AI_REQUEST_MODEL: model, c.ATTR_GEN_AI_TOOL_NAME: tool},
+                )
             if predicted:
                 self._add(
                     self.instruments.offload_predicted_net_saving,
@@ -761,10 +769,14 @@ class OTelObserver:
     # -- the ledger ----------------------------------------------------------------
 
     def on_offload_accounted(self, entry: LedgerEntry) -> None:
-        if not self._metrics_on:
-            return
+        """The realized metrics, and what whatif re-settles from on the current span."""
         try:
-            record_account(entry, instruments=self.instruments, add=self._add, label=self._label)
+            if not self._spans_off:
+                annotate_span(entry, trace.get_current_span(), self._limits)
+            if self._metrics_on:
+                record_account(
+                    entry, instruments=self.instruments, add=self._add, label=self._label
+                )
         except Exception as exc:
             telemetry_error("on_offload_accounted", exc)
 

@@ -35,11 +35,13 @@ from seamscope.decisions.records import (
     PaletteVerdict,
     PolicyResult,
     PricingSource,
+    PriorSource,
     Seam,
     SettleTrigger,
     StageOutcomeKind,
     WinnerSource,
 )
+from seamscope.telemetry._metric_spec import MetricSpec
 
 
 class SelectionSet(enum.StrEnum):
@@ -133,6 +135,19 @@ __all__ = [
     "ATTR_OFFLOAD_SETTLE_TRIGGER",
     "ATTR_OFFLOAD_STUB_CARRY_COST_USD",
     "ATTR_OFFLOAD_TURNS_CARRIED",
+    "ATTR_OFFLOAD_STUB_TOKENS",
+    "ATTR_OFFLOAD_THRESHOLD_TOKENS",
+    "ATTR_OFFLOAD_RECALL_INPUT_TOKENS",
+    "ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS",
+    "ATTR_OFFLOAD_CARRIED",
+    "ATTR_OFFLOAD_CARRIED_STUB_TOKENS",
+    "ATTR_OFFLOAD_PRIOR_SOURCE",
+    "ATTR_OFFLOAD_PRIORS_VERSION",
+    "ATTR_OFFLOAD_SHADOW_FIRE",
+    "ATTR_OFFLOAD_SHADOW_NET_SAVING_USD",
+    "ATTR_OFFLOAD_SHADOW_REASON_CODE",
+    "EVENT_OFFLOAD_RECALLED",
+    "PriorSource",
     "ATTR_POLICY_NAME",
     "ATTR_POLICY_RESULT",
     "ATTR_POLICY_WINNER",
@@ -475,6 +490,28 @@ ATTR_OFFLOAD_RECALLS: Final = "seamscope.offload.recalls"
 """int: recalls of the offloaded output."""
 ATTR_OFFLOAD_CACHE_DELTA_USD: Final = "seamscope.offload.cache_delta_usd"
 """float USD: realized cost of prompt-cache disruption after the offload."""
+ATTR_OFFLOAD_STUB_TOKENS: Final = "seamscope.offload.stub_tokens"
+"""int: the stub size the gate priced (and the ledger charges per carried call)."""
+ATTR_OFFLOAD_THRESHOLD_TOKENS: Final = "seamscope.offload.threshold_tokens"
+"""int: the gate's large-output threshold on this call (below it the gate never fires)."""
+ATTR_OFFLOAD_RECALL_INPUT_TOKENS: Final = "seamscope.offload.recall_input_tokens"
+"""int: the input tokens of one recall hop as the gate priced it."""
+ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: Final = "seamscope.offload.recall_output_tokens"
+"""int: the output tokens of one recall hop as the gate priced it."""
+ATTR_OFFLOAD_CARRIED: Final = "seamscope.offload.carried"
+"""string[] on a chat span the ledger accounted: the offloads whose stub it carried (or none)."""
+ATTR_OFFLOAD_CARRIED_STUB_TOKENS: Final = "seamscope.offload.carried_stub_tokens"
+"""double[] on a chat span: the stub size (tokens) of each offload in seamscope.offload.carried."""
+ATTR_OFFLOAD_PRIOR_SOURCE: Final = "seamscope.offload.prior_source"
+"""Where the gate's horizon and recall prior came from (:class:`PriorSource`)."""
+ATTR_OFFLOAD_PRIORS_VERSION: Final = "seamscope.offload.priors_version"
+"""The version of the calibrated priors file the gate loaded (absent without one)."""
+ATTR_OFFLOAD_SHADOW_FIRE: Final = "seamscope.offload.shadow.fire"
+"""bool: a shadow configuration of the gate would have fired (the live decision stands)."""
+ATTR_OFFLOAD_SHADOW_NET_SAVING_USD: Final = "seamscope.offload.shadow.net_saving_usd"
+"""float USD: the shadow configuration's predicted net saving."""
+ATTR_OFFLOAD_SHADOW_REASON_CODE: Final = "seamscope.offload.shadow.reason_code"
+"""The shadow configuration's closed reason (:class:`OffloadReasonCode`)."""
 ATTR_OFFLOAD_ACTIVE: Final = "seamscope.offload.active"
 """Metric attribute ``"true"``/``"false"``: the conversation has a live offload."""
 ATTR_OFFLOAD_MECHANISM: Final = "seamscope.offload.mechanism"
@@ -542,7 +579,12 @@ EVENT_ADOPTER_ERROR: Final = "seamscope.adopter.error"
 EVENT_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
 """On the settle span: a fired offload's realized outcome."""
 
-EVENTS: Final = (EVENT_POLICY_EVALUATED, EVENT_ADOPTER_ERROR, EVENT_OFFLOAD_SETTLED)
+EVENT_OFFLOAD_RECALLED: Final = "seamscope.offload.recalled"
+"""On the recall's span: offload id, conversation, model and the hop's real gen_ai.usage tokens."""
+
+EVENTS: Final = (
+    EVENT_POLICY_EVALUATED, EVENT_ADOPTER_ERROR, EVENT_OFFLOAD_SETTLED, EVENT_OFFLOAD_RECALLED
+)  # fmt: skip
 
 # --------------------------------------------------------------------------
 # structlog event names.
@@ -585,46 +627,6 @@ LOG_EVENTS: Final = (
 # --------------------------------------------------------------------------
 # Metrics.
 # --------------------------------------------------------------------------
-
-
-class MetricSpec:
-    """One instrument: its OTel name, kind, unit, description, attributes.
-
-    ``prometheus`` is the series name the OpenTelemetry Prometheus exporter
-    really produces (checked against a real Prometheus in the end-to-end
-    tests): dots become underscores, counters get ``_total``, a braced unit
-    is dropped, ``s`` becomes ``_seconds``.
-    """
-
-    __slots__ = ("attributes", "description", "kind", "name", "unit")
-
-    def __init__(
-        self,
-        name: str,
-        kind: str,
-        unit: str,
-        description: str,
-        attributes: tuple[str, ...],
-    ) -> None:
-        self.name = name
-        self.kind = kind
-        self.unit = unit
-        self.description = description
-        self.attributes = attributes
-
-    @property
-    def prometheus(self) -> str:
-        base = self.name.replace(".", "_")
-        if self.unit == "s":
-            base += "_seconds"
-        elif self.unit and not self.unit.startswith("{"):
-            base += "_" + self.unit
-        if self.kind == "counter":
-            base += "_total"
-        return base
-
-    def __repr__(self) -> str:
-        return f"MetricSpec({self.name!r}, {self.kind!r}, {self.unit!r})"
 
 
 METRIC_POLICY_EVALUATIONS: Final = MetricSpec(

@@ -328,6 +328,9 @@ def _convert_decision(
         stub_tokens=int(inputs.stub_tokens),
         net_saving=Decimal(repr(net)),
         offload_id=offload_id,
+        threshold_tokens=int(inputs.large_offload_threshold_tokens),
+        recall_input_tokens=int(inputs.recall_input_tokens),
+        recall_output_tokens=int(inputs.recall_output_tokens),
     )
 
 

@@ -13,6 +13,7 @@ from seamscope.decisions.records._enums import (
     OffloadOutcome,
     OffloadReasonCode,
     PricingSource,
+    PriorSource,
     SettleTrigger,
 )
 from seamscope.decisions.records._values import (
@@ -83,12 +84,36 @@ class OffloadGateInputs:
 
 
 @dataclass(frozen=True, slots=True)
+class ShadowVerdict:
+    """What a shadow configuration of the gate would have decided on the same
+    call (the live decision stands): its verdict, exact net (Decimal USD, and
+    rounded to a float), reason code and the priors it used."""
+
+    fire: bool
+    net_saving: Decimal
+    reason_code: OffloadReasonCode
+    horizon: int
+    recall_probability: float
+    stub_tokens: float = DEFAULT_STUB_TOKENS
+    tool_name: str | None = None
+    """The call's tool (the disagreement counter's attribute)."""
+
+    @property
+    def net_saving_usd(self) -> float:
+        return float(self.net_saving)
+
+
+@dataclass(frozen=True, slots=True)
 class OffloadGateDecision:
     """The verdict plus the priced terms, so telemetry can say why.
 
     USD figures are floats rounded from exact Decimal arithmetic; the
     verdict was taken on the exact ``net_saving``. ``horizon`` and
     ``recall_probability`` are the values after clamping.
+    ``prior_source`` says whether they came from the gate's configuration
+    or a calibrated priors file (``priors_version``: that file's version);
+    ``shadow``: a shadow configuration's verdict on the same call. The
+    threshold and recall-hop sizes are the inputs it was priced with.
     """
 
     fire: bool
@@ -106,6 +131,12 @@ class OffloadGateDecision:
     stub_tokens: float = DEFAULT_STUB_TOKENS
     net_saving: Decimal = field(default=_ZERO, repr=False)
     offload_id: str | None = None
+    prior_source: PriorSource = PriorSource.DEFAULT
+    priors_version: str | None = None
+    shadow: ShadowVerdict | None = None
+    threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
+    recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
+    recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +264,11 @@ class ModelCallAccount:
     )
     """(mechanism, saving, stub carry, cache disruption): the amounts above
     split by what took the content out (their sums are the amounts above)."""
+    carried: tuple[str, ...] = field(default=(), compare=False)
+    """The ids of the offloads (and compactions) this ledger followed whose
+    stub the call carried, in the order they were followed."""
+    carried_stub_tokens: tuple[float, ...] = field(default=(), compare=False)
+    """The stub size (tokens) of each offload in ``carried``, in the same order."""
 
 
 @dataclass(frozen=True, slots=True)

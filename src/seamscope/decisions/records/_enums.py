@@ -14,6 +14,7 @@ __all__ = [
     "StageOutcomeKind",
     "OffloadReasonCode",
     "PricingSource",
+    "PriorSource",
     "OffloadOutcome",
     "OffloadCostKind",
     "OffloadMechanism",
@@ -96,6 +97,15 @@ class OffloadReasonCode(enum.StrEnum):
     UNPRICED_MODEL = "unpriced_model"
     NET_POSITIVE = "net_positive"
     NET_NOT_POSITIVE = "net_not_positive"
+
+
+class PriorSource(enum.StrEnum):
+    """Where the gate's horizon and recall prior came from
+    (``seamscope.offload.prior_source``): its own configuration, or a
+    calibrated priors file with enough evidence for the (tool, model)."""
+
+    DEFAULT = "default"
+    CALIBRATED = "calibrated"
 
 
 class PricingSource(enum.StrEnum):

@@ -1,0 +1,435 @@
+"""``seamscope calibrate FILE...``: the gate's priors learned from realized settlements.
+
+For every (tool, model) pair with settled offloads in the input:
+
+* recall probability: a Beta posterior. The prior is seeded by the gate's own
+  prior ``p0`` (what its spans recorded) with a strength of ``k`` pseudo-
+  offloads: Beta(k·p0, k·(1−p0)) (``p0`` kept inside [0.01, 0.99]); each
+  settled offload that was recalled at least once adds one to alpha, each
+  that was not adds one to beta. Reported: the posterior mean (the prior
+  written to the file), its 90% equal-tailed credible interval and the count;
+* horizon: the model calls that followed each offload in its conversation
+  until it settled (the turns its output would have been carried: the
+  gate's H); reported as its median (the prior written, rounded half up),
+  10th and 90th percentiles and mean, beside the turns really carried (a
+  recall ends the carry).
+
+The priors file (TOML, see :mod:`seamscope.decisions._priors`) lists every
+pair with its evidence; the gate uses a pair only with at least
+``--min-offloads`` offloads behind it. Its version, unless given, is a hash
+of its numbers, so the same evidence always gives the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, TextIO
+
+from rich.console import Console
+
+from seamscope.cli._course import Chat, Conversation, CourseReader, Gate, Settle
+from seamscope.cli._jaeger import JaegerError
+from seamscope.cli._whatif import add_jaeger_arguments, jaeger_source
+from seamscope.decisions._priors import DEFAULT_MIN_OFFLOADS, FORMAT
+
+__all__ = [
+    "DEFAULT_OUTPUT",
+    "DEFAULT_PRIOR_STRENGTH",
+    "Evidence",
+    "add_calibrate_parser",
+    "beta_quantile",
+    "calibrate",
+    "priors_toml",
+    "run_calibrate",
+]
+
+DEFAULT_OUTPUT = "seamscope-priors.toml"
+DEFAULT_PRIOR_STRENGTH = 2.0
+"""Pseudo-offloads the gate's own prior weighs in the Beta posterior."""
+
+
+# -- the Beta distribution ------------------------------------------------------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return h
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def beta_quantile(q: float, a: float, b: float) -> float:
+    """The ``q`` quantile of Beta(a, b), by bisection (to 1e-12)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if beta_cdf(mid, a, b) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+# -- evidence -------------------------------------------------------------------------
+
+
+def _percentile(values: list[int], q: float) -> float:
+    """Linear-interpolated percentile of sorted ``values``."""
+    if not values:
+        return 0.0
+    pos = (len(values) - 1) * q
+    low = math.floor(pos)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (pos - low)
+
+
+def _half_up(value: float) -> int:
+    return int(Decimal(repr(value)).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What the settled offloads of one (tool, model) pair say."""
+
+    tool: str
+    model: str
+    prior_p: list[float] = field(default_factory=list)  # the gate's p on each offload
+    recalled: int = 0
+    recalls: int = 0
+    remaining: list[int] = field(default_factory=list)
+    carried: list[int] = field(default_factory=list)
+
+    @property
+    def offloads(self) -> int:
+        return len(self.remaining)
+
+    def posterior(self, strength: float) -> tuple[float, float, float, float]:
+        """(alpha0, beta0, alpha, beta) of the Beta prior and posterior."""
+        p0 = sum(self.prior_p) / len(self.prior_p) if self.prior_p else 0.5
+        p0 = min(0.99, max(0.01, p0))
+        a0, b0 = strength * p0, strength * (1.0 - p0)
+        return a0, b0, a0 + self.recalled, b0 + self.offloads - self.recalled
+
+    def summary(self, strength: float, min_offloads: int) -> dict[str, Any]:
+        a0, b0, a, b = self.posterior(strength)
+        remaining = sorted(self.remaining)
+        carried = sorted(self.carried)
+        return {
+            "tool": self.tool,
+            "model": self.model,
+            "offloads": self.offloads,
+            "calibrated": self.offloads >= min_offloads,
+            "recall_probability": round(a / (a + b), 6),
+            "horizon": _half_up(_percentile(remaining, 0.5)),
+            "recalled": self.recalled,
+            "recalls": self.recalls,
+            "prior": [round(a0, 6), round(b0, 6)],
+            "posterior": [round(a, 6), round(b, 6)],
+            "credible_90": [
+                round(beta_quantile(0.05, a, b), 6),
+                round(beta_quantile(0.95, a, b), 6),
+            ],
+            "remaining_turns": {
+                "median": round(_percentile(remaining, 0.5), 6),
+                "p10": round(_percentile(remaining, 0.1), 6),
+                "p90": round(_percentile(remaining, 0.9), 6),
+                "mean": round(sum(remaining) / len(remaining), 6) if remaining else 0.0,
+            },
+            "turns_carried": {
+                "median": round(_percentile(carried, 0.5), 6),
+                "mean": round(sum(carried) / len(carried), 6) if carried else 0.0,
+            },
+        }
+
+
+def collect(conv: Conversation, into: dict[tuple[str, str], Evidence]) -> None:
+    """Add the settled offloads of one conversation's course to ``into``."""
+    events = conv.ordered()
+    fired: dict[str, tuple[Gate, int]] = {}  # offload id -> (gate, chats before it)
+    chats = 0
+    settled_at: dict[str, tuple[Settle, int]] = {}
+    for ev in events:
+        if type(ev) is Chat:
+            chats += 1
+        elif type(ev) is Gate and ev.fire and ev.offload_id and ev.tool:
+            fired[ev.offload_id] = (ev, chats)
+        elif type(ev) is Settle and ev.offload_id not in settled_at:
+            settled_at[ev.offload_id] = (ev, chats)
+    for offload_id, (gate, before) in fired.items():
+        found = settled_at.get(offload_id)
+        if found is None or found[0].recalls is None:
+            continue  # not settled in the trace: no realized evidence
+        settle, at = found
+        ev_ = into.setdefault((gate.tool or "", gate.model), Evidence(gate.tool or "", gate.model))
+        ev_.prior_p.append(gate.recall_probability)
+        recalls = settle.recalls or 0
+        ev_.recalls += recalls
+        ev_.recalled += recalls > 0
+        ev_.remaining.append(at - before)
+        ev_.carried.append(settle.turns_carried or 0)
+
+
+def calibrate(
+    sources: Iterable[tuple[str, TextIO]], query: Callable[[CourseReader], None] | None = None
+) -> tuple[dict[tuple[str, str], Evidence], CourseReader]:
+    """The evidence of every (tool, model) pair in ``sources``."""
+    evidence: dict[tuple[str, str], Evidence] = {}
+    reader = CourseReader(lambda conv: collect(conv, evidence))
+    for name, handle in sources:
+        reader.read(handle, name)
+    if query is not None:
+        query(reader)
+    reader.close_all()
+    return evidence, reader
+
+
+# -- the priors file ----------------------------------------------------------------
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(type(value).__name__)
+
+
+def priors_toml(
+    rows: list[dict[str, Any]],
+    *,
+    min_offloads: int,
+    strength: float,
+    sources: list[str],
+    version: str | None = None,
+) -> tuple[str, str]:
+    """The priors file for ``rows`` (see :mod:`seamscope.decisions._priors`) and its version."""
+    body: list[str] = []
+    for row in rows:
+        used = (
+            "used by the gate"
+            if row["calibrated"]
+            else f"fewer than {min_offloads} offloads: the gate keeps its own priors"
+        )
+        body += [
+            "",
+            "[[priors]]",
+            f"tool = {_toml(row['tool'])}",
+            f"model = {_toml(row['model'])}",
+            f"horizon = {row['horizon']}  # median remaining turns",
+            f"recall_probability = {_toml(row['recall_probability'])}  # Beta posterior mean",
+            f"offloads = {row['offloads']}  # {used}",
+            "",
+            "[priors.evidence]",
+        ]
+        for key in (
+            "recalled", "recalls", "prior", "posterior", "credible_90", "remaining_turns",
+            "turns_carried",
+        ):  # fmt: skip
+            body.append(f"{key} = {_toml(row[key])}")
+    if version is None:
+        digest = hashlib.sha256("\n".join(body).encode("utf-8")).hexdigest()
+        version = f"sha256:{digest[:12]}"
+    head = [
+        "# seamscope offload-gate priors: review before use (OffloadGate(priors=...),",
+        "# seamscope whatif --priors). recall_probability: Beta posterior mean of a recall per",
+        f"# offload, seeded by the gate's prior with {strength:g} pseudo-offloads; horizon: median",
+        "# of the model calls that followed each offload until it settled.",
+        f"format = {FORMAT}",
+        f"version = {_toml(version)}",
+        f"min_offloads = {min_offloads}",
+        'generated_by = "seamscope calibrate"',
+        f"sources = {_toml(sources)}",
+    ]
+    return "\n".join(head + body) + "\n", version
+
+
+# -- the command --------------------------------------------------------------------
+
+
+def add_calibrate_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="learn the gate's priors per (tool, model) from realized settlements",
+        description=(
+            "Read OTLP-JSON files and, per (tool, model), estimate the recall probability (a "
+            "Beta posterior seeded by the gate's prior: mean, 90% credible interval, count) "
+            "and the remaining-turns distribution (median, p10, p90, mean) from the settled "
+            "offloads; write them as a reviewable, versioned TOML priors file with the "
+            "evidence behind each number, for OffloadGate(priors=...) and whatif --priors."
+        ),
+        epilog=(
+            "exit codes: 0 success; 1 some lines or spans were skipped (the rest was used); "
+            "2 usage error (FILE missing, neither FILE nor --jaeger or both, no settled offload "
+            "in the input, bad flag value, the output cannot be written); with --jaeger, 1 also "
+            "when Jaeger cannot be read"
+        ),
+    )
+    p.add_argument("files", nargs="*", metavar="FILE", help="OTLP-JSON lines files (- for stdin)")
+    add_jaeger_arguments(p)
+    p.add_argument(
+        "--output",
+        default=DEFAULT_OUTPUT,
+        metavar="FILE",
+        help=f"priors file to write (default {DEFAULT_OUTPUT}); - for standard output (the "
+        "summary then goes to standard error)",
+    )
+    p.add_argument(
+        "--min-offloads",
+        type=int,
+        default=DEFAULT_MIN_OFFLOADS,
+        metavar="N",
+        help=f"offloads a pair needs before the gate uses its prior (default "
+        f"{DEFAULT_MIN_OFFLOADS}); written into the file",
+    )
+    p.add_argument(
+        "--prior-strength",
+        type=float,
+        default=DEFAULT_PRIOR_STRENGTH,
+        metavar="K",
+        help=f"pseudo-offloads the gate's own recall prior weighs (default "
+        f"{DEFAULT_PRIOR_STRENGTH:g})",
+    )
+    p.add_argument(
+        "--version",
+        dest="priors_version",
+        metavar="TEXT",
+        help="the file's version (default: sha256: and a hash of its numbers)",
+    )
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="summary format (default text)"
+    )
+
+
+def _line(row: dict[str, Any], min_offloads: int) -> str:
+    lo, hi = row["credible_90"]
+    turns = row["remaining_turns"]
+    used = "used" if row["calibrated"] else f"not used ({row['offloads']} < {min_offloads})"
+    return (
+        f"{row['tool']} · {row['model']}: {row['offloads']} offloads, {row['recalled']} recalled · "
+        f"recall p {row['recall_probability']:.3f} (90% {lo:.3f}–{hi:.3f}) · horizon "
+        f"{row['horizon']} (p10 {turns['p10']:g}, p90 {turns['p90']:g}, mean {turns['mean']:g}) · "
+        f"{used}"
+    )
+
+
+def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> int:
+    def usage(message: str) -> int:
+        err.print(f"error: {message}", markup=False, highlight=False)
+        return 2
+
+    query, problem = jaeger_source(args)
+    if problem is not None:
+        return usage(problem)
+    if args.min_offloads < 1:
+        return usage("--min-offloads must be >= 1")
+    if not math.isfinite(args.prior_strength) or args.prior_strength <= 0:
+        return usage("--prior-strength must be a number > 0")
+    if args.priors_version is not None and not args.priors_version.strip():
+        return usage("--version must not be empty")
+    handles = []
+    try:
+        for name in args.files:
+            try:
+                handle = (
+                    sys.stdin if name == "-" else open(name, encoding="utf-8", errors="replace")  # noqa: SIM115
+                )
+            except OSError as exc:
+                return usage(f"{name}: {exc.strerror or exc}")
+            handles.append(("<stdin>" if name == "-" else name, handle))
+        try:
+            evidence, reader = calibrate(handles, query)
+        except JaegerError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+            return 1
+    finally:
+        for _, handle in handles:
+            if handle is not sys.stdin:
+                handle.close()
+    for source, line, message in reader.problems:
+        err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
+    if not evidence:
+        where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
+        return usage(f"{where}: no settled offload of the gate to learn from")
+    rows = [
+        evidence[key].summary(args.prior_strength, args.min_offloads) for key in sorted(evidence)
+    ]
+    text, version = priors_toml(
+        rows,
+        min_offloads=args.min_offloads,
+        strength=args.prior_strength,
+        sources=[name for name, _ in handles] or [f"{args.jaeger} service {args.service}"],
+        version=args.priors_version,
+    )
+    out = err if args.output == "-" else console
+    if args.output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            return usage(f"cannot write {args.output}: {exc.strerror or exc}")
+    if args.format == "json":
+        for row in rows:
+            out.file.write(json.dumps(row) + "\n")
+        total = {"pairs": len(rows), "version": version, "output": args.output}
+        out.file.write(json.dumps({"total": total}) + "\n")
+    else:
+        for row in rows:
+            out.print(_line(row, args.min_offloads), markup=False, highlight=False)
+        where = "standard output" if args.output == "-" else args.output
+        out.print(
+            f"{len(rows)} (tool, model) pairs from "
+            f"{sum(r['offloads'] for r in rows)} settled offloads; priors {version} written "
+            f"to {where} (min_offloads {args.min_offloads})",
+            markup=False,
+            highlight=False,
+        )
+    return 1 if reader.problem_count else 0

@@ -1,0 +1,392 @@
+"""Re-settling one recorded conversation under a changed gate configuration.
+
+Two real ledgers follow the conversation's recorded course (see ``_course``):
+
+* the *realized* one is told exactly what the live ledger was told: the
+  offloads that fired, every accounted model call with what it carried, every
+  recall with its real tokens, every compaction, and the settlement's
+  trigger. Under the recorded configuration and prices it reproduces the
+  live ledger's settlements to the Decimal (a test holds it to that);
+* the *counterfactual* one is told the same course with every gate call
+  decided again by :func:`evaluate_offload_gate` under the changed
+  configuration and prices. An offload that still fires keeps its recorded
+  carries and recalls: its settlement is **exact**. One that no longer fires
+  is not followed (its output stays in the prompt, the baseline: 0).
+
+An offload that *newly* fires has no recorded recall (it never existed), so
+its value is **expected**: every later accounted model call of the
+conversation would have carried its stub (saving its tokens at that call's
+input rate, paying the stub's), and a recall hop (the gate's own recall
+sizes at the gate model's rates) happens with the recall probability::
+
+    N        = sum over later calls (output_tokens - stub_tokens) * input_rate
+    expected = N - p * hop          range [N - hop, N]  (recalled once, or never)
+
+What a recall would change after it (the carry stopping, the prompt cache)
+is not modelled for those. Compactions are a framework's decision, not the
+gate's: they settle as recorded (exact, at the counterfactual prices) and
+only their prediction is priced again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+
+from seamscope.cli._course import Chat, Compact, Conversation, Event, Gate, Recall, Settle
+from seamscope.decisions._ledger import OffloadLedger
+from seamscope.decisions._offload import evaluate_offload_gate
+from seamscope.decisions._pricing import PricingTable, to_decimal
+from seamscope.decisions.records import (
+    DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+    DEFAULT_RECALL_INPUT_TOKENS,
+    DEFAULT_RECALL_OUTPUT_TOKENS,
+    DEFAULT_STUB_TOKENS,
+    Compaction,
+    OffloadGateDecision,
+    OffloadGateInputs,
+    OffloadMechanism,
+    Settlement,
+    SettleTrigger,
+)
+
+__all__ = ["GateConfig", "NewOffload", "Replay", "Resolve", "recorded_inputs", "replay"]
+
+_ZERO = Decimal(0)
+_BIG = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class GateConfig:
+    """The gate's configuration for one call (what whatif may change)."""
+
+    horizon: int
+    recall_probability: float
+    threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
+    stub_tokens: float = DEFAULT_STUB_TOKENS
+    recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
+    recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
+
+
+Resolve = Callable[[Gate, GateConfig], GateConfig]
+"""The changed configuration of one gate call, from its recorded one."""
+
+
+def recorded_inputs(gate: Gate) -> GateConfig:
+    """The configuration a gate span records (defaults where an older span is silent)."""
+    return GateConfig(
+        gate.horizon,
+        gate.recall_probability,
+        DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
+        if gate.threshold_tokens is None
+        else gate.threshold_tokens,
+        DEFAULT_STUB_TOKENS if gate.stub_tokens is None else gate.stub_tokens,
+        DEFAULT_RECALL_INPUT_TOKENS
+        if gate.recall_input_tokens is None
+        else gate.recall_input_tokens,
+        DEFAULT_RECALL_OUTPUT_TOKENS
+        if gate.recall_output_tokens is None
+        else gate.recall_output_tokens,
+    )
+
+
+def _inputs(gate: Gate, cfg: GateConfig) -> OffloadGateInputs:
+    return OffloadGateInputs(
+        gate.output_tokens,
+        cfg.horizon,
+        cfg.recall_probability,
+        gate.model,
+        cfg.threshold_tokens,
+        cfg.stub_tokens,
+        cfg.recall_input_tokens,
+        cfg.recall_output_tokens,
+    )
+
+
+@dataclass(slots=True)
+class NewOffload:
+    """An offload that would newly fire: its expected value from the later calls."""
+
+    gate: Gate
+    decision: OffloadGateDecision
+    hop: Decimal
+    savings: Decimal = _ZERO
+    stub_cost: Decimal = _ZERO
+    turns: int = 0
+    open: bool = True
+
+    @property
+    def no_recall(self) -> Decimal:
+        return self.savings - self.stub_cost
+
+    @property
+    def expected(self) -> Decimal:
+        from seamscope.decisions._pricing import to_decimal
+
+        return self.no_recall - to_decimal(self.decision.recall_probability) * self.hop
+
+    @property
+    def low(self) -> Decimal:
+        return self.no_recall - self.hop
+
+
+@dataclass(slots=True)
+class Replay:
+    """One conversation re-settled: realized and counterfactual, exact and expected."""
+
+    conversation_id: str
+    gate_calls: int = 0
+    compactions: int = 0
+    recorded_fires: int = 0
+    counterfactual_fires: int = 0
+    newly_fired: list[NewOffload] = field(default_factory=list)
+    no_longer_fired: list[Gate] = field(default_factory=list)
+    realized: list[Settlement] = field(default_factory=list)
+    counterfactual: list[Settlement] = field(default_factory=list)
+    recorded: list[Settle] = field(default_factory=list)
+    inferred_carry: bool = False  # no chat span marked: the ledger's default rule
+    gates: list[tuple[Gate, OffloadGateDecision]] = field(default_factory=list)
+
+    @property
+    def realized_usd(self) -> Decimal:
+        return sum((s.realized_net_saving for s in self.realized), _ZERO)
+
+    @property
+    def counterfactual_exact_usd(self) -> Decimal:
+        return sum((s.realized_net_saving for s in self.counterfactual), _ZERO)
+
+    @property
+    def counterfactual_expected_usd(self) -> Decimal:
+        return sum((n.expected for n in self.newly_fired), _ZERO)
+
+    @property
+    def counterfactual_low_usd(self) -> Decimal:
+        return sum((n.low for n in self.newly_fired), _ZERO)
+
+    @property
+    def counterfactual_high_usd(self) -> Decimal:
+        return sum((n.no_recall for n in self.newly_fired), _ZERO)
+
+    def mismatches(self, tolerance: float = 1e-9) -> list[str]:
+        """Offload ids whose re-settled net differs from the recorded settle span."""
+        mine = {s.offload_id: s for s in self.realized}
+        out = []
+        for rec in self.recorded:
+            s = mine.get(rec.offload_id)
+            if s is None or rec.realized_net_usd is None:
+                out.append(rec.offload_id)
+                continue
+            if abs(float(s.realized_net_saving) - rec.realized_net_usd) > tolerance * max(
+                1.0, abs(rec.realized_net_usd)
+            ):
+                out.append(rec.offload_id)
+        return out
+
+
+def _ledger(pricing: PricingTable) -> OffloadLedger:
+    return OffloadLedger(
+        pricing=pricing,
+        idle_turns=_BIG,
+        max_conversations=_BIG,
+        max_offloads_per_conversation=_BIG,
+    )
+
+
+def _trigger(text: str) -> SettleTrigger:
+    try:
+        return SettleTrigger(text)
+    except ValueError:
+        return SettleTrigger.EXPLICIT
+
+
+def _compaction(ev: Compact, horizon: int, p: float, pricing: PricingTable) -> Compaction:
+    predicted = None
+    if ev.priced:
+        inputs = OffloadGateInputs(ev.removed_tokens, horizon, p, ev.model, 0, ev.kept_tokens)
+        decision = evaluate_offload_gate(inputs, pricing=pricing)
+        predicted = None if decision.pricing_source.value == "none" else decision
+    try:
+        mechanism = OffloadMechanism(ev.mechanism)
+    except ValueError:
+        mechanism = OffloadMechanism.CONTEXT_EDITING
+    return Compaction(
+        ev.compaction_id,
+        mechanism,
+        ev.model,
+        ev.removed_tokens,
+        ev.kept_tokens,
+        ev.tool_call_ids,
+        0,
+        ev.cost,
+        predicted,
+    )
+
+
+def _real_stubs(events: list[Event]) -> dict[str, float]:
+    """The stub each offload really carried (``seamscope.offload.carried_stub_tokens`` of
+    the first call that carried it); an offload absent here is priced at its gate's stub."""
+    out: dict[str, float] = {}
+    for ev in events:
+        if type(ev) is Chat and ev.carried and len(ev.stubs) == len(ev.carried):
+            for offload_id, size in zip(ev.carried, ev.stubs, strict=True):
+                out.setdefault(offload_id, size)
+    return out
+
+
+def _decide(
+    events: list[Event],
+    resolve: Resolve,
+    pricing: PricingTable,
+    resolve_compaction: Callable[[Compact], tuple[int, float]] | None,
+) -> tuple[list[tuple[GateConfig, OffloadGateDecision]], bool]:
+    """Every gate call decided under the changed configuration, and whether the
+    counterfactual course is the realized one (same verdicts, same stubs, same
+    compaction priors): then one ledger settles both."""
+    decided = []
+    same = True
+    for ev in events:
+        if type(ev) is Gate:
+            recorded = recorded_inputs(ev)
+            changed = resolve(ev, recorded)
+            decision = evaluate_offload_gate(_inputs(ev, changed), pricing=pricing)
+            decided.append((changed, decision))
+            if decision.fire != (ev.fire and bool(ev.offload_id)):
+                same = (
+                    False  # (a changed stub prior changes verdicts only: the real stub is carried)
+                )
+        elif type(ev) is Compact and resolve_compaction is not None:
+            same = same and resolve_compaction(ev) == (ev.horizon, ev.recall_probability)
+    return decided, same
+
+
+def replay(
+    conv: Conversation,
+    resolve: Resolve,
+    *,
+    realized_pricing: PricingTable,
+    counterfactual_pricing: PricingTable,
+    resolve_compaction: Callable[[Compact], tuple[int, float]] | None = None,
+) -> Replay:
+    """Re-settle ``conv`` on its recorded course (see the module docstring)."""
+    key = conv.conversation_id
+    out = Replay(key, inferred_carry=not conv.marked)
+    events = conv.ordered()
+    decided, same = _decide(events, resolve, counterfactual_pricing, resolve_compaction)
+    stubs = _real_stubs(events)
+    mirror = same and realized_pricing is counterfactual_pricing
+    real = _ledger(realized_pricing)
+    cf = None if mirror else _ledger(counterfactual_pricing)
+    ledgers = (real,) if cf is None else (real, cf)
+    gates = iter(decided)
+    for ev in events:
+        kind = type(ev)
+        if kind is Chat:
+            assert isinstance(ev, Chat)
+            for ledger in ledgers:
+                ledger.record_model_call(key, model=ev.model, usage=ev.usage, carried=ev.carried)
+            quote = counterfactual_pricing.lookup(ev.model) if out.newly_fired else None
+            if quote is not None:
+                rate = quote.price.input_rate
+                for new in out.newly_fired:
+                    if new.open:
+                        new.savings += Decimal(repr(new.gate.output_tokens)) * rate
+                        new.stub_cost += to_decimal(new.decision.stub_tokens) * rate
+                        new.turns += 1
+        elif kind is Gate:
+            assert isinstance(ev, Gate)
+            _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing, stubs)
+        elif kind is Recall:
+            assert isinstance(ev, Recall)
+            for ledger in ledgers:
+                ledger.record_recall(
+                    key,
+                    ev.offload_id,
+                    model=ev.model,
+                    input_tokens=ev.input_tokens,
+                    output_tokens=ev.output_tokens,
+                )
+        elif kind is Compact:
+            assert isinstance(ev, Compact)
+            out.compactions += 1
+            real.record_compaction(
+                _compaction(ev, ev.horizon, ev.recall_probability, realized_pricing),
+                conversation_id=key,
+            )
+            if cf is not None:
+                h, p = (
+                    (ev.horizon, ev.recall_probability)
+                    if resolve_compaction is None
+                    else resolve_compaction(ev)
+                )
+                compaction = _compaction(ev, h, p, counterfactual_pricing)
+                cf.record_compaction(compaction, conversation_id=key)
+        elif kind is Settle:
+            assert isinstance(ev, Settle)
+            out.recorded.append(ev)
+            trigger = _trigger(ev.trigger)
+            out.realized.extend(real.settle(key, trigger=trigger))
+            if cf is not None:
+                out.counterfactual.extend(cf.settle(key, trigger=trigger))
+            for new in out.newly_fired:
+                new.open = False
+    # still live at the end of the trace: settled here (the trace has no settlement)
+    out.realized.extend(real.settle(key))
+    if cf is not None:
+        out.counterfactual.extend(cf.settle(key))
+    else:  # the same course: the realized settlements, with the changed predictions
+        predicted = {g.offload_id: d.net_saving for g, d in out.gates if g.offload_id}
+        out.counterfactual = [
+            replace(s, predicted_net_saving=predicted[s.offload_id])
+            if s.offload_id in predicted
+            else s
+            for s in out.realized
+        ]
+    return out
+
+
+def _gate(
+    ev: Gate,
+    out: Replay,
+    decided: tuple[GateConfig, OffloadGateDecision],
+    real: OffloadLedger,
+    cf: OffloadLedger | None,
+    realized_pricing: PricingTable,
+    counterfactual_pricing: PricingTable,
+    stubs: dict[str, float],
+) -> None:
+    key = out.conversation_id
+    real_stub = stubs.get(ev.offload_id or "")
+    out.gate_calls += 1
+    if ev.fire and ev.offload_id:
+        out.recorded_fires += 1
+        recorded = recorded_inputs(ev)
+        decision = evaluate_offload_gate(_inputs(ev, recorded), pricing=realized_pricing)
+        if not decision.fire:  # priced otherwise when recorded: keep what the span says
+            decision = replace(decision, fire=True, net_saving=Decimal(repr(ev.net_saving_usd)))
+        real.record_offload(
+            replace(decision, offload_id=ev.offload_id), conversation_id=key, stub_tokens=real_stub
+        )
+    changed, decision = decided
+    out.gates.append((ev, decision))
+    if not decision.fire:
+        if ev.fire:
+            out.no_longer_fired.append(ev)
+        return
+    out.counterfactual_fires += 1
+    if ev.fire and ev.offload_id:
+        if cf is not None:
+            cf.record_offload(
+                replace(decision, offload_id=ev.offload_id),
+                conversation_id=key,
+                stub_tokens=real_stub,
+            )
+        return
+    quote = counterfactual_pricing.lookup(ev.model)
+    hop = _ZERO
+    if quote is not None:
+        hop = (
+            Decimal(changed.recall_input_tokens) * quote.price.input_rate
+            + Decimal(changed.recall_output_tokens) * quote.price.output_rate
+        )
+    out.newly_fired.append(NewOffload(ev, decision, hop))

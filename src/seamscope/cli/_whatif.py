@@ -1,0 +1,495 @@
+"""``seamscope whatif FILE...``: re-price recorded gate decisions under a changed config.
+
+Every recorded gate call is decided again under the changed configuration
+(``--set``, ``--priors``) and every conversation re-settled on its recorded
+course (see ``_replay``), without re-running the agent. Per conversation and
+in total it prints what was realized, what the change would have given, and
+the difference, with the exact part (offloads that fire either way: their
+recalls are known) kept apart from the expected part (offloads that would
+newly fire: their recall is not known).
+
+``--format json`` writes JSON Lines: one object per conversation, then one
+``{"total": ...}``; amounts are exact decimal strings (USD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from rich.console import Console
+
+from seamscope.cli._course import Compact, Conversation, CourseReader, Gate
+from seamscope.cli._replay import GateConfig, Replay, replay
+
+__all__ = ["Overrides", "add_whatif_parser", "parse_overrides", "run_whatif", "whatif"]
+
+_INT_KEYS = ("threshold_tokens", "stub_tokens", "horizon", "recall_input_tokens",
+             "recall_output_tokens")  # fmt: skip
+_KEYS = (*_INT_KEYS, "recall_probability")
+_PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+_ZERO = Decimal(0)
+
+_EPILOG = (
+    "--set keys: threshold_tokens, stub_tokens, horizon, recall_probability, "
+    "recall_input_tokens, recall_output_tokens (every gate call); tool.NAME.KEY (calls of "
+    "tool NAME: wins over --priors and the global keys); price.MODEL.input / .output / "
+    ".cache_read / .cache_write (USD per 1M tokens; prices the counterfactual only). "
+    "A key not set keeps the value each gate span recorded. "
+    "exit codes: 0 success; 1 some lines or spans were skipped (the rest was re-priced); "
+    "2 usage error (a bad --set or --priors, FILE missing, neither FILE nor --jaeger or both, "
+    "no gate call or compaction in the input); with --jaeger, 1 also when Jaeger cannot be "
+    "read"
+)
+
+
+def add_whatif_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "whatif",
+        help="re-price recorded gate decisions under a changed config",
+        description=(
+            "Read OTLP-JSON files (as explain does), decide every recorded offload-gate call "
+            "again under a changed configuration, and re-settle each conversation on its "
+            "recorded course: realized, counterfactual and the difference, per conversation "
+            "and in total. Exact: offloads that fire either way (their recalls are known). "
+            "Expected: offloads that would newly fire (recall unknown: p x one recall hop, "
+            "range from never to once recalled)."
+        ),
+        epilog=_EPILOG,
+    )
+    p.add_argument("files", nargs="*", metavar="FILE", help="OTLP-JSON lines files (- for stdin)")
+    add_jaeger_arguments(p)
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one setting (repeatable; default: none, the recorded configuration)",
+    )
+    p.add_argument(
+        "--priors",
+        metavar="FILE",
+        help="a priors file from seamscope calibrate: its calibrated (tool, model) pairs set "
+        "horizon and recall_probability (default: none)",
+    )
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """What ``--set`` and ``--priors`` change."""
+
+    gate: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prices: dict[str, dict[str, str]] = field(default_factory=dict)
+    priors: Any = None  # seamscope.decisions._priors.Priors
+
+    def resolve(self, gate: Gate, recorded: GateConfig) -> GateConfig:
+        cfg = replace(recorded, **self.gate) if self.gate else recorded
+        if self.priors is not None:
+            prior = self.priors.lookup(gate.tool, gate.model)
+            if prior is not None:
+                cfg = replace(
+                    cfg, horizon=prior.horizon, recall_probability=prior.recall_probability
+                )
+        tool = self.tools.get(gate.tool or "")
+        return replace(cfg, **tool) if tool else cfg
+
+    def compaction(self, ev: Compact) -> tuple[int, float]:
+        return (
+            int(self.gate.get("horizon", ev.horizon)),
+            float(self.gate.get("recall_probability", ev.recall_probability)),
+        )
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.gate.items()]
+        parts += [f"tool.{t}.{k}={v}" for t, kv in self.tools.items() for k, v in kv.items()]
+        parts += [f"price.{m}.{k}={v}" for m, kv in self.prices.items() for k, v in kv.items()]
+        if self.priors is not None:
+            parts.append(f"priors {self.priors.version}")
+        return ", ".join(parts) or "the recorded configuration"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "set": dict(self.gate),
+            "tools": self.tools,
+            "prices": self.prices,
+            "priors_version": None if self.priors is None else self.priors.version,
+        }
+
+
+def _setting(key: str, text: str) -> Any:
+    if key == "recall_probability":
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{key} must be a number in [0, 1], got {text!r}") from None
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{key} must be a number in [0, 1], got {text!r}")
+        return value
+    try:
+        number = int(text)
+    except ValueError:
+        raise ValueError(f"{key} must be an int >= 0, got {text!r}") from None
+    if number < 0:
+        raise ValueError(f"{key} must be an int >= 0, got {text!r}")
+    return number
+
+
+def parse_overrides(items: list[str], priors: Any = None) -> Overrides:
+    """``KEY=VALUE`` items as :class:`Overrides` (ValueError naming the bad item)."""
+    out = Overrides(priors=priors)
+    for item in items:
+        key, sep, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        if key in _KEYS:
+            out.gate[key] = _setting(key, text)
+            continue
+        head, _, rest = key.partition(".")
+        name, _, leaf = rest.rpartition(".")
+        if head == "tool" and name and leaf in _KEYS:
+            out.tools.setdefault(name, {})[leaf] = _setting(leaf, text)
+        elif head == "price" and name and leaf in _PRICE_KEYS:
+            try:
+                value = Decimal(text)
+            except ArithmeticError:
+                value = Decimal("NaN")
+            if not value.is_finite() or value < 0:
+                raise ValueError(f"--set {key}: a price is USD per 1M tokens >= 0, got {text!r}")
+            out.prices.setdefault(name, {})[leaf] = text
+        else:
+            raise ValueError(
+                f"--set {key}: unknown key (use {', '.join(_KEYS)}, tool.NAME.KEY or "
+                f"price.MODEL.{'|'.join(_PRICE_KEYS)})"
+            )
+    return out
+
+
+def counterfactual_pricing(overrides: Overrides) -> Any:
+    """The default table with ``price.*`` overrides on top (a rate not given
+    keeps the model's default)."""
+    from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable
+
+    if not overrides.prices:
+        return DEFAULT_PRICING
+    table: dict[str, dict[str, Any]] = {}
+    for model, rates in overrides.prices.items():
+        quote = DEFAULT_PRICING.lookup(model)
+        base: dict[str, Any] = {}
+        if quote is not None:
+            price = quote.price
+            base = {"input": price.input_per_mtok, "output": price.output_per_mtok}
+            if price.cache_read_per_mtok is not None:
+                base["cache_read"] = price.cache_read_per_mtok
+            if price.cache_write_per_mtok is not None:
+                base["cache_write"] = price.cache_write_per_mtok
+        merged = {**base, **rates}
+        if "input" not in merged or "output" not in merged:
+            raise ValueError(
+                f"--set price.{model}: the model has no default price: give both .input and .output"
+            )
+        table[model] = merged
+    return PricingTable(table)
+
+
+@dataclass(slots=True)
+class Totals:
+    conversations: int = 0
+    gate_calls: int = 0
+    compactions: int = 0
+    recorded_fires: int = 0
+    counterfactual_fires: int = 0
+    newly_fired: int = 0
+    no_longer_fired: int = 0
+    realized: Decimal = _ZERO
+    exact: Decimal = _ZERO
+    expected: Decimal = _ZERO
+    low: Decimal = _ZERO
+    high: Decimal = _ZERO
+    mismatched: int = 0
+    inferred: int = 0
+
+    def add(self, r: Replay) -> None:
+        self.conversations += 1
+        self.gate_calls += r.gate_calls
+        self.compactions += r.compactions
+        self.recorded_fires += r.recorded_fires
+        self.counterfactual_fires += r.counterfactual_fires
+        self.newly_fired += len(r.newly_fired)
+        self.no_longer_fired += len(r.no_longer_fired)
+        self.realized += r.realized_usd
+        self.exact += r.counterfactual_exact_usd
+        self.expected += r.counterfactual_expected_usd
+        self.low += r.counterfactual_low_usd
+        self.high += r.counterfactual_high_usd
+        self.mismatched += len(r.mismatches())
+        self.inferred += int(r.inferred_carry and (r.gate_calls or r.compactions) > 0)
+
+
+def _money(value: Decimal) -> str:
+    return f"{'+' if value >= 0 else '−'}${abs(value):.4f}"
+
+
+def _exact(value: Decimal) -> str:
+    return str(value.normalize()) if value else "0"
+
+
+def _json(r: Replay) -> dict[str, Any]:
+    return {
+        "conversation_id": r.conversation_id,
+        "gate_calls": r.gate_calls,
+        "compactions": r.compactions,
+        "recorded_fires": r.recorded_fires,
+        "counterfactual_fires": r.counterfactual_fires,
+        "newly_fired": [n.gate.tool for n in r.newly_fired],
+        "no_longer_fired": [g.offload_id for g in r.no_longer_fired],
+        "realized_usd": _exact(r.realized_usd),
+        "counterfactual_exact_usd": _exact(r.counterfactual_exact_usd),
+        "counterfactual_expected_usd": _exact(r.counterfactual_expected_usd),
+        "counterfactual_expected_range_usd": [
+            _exact(r.counterfactual_low_usd),
+            _exact(r.counterfactual_high_usd),
+        ],
+        "difference_exact_usd": _exact(r.counterfactual_exact_usd - r.realized_usd),
+        "difference_expected_usd": _exact(r.counterfactual_expected_usd),
+        "carried": "inferred" if r.inferred_carry else "recorded",
+        "mismatched": r.mismatches(),
+    }
+
+
+def _line(r: Replay) -> str:
+    fires = f"fires {r.recorded_fires} → {r.counterfactual_fires}"
+    changes = []
+    if r.no_longer_fired:
+        changes.append("−" + ", ".join(str(g.offload_id) for g in r.no_longer_fired))
+    if r.newly_fired:
+        changes.append("+" + ", ".join(f"{n.gate.tool or '?'}" for n in r.newly_fired))
+    if changes:
+        fires += f" ({'; '.join(changes)})"
+    expected = ""
+    if r.newly_fired:
+        expected = (
+            f" · expected {_money(r.counterfactual_expected_usd)} "
+            f"[{_money(r.counterfactual_low_usd)}, {_money(r.counterfactual_high_usd)}]"
+        )
+    diff = r.counterfactual_exact_usd - r.realized_usd
+    return (
+        f"{r.conversation_id}: realized {_money(r.realized_usd)} → counterfactual exact "
+        f"{_money(r.counterfactual_exact_usd)}{expected} · difference exact {_money(diff)}"
+        f"{f', expected {_money(r.counterfactual_expected_usd)}' if r.newly_fired else ''}"
+        f" · {fires}"
+    )
+
+
+def add_jaeger_arguments(p: Any) -> None:
+    """``--jaeger URL --service S --since T --until T --page-size N`` (whatif, calibrate)."""
+    from seamscope.cli._jaeger import DEFAULT_PAGE
+
+    p.add_argument(
+        "--jaeger",
+        metavar="URL",
+        help="read the traces from Jaeger's query API (http://host:16686) instead of files",
+    )
+    p.add_argument("--service", metavar="NAME", help="with --jaeger: the service.name to read")
+    p.add_argument(
+        "--since",
+        default="1h",
+        metavar="TIME",
+        help="with --jaeger: traces that started at or after TIME: ISO 8601, now, or a "
+        "duration back from now such as 30m, 6h, 7d (default 1h)",
+    )
+    p.add_argument(
+        "--until",
+        default="now",
+        metavar="TIME",
+        help="with --jaeger: traces that started at or before TIME (default now)",
+    )
+    p.add_argument(
+        "--page-size",
+        type=int,
+        default=DEFAULT_PAGE,
+        metavar="N",
+        help=f"with --jaeger: traces per request; a full page splits its time window "
+        f"(default {DEFAULT_PAGE})",
+    )
+
+
+def jaeger_source(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The query to read (a callable feeding a reader), or why the flags cannot run."""
+    from seamscope.cli._jaeger import parse_time, requests
+
+    if args.jaeger is None:
+        if not args.files:
+            return None, "give FILE... or --jaeger URL --service NAME"
+        if args.service is not None:
+            return None, "--service goes with --jaeger"
+        return None, None
+    if args.files:
+        return None, "give FILE... or --jaeger, not both"
+    if not args.service:
+        return None, "--jaeger needs --service NAME"
+    if args.page_size < 1:
+        return None, "--page-size must be >= 1"
+    try:
+        since, until = parse_time(args.since), parse_time(args.until)
+    except ValueError as exc:
+        return None, f"--since/--until: {exc}"
+    if since > until:
+        return None, "--since is after --until"
+
+    def read(reader: CourseReader) -> None:
+        source = f"{args.jaeger} service {args.service}"
+        for request in requests(args.jaeger, args.service, since, until, page=args.page_size):
+            reader.feed(request, source)
+
+    return read, None
+
+
+def whatif(
+    sources: list[tuple[str, Any]],
+    overrides: Overrides,
+    emit: Callable[[str], None],
+    *,
+    fmt: str = "text",
+    query: Callable[[CourseReader], None] | None = None,
+) -> tuple[Totals, CourseReader]:
+    """Re-price every conversation of ``sources`` ((name, text handle) pairs)."""
+    from seamscope.decisions._pricing import DEFAULT_PRICING
+
+    totals = Totals()
+    pricing = counterfactual_pricing(overrides)
+
+    def finish(conv: Conversation) -> None:
+        r = replay(
+            conv,
+            overrides.resolve,
+            realized_pricing=DEFAULT_PRICING,
+            counterfactual_pricing=pricing,
+            resolve_compaction=overrides.compaction,
+        )
+        if not (r.gate_calls or r.compactions):
+            return
+        totals.add(r)
+        emit(json.dumps(_json(r)) if fmt == "json" else _line(r))
+
+    reader = CourseReader(finish)
+    for name, handle in sources:
+        reader.read(handle, name)
+    if query is not None:
+        query(reader)
+    reader.close_all()
+    return totals, reader
+
+
+def _total_json(t: Totals, overrides: Overrides, reader: CourseReader) -> dict[str, Any]:
+    return {
+        "total": {
+            "config": overrides.as_json(),
+            "conversations": t.conversations,
+            "gate_calls": t.gate_calls,
+            "compactions": t.compactions,
+            "recorded_fires": t.recorded_fires,
+            "counterfactual_fires": t.counterfactual_fires,
+            "newly_fired": t.newly_fired,
+            "no_longer_fired": t.no_longer_fired,
+            "realized_usd": _exact(t.realized),
+            "counterfactual_exact_usd": _exact(t.exact),
+            "counterfactual_expected_usd": _exact(t.expected),
+            "counterfactual_expected_range_usd": [_exact(t.low), _exact(t.high)],
+            "difference_exact_usd": _exact(t.exact - t.realized),
+            "difference_expected_usd": _exact(t.expected),
+            "mismatched_settlements": t.mismatched,
+            "conversations_with_inferred_carry": t.inferred,
+            "lines": reader.lines,
+            "skipped": reader.problem_count,
+        }
+    }
+
+
+def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
+    lines = [
+        f"total ({t.conversations} conversations, {t.gate_calls} gate calls, {t.compactions} "
+        f"compactions; under {overrides.describe()}): realized {_money(t.realized)} → "
+        f"counterfactual exact {_money(t.exact)}, expected {_money(t.expected)} "
+        f"[{_money(t.low)}, {_money(t.high)}]",
+        f"difference: exact {_money(t.exact - t.realized)}, expected {_money(t.expected)} · fires "
+        f"{t.recorded_fires} → {t.counterfactual_fires} ({t.no_longer_fired} no longer, "
+        f"{t.newly_fired} newly)",
+    ]
+    if t.mismatched:
+        lines.append(
+            f"note: {t.mismatched} settlements re-settled under the recorded configuration differ "
+            "from their settle spans (recorded with other prices, or a course the trace does not "
+            "show whole)"
+        )
+    if t.inferred:
+        lines.append(
+            f"note: {t.inferred} conversations have no seamscope.offload.carried on their chat "
+            "spans: every chat span was taken to carry every live offload (the ledger's default)"
+        )
+    return lines
+
+
+def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
+    from seamscope.decisions._priors import Priors
+
+    def usage(message: str) -> int:
+        err.print(f"error: {message}", markup=False, highlight=False)
+        return 2
+
+    query, problem = jaeger_source(args)
+    if problem is not None:
+        return usage(problem)
+    try:
+        priors = None if args.priors is None else Priors.load(args.priors)
+        overrides = parse_overrides(args.sets, priors)
+        counterfactual_pricing(overrides)
+    except ValueError as exc:
+        return usage(str(exc))
+    from seamscope.cli._jaeger import JaegerError
+
+    handles = []
+    try:
+        for name in args.files:
+            try:
+                handle = (
+                    sys.stdin if name == "-" else open(name, encoding="utf-8", errors="replace")  # noqa: SIM115
+                )
+            except OSError as exc:
+                return usage(f"{name}: {exc.strerror or exc}")
+            handles.append(("<stdin>" if name == "-" else name, handle))
+        out = console.file
+
+        def emit(text: str) -> None:
+            out.write(text + "\n")
+
+        try:
+            totals, reader = whatif(handles, overrides, emit, fmt=args.format, query=query)
+        except JaegerError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+            return 1
+    finally:
+        for _, handle in handles:
+            if handle is not sys.stdin:
+                handle.close()
+    for source, line, message in reader.problems:
+        err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
+    if not totals.gate_calls and not totals.compactions:
+        where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
+        return usage(f"{where}: no offload-gate call or compaction with a conversation id")
+    if args.format == "json":
+        emit(json.dumps(_total_json(totals, overrides, reader)))
+    else:
+        for text in _total_lines(totals, overrides):
+            emit(text)
+    return 1 if reader.problem_count else 0
