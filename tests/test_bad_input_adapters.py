@@ -83,6 +83,8 @@ class _NoProcessor:
 TELEMETRY_REFUSED: list[Bad] = [
     # -- configure --------------------------------------------------------------------
     Bad("conf-int-service", lambda: conf(service_name=5), T, "configure", "service_name"),
+    Bad("conf-unknown-trace-file-mode", lambda: conf(trace_file_mode="x"), V, "configure",
+        "trace_file_mode"),
     Bad("conf-not-a-url", lambda: conf(otlp_endpoint="not a url"), V, "configure",
         "otlp_endpoint"),
     Bad("conf-bare-host-port-http", lambda: conf(otlp_endpoint="127.0.0.1:4318"), V,
@@ -162,6 +164,12 @@ TELEMETRY_REFUSED: list[Bad] = [
     Bad("layer-int-stages", lambda: layer(stages=5), V, "DecisionLayer", "stages"),
     Bad("layer-str-meter-provider", lambda: layer(meter_provider="x"), T, "DecisionLayer",
         "meter_provider"),
+    Bad("layer-int-priors", lambda: layer(offload_priors=5), V, "DecisionLayer",
+        "offload_priors"),
+    Bad("layer-missing-priors-file", lambda: layer(offload_priors="/nonexistent/priors.toml"), V,
+        "DecisionLayer", "offload_priors"),
+    Bad("layer-str-shadow", lambda: layer(offload_shadow="x"), V, "DecisionLayer",
+        "offload_shadow"),
     # -- instrument_symfonic ----------------------------------------------------------
     Bad("sym-not-an-agent", lambda: symfonic(), T, "instrument_symfonic", "agent"),
     Bad("sym-int-agent-name", lambda: symfonic(agent_name=5), T, "instrument_symfonic",

@@ -13,6 +13,7 @@ from seamscope.decisions import _checks as checks
 from seamscope.decisions._observer import guard_observer
 from seamscope.decisions._offload import evaluate_offload_gate
 from seamscope.decisions._policy import build_dispatch_context
+from seamscope.decisions._priors import Priors
 from seamscope.decisions._seams import (
     ContainedError,
     RoleModelResolver,
@@ -31,6 +32,7 @@ __all__ = [
     "GenAISpans",
     "Invocation",
     "OTelObserver",
+    "Priors",
     "RoleModelResolver",
     "TelemetryConfig",
     "TelemetryHandle",

@@ -47,6 +47,7 @@ from seamscope._internal import (
     GenAISpans,
     Invocation,
     OTelObserver,
+    Priors,
     RoleModelResolver,
     TelemetryConfig,
     TelemetryHandle,
@@ -80,7 +81,6 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
 )
-from seamscope.decisions._priors import Priors
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     Compaction,
@@ -97,6 +97,17 @@ from seamscope.telemetry import conventions as c
 __all__ = ["ChatCall", "DecisionLayer", "Iteration", "Turn", "estimate_tokens"]
 
 _RECALL_LOCK = threading.Lock()  # parallel tool calls of one iteration may recall at once
+
+
+_GATE_FIELDS = (("OffloadGate.priors", "offload_priors"), ("OffloadGate.shadow", "offload_shadow"))
+
+
+def _layer_refusal(text: str) -> str:
+    """A component's refusal, naming the DecisionLayer field the caller passed."""
+    for gate_field, field in _GATE_FIELDS:
+        if text.startswith(gate_field):
+            return f"DecisionLayer.{field}: {text}"
+    return f"DecisionLayer: {text}"
 
 
 class DecisionLayer:
@@ -227,7 +238,7 @@ class DecisionLayer:
                 shadow=offload_shadow,
             )
         except (ValueError, TypeError) as exc:
-            raise type(exc)(f"DecisionLayer: {exc}") from exc
+            raise type(exc)(_layer_refusal(str(exc))) from exc
         if ledger is not None and not isinstance(ledger, OffloadLedger):
             raise TypeError(
                 f"DecisionLayer.ledger must be an OffloadLedger, got {type(ledger).__name__}"
