@@ -36,7 +36,12 @@ from rich.console import Console
 
 from seamscope.cli._course import Chat, Conversation, CourseReader, Gate, Settle
 from seamscope.cli._jaeger import JaegerError
-from seamscope.cli._whatif import add_jaeger_arguments, jaeger_source
+from seamscope.cli._whatif import (
+    UnreadableInput,
+    add_jaeger_arguments,
+    jaeger_source,
+    opened_inputs,
+)
 from seamscope.decisions._priors import DEFAULT_MIN_OFFLOADS, FORMAT
 
 __all__ = [
@@ -372,25 +377,14 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
         return usage("--prior-strength must be a number > 0")
     if args.priors_version is not None and not args.priors_version.strip():
         return usage("--version must not be empty")
-    handles = []
     try:
-        for name in args.files:
-            try:
-                handle = (
-                    sys.stdin if name == "-" else open(name, encoding="utf-8", errors="replace")  # noqa: SIM115
-                )
-            except OSError as exc:
-                return usage(f"{name}: {exc.strerror or exc}")
-            handles.append(("<stdin>" if name == "-" else name, handle))
-        try:
+        with opened_inputs(args.files) as handles:
             evidence, reader = calibrate(handles, query)
-        except JaegerError as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False)
-            return 1
-    finally:
-        for _, handle in handles:
-            if handle is not sys.stdin:
-                handle.close()
+    except UnreadableInput as exc:
+        return usage(str(exc))
+    except JaegerError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return 1
     for source, line, message in reader.problems:
         err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
     if not evidence:

@@ -15,19 +15,28 @@ newly fire: their recall is not known).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 
 from seamscope.cli._course import Compact, Conversation, CourseReader, Gate
 from seamscope.cli._replay import GateConfig, Replay, replay
 
-__all__ = ["Overrides", "add_whatif_parser", "parse_overrides", "run_whatif", "whatif"]
+__all__ = [
+    "Overrides",
+    "UnreadableInput",
+    "add_whatif_parser",
+    "opened_inputs",
+    "parse_overrides",
+    "run_whatif",
+    "whatif",
+]
 
 _INT_KEYS = ("threshold_tokens", "stub_tokens", "horizon", "recall_input_tokens",
              "recall_output_tokens")  # fmt: skip
@@ -324,6 +333,30 @@ def add_jaeger_arguments(p: Any) -> None:
     )
 
 
+class UnreadableInput(Exception):
+    """A named input file that cannot be opened: the message names it."""
+
+
+@contextlib.contextmanager
+def opened_inputs(names: Sequence[str]) -> Iterator[list[tuple[str, TextIO]]]:
+    """(source name, handle) of each named trace file, ``-`` for standard input,
+    all closed on leaving (standard input stays open). Raises
+    :class:`UnreadableInput` for the first file that cannot be opened."""
+    with contextlib.ExitStack() as stack:
+        handles: list[tuple[str, TextIO]] = []
+        for name in names:
+            if name == "-":
+                handles.append(("<stdin>", sys.stdin))
+                continue
+            try:
+                handle = open(name, encoding="utf-8", errors="replace")  # noqa: SIM115
+            except OSError as exc:
+                raise UnreadableInput(f"{name}: {exc.strerror or exc}") from exc
+            stack.callback(handle.close)
+            handles.append((name, handle))
+        yield handles
+
+
 def jaeger_source(args: argparse.Namespace) -> tuple[Any, str | None]:
     """The query to read (a callable feeding a reader), or why the flags cannot run."""
     from seamscope.cli._jaeger import parse_time, requests
@@ -458,30 +491,19 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
         return usage(str(exc))
     from seamscope.cli._jaeger import JaegerError
 
-    handles = []
+    out = console.file
+
+    def emit(text: str) -> None:
+        out.write(text + "\n")
+
     try:
-        for name in args.files:
-            try:
-                handle = (
-                    sys.stdin if name == "-" else open(name, encoding="utf-8", errors="replace")  # noqa: SIM115
-                )
-            except OSError as exc:
-                return usage(f"{name}: {exc.strerror or exc}")
-            handles.append(("<stdin>" if name == "-" else name, handle))
-        out = console.file
-
-        def emit(text: str) -> None:
-            out.write(text + "\n")
-
-        try:
+        with opened_inputs(args.files) as handles:
             totals, reader = whatif(handles, overrides, emit, fmt=args.format, query=query)
-        except JaegerError as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False)
-            return 1
-    finally:
-        for _, handle in handles:
-            if handle is not sys.stdin:
-                handle.close()
+    except UnreadableInput as exc:
+        return usage(str(exc))
+    except JaegerError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return 1
     for source, line, message in reader.problems:
         err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
     if not totals.gate_calls and not totals.compactions:
