@@ -233,17 +233,8 @@ class GenAISpans:
         conversation_id: str | None = None,
         agent_name: str | None = None,
     ) -> contextlib.AbstractContextManager[trace.Span]:
-        attrs: dict[str, Any] = {
-            c.ATTR_GEN_AI_OPERATION_NAME: "chat",
-            c.ATTR_GEN_AI_REQUEST_MODEL: model,
-        }
-        if provider:
-            attrs[c.ATTR_GEN_AI_PROVIDER_NAME] = provider
-        if conversation_id:
-            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
-        if agent_name:
-            attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
-        return self._span(f"chat {model}", SpanKind.CLIENT, attrs)
+        name, attrs = _chat(model, provider, conversation_id, agent_name)
+        return self._span(name, SpanKind.CLIENT, attrs)
 
     def start_chat(
         self,
@@ -256,17 +247,8 @@ class GenAISpans:
     ) -> Invocation:
         """A ``chat {model}`` span held open (see :class:`Invocation`), a child of
         ``parent`` (default: the current context)."""
-        attrs: dict[str, Any] = {
-            c.ATTR_GEN_AI_OPERATION_NAME: "chat",
-            c.ATTR_GEN_AI_REQUEST_MODEL: model,
-        }
-        if provider:
-            attrs[c.ATTR_GEN_AI_PROVIDER_NAME] = provider
-        if conversation_id:
-            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
-        if agent_name:
-            attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
-        return self._start(f"chat {model}", SpanKind.CLIENT, attrs, parent)
+        name, attrs = _chat(model, provider, conversation_id, agent_name)
+        return self._start(name, SpanKind.CLIENT, attrs, parent)
 
     def start_execute_tool(
         self,
@@ -277,15 +259,8 @@ class GenAISpans:
         conversation_id: str | None = None,
     ) -> Invocation:
         """An ``execute_tool {tool}`` span held open (see :class:`Invocation`)."""
-        attrs: dict[str, Any] = {
-            c.ATTR_GEN_AI_OPERATION_NAME: "execute_tool",
-            c.ATTR_GEN_AI_TOOL_NAME: tool_name,
-        }
-        if call_id is not None:
-            attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
-        if conversation_id:
-            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
-        return self._start(f"execute_tool {tool_name}", SpanKind.INTERNAL, attrs, parent)
+        name, attrs = _execute_tool(tool_name, call_id, conversation_id)
+        return self._start(name, SpanKind.INTERNAL, attrs, parent)
 
     def _start(
         self,
@@ -314,15 +289,8 @@ class GenAISpans:
         call_id: str | None = None,
         conversation_id: str | None = None,
     ) -> contextlib.AbstractContextManager[trace.Span]:
-        attrs: dict[str, Any] = {
-            c.ATTR_GEN_AI_OPERATION_NAME: "execute_tool",
-            c.ATTR_GEN_AI_TOOL_NAME: tool_name,
-        }
-        if call_id is not None:  # an empty id too, as the dispatch span records it
-            attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
-        if conversation_id:
-            attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
-        return self._span(f"execute_tool {tool_name}", SpanKind.INTERNAL, attrs)
+        name, attrs = _execute_tool(tool_name, call_id, conversation_id)
+        return self._span(name, SpanKind.INTERNAL, attrs)
 
     @staticmethod
     def rename_chat(span: trace.Span, model: str) -> None:
@@ -372,6 +340,36 @@ class GenAISpans:
                 span.set_attribute(
                     c.ATTR_GEN_AI_RESPONSE_MODEL, _cut(str(response_model), max_length)
                 )
+
+
+def _chat(
+    model: str, provider: str | None, conversation_id: str | None, agent_name: str | None
+) -> tuple[str, dict[str, Any]]:
+    attrs: dict[str, Any] = {
+        c.ATTR_GEN_AI_OPERATION_NAME: "chat",
+        c.ATTR_GEN_AI_REQUEST_MODEL: model,
+    }
+    if provider:
+        attrs[c.ATTR_GEN_AI_PROVIDER_NAME] = provider
+    if conversation_id:
+        attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
+    if agent_name:
+        attrs[c.ATTR_GEN_AI_AGENT_NAME] = agent_name
+    return f"chat {model}", attrs
+
+
+def _execute_tool(
+    tool_name: str, call_id: str | None, conversation_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    attrs: dict[str, Any] = {
+        c.ATTR_GEN_AI_OPERATION_NAME: "execute_tool",
+        c.ATTR_GEN_AI_TOOL_NAME: tool_name,
+    }
+    if call_id is not None:  # an empty id too, as the dispatch span records it
+        attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = call_id
+    if conversation_id:
+        attrs[c.ATTR_GEN_AI_CONVERSATION_ID] = conversation_id
+    return f"execute_tool {tool_name}", attrs
 
 
 def _invoke_agent(
