@@ -55,7 +55,7 @@ from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls, outside
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp
 from seamscope.adapters.langchain._runs import LOG, Run, failed
-from seamscope.adapters.langchain._steps import Attached
+from seamscope.adapters.langchain._steps import Attached, StepContext
 from seamscope.adapters.loop import Iteration, estimate_tokens
 from seamscope.decisions.records import (
     MiddlewareDecision,
@@ -168,7 +168,7 @@ class _HookWatch:
         self.calls: DecisionCalls | None = None
         self._token: contextvars.Token[Any] | None = None
         try:
-            self.run, _ = watcher.seamscope._runs.for_hook(state, runtime, create=False)
+            self.run, _ = watcher.kit.runs.for_hook(state, runtime, create=False)
             if self.run is not None:
                 self.calls = DecisionCalls(self.run)
         except Exception:
@@ -232,9 +232,9 @@ class _ModelWatch(_HookWatch):
             run, it = self.run, self.iteration
             if run is None or it is None:
                 return
-            mw = self.watcher.seamscope
+            kit = self.watcher.kit
             name = translate.model_label(
-                request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
+                request.model, run.chosen, kit.models, kit.layer.router.default_model.model_name
             )
             self.attempts.append([name, None])
             if len(self.attempts) == 1:
@@ -289,7 +289,7 @@ class _ModelWatch(_HookWatch):
             self._cleared(run, it, request)
 
     def _cleared(self, run: Run, it: Iteration, request: Any) -> None:
-        store = self.watcher.seamscope._compactions
+        store = self.watcher.kit.compactions
         for cleared in explain.cleared_results(self.request.messages, request.messages):
             compaction_id = f"context_editing:{cleared.tool_call_id}"
             if not store.clear(
@@ -441,7 +441,7 @@ class _NodeWatch(_HookWatch):
         if summary is None:
             return
         compaction_id = f"summarization:{uuid.uuid4().hex[:16]}"
-        self.watcher.seamscope._compactions.summary(run.scope, summary.summary, compaction_id)
+        self.watcher.kit.compactions.summary(run.scope, summary.summary, compaction_id)
         usages = [] if self.calls is None else self.calls.usages()
         name, middleware = self.name, self.middleware
         decision_model = self.decision_model
@@ -480,11 +480,16 @@ class _NodeWatch(_HookWatch):
 
 
 class Watcher(AgentMiddleware[Any, Any, Any]):
-    """A LangChain middleware, watched: LangChain sees the wrapped one."""
+    """A LangChain middleware, watched: LangChain sees the wrapped one.
 
-    def __init__(self, seamscope: Any, wrapped: AgentMiddleware[Any, Any, Any]) -> None:
+    ``kit``: what seamscope's steps read (the run registry, the compactions
+    followed, the models and the layer): the watcher records into the same
+    runs as the seamscope middleware that built it, never reading that
+    middleware itself."""
+
+    def __init__(self, kit: StepContext, wrapped: AgentMiddleware[Any, Any, Any]) -> None:
         super().__init__()
-        self.seamscope = seamscope
+        self.kit = kit
         self.wrapped = wrapped
 
     @property
@@ -685,14 +690,14 @@ def _watcher_class(cls: type) -> type[Watcher]:
     return type(f"Watched{cls.__name__}", (Watcher,), namespace)
 
 
-def watched(seamscope: Any, middleware: AgentMiddleware[Any, Any, Any]) -> Any:
+def watched(kit: StepContext, middleware: AgentMiddleware[Any, Any, Any]) -> Any:
     """``middleware`` behind a watcher; itself, unwatched, when no exact watcher
     can be built for its class (one warning naming it: a hook or attribute
     of the installed LangChain the watcher does not know), or when building
     one fails: seamscope never changes the agent."""
     cls: Any = type(middleware)
     try:
-        return _watcher_class(cls)(seamscope, middleware)
+        return _watcher_class(cls)(kit, middleware)
     except _Unwatchable as exc:
         _warn_unwatched(cls, str(exc))
         return middleware
