@@ -528,8 +528,9 @@ def _hygiene(
 def _rules(ground: Ground, conv: str, s: _Spans) -> list[str]:
     """The rules every adapter keeps, checked against what the models and
     tools did: the model really called names its chat span (request and
-    response model); ``error.type`` names what the tool raised (or the
-    framework's ``tool_error_result`` when it kept no type); a chat span whose
+    response model); ``error.type`` names what the tool raised (a tool
+    whose exception was recorded as raised: never ``tool_error_result``,
+    which is only for a result nothing says more of); a chat span whose
     prompt carried a stub or a cleared tool result says
     ``seamscope.conversation.compacted``."""
     out: list[str] = []
@@ -563,7 +564,7 @@ def _rules(ground: Ground, conv: str, s: _Spans) -> list[str]:
         key = (a.get(c.ATTR_GEN_AI_TOOL_NAME), a.get(c.ATTR_GEN_AI_TOOL_CALL_ID))
         raised = next((r.raised for r in runs if (r.name, r.call_id) == key and r.raised), None)
         error_type = a.get(c.ATTR_ERROR_TYPE)
-        if raised and error_type not in (raised, c.TOOL_ERROR_RESULT):
+        if raised and error_type != raised:
             out.append(
                 f"{conv}: {sp.name} ({key[1]}) error.type {error_type!r}, it raised {raised!r}"
             )

@@ -144,9 +144,12 @@ Decisions and differences from the reference loop
   offloaded again.
 * A tool call whose result is LangChain's error ToolMessage (a handled
   ``ToolException``, arguments the tool rejected, an error middleware
-  inside this one) has an ``execute_tool`` span with status ERROR and
-  ``error.type`` ``tool_error_result`` (the exception's type when it
-  crossed this hook), as the reference loop marks a failed tool.
+  inside this one) has an ``execute_tool`` span with status ERROR, as the
+  reference loop marks a failed tool, and the ``error.type`` of what the
+  tool run raised, heard through LangChain's tool callbacks:
+  ``ToolException``, the exception an error middleware handled,
+  ``ToolInvocationError`` for arguments the tool's schema rejected;
+  ``tool_error_result`` only when nothing says more.
 * Structured output (``ToolStrategy``): its tools are bound by LangChain
   whatever the stages decide, so ``seamscope.select_tools`` records them as
   offered and selected; their calls are consumed inside the model call, so
