@@ -155,7 +155,6 @@ def private_reads(path: Path, root: Path = ROOT) -> list[str]:
 # The one module per framework allowed to lean on its internals.
 INTERNALS = {
     "seamscope/adapters/symfonic/_private.py",  # symfonic's internals, one module
-    "seamscope/adapters/symfonic/_install.py",  # wires the recorders' private hooks in
     "seamscope/adapters/langchain/_framework.py",
 }
 # What the LangChain steps and watcher still read of the middleware object

@@ -25,7 +25,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -66,6 +66,7 @@ from seamscope.telemetry import conventions as c
 
 __all__ = [
     "_ACTIVE",
+    "ActiveGate",
     "OffloadLedger",
     "TelemetryConfig",
     "_MAX_OFFLOAD_IDS",
@@ -84,23 +85,21 @@ __all__ = [
 _MAX_RUNS = 1024
 _MAX_OFFLOAD_IDS = 4096
 
-class _GateRecorder(Protocol):
-    """What the gate hook calls on the recorder whose model call is in flight
-    (the seams module's recorder; this module does not import it)."""
 
-    _installed: bool
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActiveGate:
+    """What the offload gate hook may reach of the recorder whose model call is
+    in flight (the seams module's recorder; this module does not import it):
+    its identity, the run id, whether it is installed, and its gate call
+    (``gate(original, inputs, run_id, site)``)."""
 
-    def _gate(
-        self,
-        original: Callable[[Any], Any],
-        inputs: Any,
-        run_id: str,
-        site: tuple[str | None, str | None],
-    ) -> Any: ...
+    recorder: object
+    run_id: str
+    installed: Callable[[], bool]
+    gate: Callable[[Callable[[Any], Any], Any, str, tuple[str | None, str | None]], Any]
 
 
-# (the seam recorder whose model call is in flight, its run id)
-_ACTIVE: contextvars.ContextVar[tuple[_GateRecorder, str] | None] = contextvars.ContextVar(
+_ACTIVE: contextvars.ContextVar[ActiveGate | None] = contextvars.ContextVar(
     "seamscope_symfonic_active", default=None
 )
 """The instrumentation and run id of the react node running in this context.
@@ -533,7 +532,7 @@ class _RunRecorder:
         if getattr(event, "node_name", None) != _REACT_NODE:
             return
         active = _ACTIVE.get()
-        if active is not None and active[0] is cast(object, self):
+        if active is not None and active.recorder is self:
             _ACTIVE.set(None)
         run = self._run(event.run_id)
         it = run.current if run is not None else None

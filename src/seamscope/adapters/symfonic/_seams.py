@@ -24,6 +24,7 @@ from seamscope._internal import contained_error
 from seamscope.adapters.symfonic._recorder import (
     _ACTIVE,
     _MAX_OFFLOAD_IDS,
+    ActiveGate,
     _contained,
     _handle_span,
     _Iteration,
@@ -75,12 +76,15 @@ class _SeamCall:
 class _SeamRecorder(_RunRecorder):
     """The run recorder, plus the seams symfonic decides without a callback."""
 
+    def _is_installed(self) -> bool:
+        return self._installed
+
     def _active_iteration(self) -> _Iteration | None:
         active = _ACTIVE.get()
-        if active is None or active[0] is not self:
+        if active is None or active.recorder is not self:
             return None
         with self._lock:
-            run = self._runs.get(active[1])
+            run = self._runs.get(active.run_id)
         return None if run is None else run.current
 
     @_contained
@@ -128,7 +132,7 @@ class _SeamRecorder(_RunRecorder):
         if it is None or it.pre_done:
             it = self._new_iteration(run)
         it.pre_done = True
-        _ACTIVE.set((self, run.run_id))
+        _ACTIVE.set(ActiveGate(self, run.run_id, self._is_installed, self._gate))
         sctx = self._context(
             Seam.PRE_MODEL,
             run,
