@@ -406,11 +406,12 @@ class _SeamRecorder(_RunRecorder):
             converted = _convert_decision(inputs, decision, offload_id, reason)
             link = self._obs.end_offload_gate(call.handle, converted)
             conversation = None if call.call is None else call.call.conversation_id
-            if first and conversation:
+            call_id = None if call.call is None else call.call.tool_call_id
+            if first and conversation and call_id:
                 # symfonic re-decides the output on every later iteration: the
                 # ledger follows it from the first fired decision, linked to
-                # that decision's span
-                self.ledger.record_offload(converted, conversation_id=conversation, link=link)
+                # that decision's span, priced on the stub symfonic really sends
+                self._follow_offload(conversation, call_id, converted, link)
         finally:
             if call.token is not None:
                 otel_context.detach(call.token)
