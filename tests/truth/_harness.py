@@ -792,6 +792,54 @@ def _conversation(
     return out
 
 
+def _structured_answers(
+    ground: Ground,
+    call: ModelCall,
+    where: str,
+    iteration: ReadableSpan,
+    s: _Spans,
+) -> list[str]:
+    """Rule f for a structured-output answer: a dispatch span that says
+    ``structured_output`` is a call the model emitted to a tool the framework
+    consumes itself (never handed to the tool runner: no tool ran for it,
+    its dispatch is the call as emitted, no policy routed it), and it sits
+    under the iteration, outside the POST seam. (An adapter may also record
+    no span for it; none may claim it dispatched to the tool runner.)"""
+    out: list[str] = []
+    flagged = [
+        sp
+        for sp in s.children(iteration, c.SPAN_DISPATCH)
+        if _attrs(sp).get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT) is True
+    ]
+    emitted = {x.id: x for x in call.reply.calls if x.name in ground.structured}
+    for sp in flagged:
+        a = _attrs(sp)
+        call_id = a.get(c.ATTR_GEN_AI_TOOL_CALL_ID)
+        label = f"{where} structured answer {call_id!r}"
+        answer = emitted.get(call_id)
+        if answer is None:
+            out.append(f"{label}: not a structured-output call the model emitted")
+            continue
+        if (a.get(c.ATTR_DISPATCH_EMITTED_TOOL), a.get(c.ATTR_DISPATCH_FINAL_TOOL)) != (
+            answer.name,
+            answer.name,
+        ):
+            out.append(
+                f"{label}: emitted {a.get(c.ATTR_DISPATCH_EMITTED_TOOL)!r}, final "
+                f"{a.get(c.ATTR_DISPATCH_FINAL_TOOL)!r}; the framework consumed {answer.name!r}"
+            )
+        if a.get(c.ATTR_POLICY_WINNER) or a.get(c.ATTR_DISPATCH_REDIRECT_TO):
+            out.append(f"{label}: says a policy routed it; no policy routes the answer")
+        if any(r.call_id == call_id for r in ground.tool_runs):
+            out.append(f"{label}: a tool ran for it")
+        if s.of(str(a.get(c.ATTR_GEN_AI_CONVERSATION_ID)), f"execute_tool {answer.name}"):
+            out.append(f"{label}: an execute_tool span claims it was handed to the tool runner")
+    ids = [_attrs(sp).get(c.ATTR_GEN_AI_TOOL_CALL_ID) for sp in flagged]
+    if len(set(ids)) != len(ids):
+        out.append(f"{where}: more than one structured answer span for a call: {ids}")
+    return out
+
+
 def _dispatches(
     ground: Ground,
     conv: str,
@@ -803,6 +851,7 @@ def _dispatches(
     dropped: list[tuple[str, ReadableSpan]],
 ) -> list[str]:
     out: list[str] = []
+    out += _structured_answers(ground, call, where, iteration, s)
     routed = [x for x in call.reply.calls if x.name not in ground.structured]
     posts = s.children(iteration, c.SPAN_SEAM_POST_MODEL)
     if not routed:

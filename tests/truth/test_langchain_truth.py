@@ -567,6 +567,30 @@ def test_structured_output_beside_a_redirect_of_any_tool(
     state = agent.get_state(THREAD_CONFIG("c7")).values
     assert Weather(city="Oslo", celsius=4) == state["structured_response"]
     assert [] == ground.tool_runs
+    # rule f: the answer call is recorded as emitted and consumed by LangChain,
+    # never handed to the tool runner, and the catch-all redirect never takes it
+    spans = tel.spans()
+    assert [] == [s.name for s in spans if s.name.startswith("execute_tool")]
+    assert [] == [s for s in spans if s.name == c.SPAN_SEAM_POST_MODEL]
+    answers = [
+        {k: v for k, v in (s.attributes or {}).items() if k.startswith("seamscope.dispatch.")}
+        | {"id": (s.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)}
+        for s in spans
+        if s.name == c.SPAN_DISPATCH
+    ]
+    expected = [
+        {
+            "id": "w1",
+            c.ATTR_DISPATCH_STRUCTURED_OUTPUT: True,
+            c.ATTR_DISPATCH_EMITTED_TOOL: "Weather",
+            c.ATTR_DISPATCH_FINAL_TOOL: "Weather",
+            c.ATTR_DISPATCH_GUARD: "none",
+            c.ATTR_DISPATCH_ADOPTER_OVERRIDE: False,
+            c.ATTR_DISPATCH_PALETTE_GATE: "kept",
+            c.ATTR_DISPATCH_ARGS_TRANSFORMED: False,
+        }
+    ]
+    assert (expected if strategy == "tool" else []) == answers
 
 
 # -- among other middlewares ---------------------------------------------------------------------

@@ -153,9 +153,12 @@ Decisions and differences from the reference loop
 * Structured output (``ToolStrategy``): its tools are bound by LangChain
   whatever the stages decide, so ``seamscope.select_tools`` records them as
   offered and selected; their calls are consumed inside the model call, so
-  the POST seam never routes or rewrites them (no dispatch span): the
-  answer call is never handed to the tool runner, and a dispatch span says
-  only that (a policy redirecting any tool never redirects the answer).
+  the POST seam never routes or rewrites them: a policy redirecting any
+  tool never redirects the answer (the caller's structured response is
+  never changed). The answer call has a ``seamscope.dispatch`` span of its
+  own under the iteration, with ``seamscope.dispatch.structured_output``
+  true and the call as emitted, and no ``execute_tool`` span: it is never
+  handed to the tool runner.
 * A run that ends where no hook sees it (a stream the caller closes part
   way, an error raised outside this middleware) is closed when LangGraph
   releases the invocation (a finalizer on the runtime's stream writer):

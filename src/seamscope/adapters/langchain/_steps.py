@@ -34,7 +34,14 @@ from seamscope.adapters.langchain._framework import (
 from seamscope.adapters.langchain._runs import LOG, Compactions, Outputs, Run, Runs, failed
 from seamscope.adapters.langchain._tool_errors import TOOL_OUTCOME, ToolOutcome
 from seamscope.decisions import ToolCall
-from seamscope.decisions.records import tool_name
+from seamscope.decisions.records import (
+    DispatchRecord,
+    GuardResult,
+    PaletteVerdict,
+    Seam,
+    WinnerSource,
+    tool_name,
+)
 from seamscope.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
@@ -275,9 +282,44 @@ class ModelStep(_ModelCallStep):
                 rewritten = translate.rewrite(message, post, [i for i, _ in routed])
                 if rewritten is not message:
                     response = translate.with_message(response, message, rewritten)
+            answers = translate.structured_calls(message, self.structured)
+            if it is not None and message is not None and answers:
+                _structured_answers(it, message, answers)
         except Exception:
             failed("langchain.after_model_call")
         return response
+
+
+def _structured_answers(it: Iteration, message: Any, answers: list[Any]) -> None:
+    """One ``seamscope.dispatch`` span per structured-output answer call, under
+    the iteration, with ``seamscope.dispatch.structured_output``: the model
+    emitted it and LangChain consumed it inside the model call. It is never
+    handed to the tool runner (no ``execute_tool`` span) and never goes
+    through the POST seam: no policy redirects it (a redirect would take the
+    caller's structured response away), so it dispatches as emitted."""
+    observer = it.turn.layer.observer
+    ctx = it.context(Seam.POST_MODEL, emitted_message=message)
+    for index, raw in enumerate(answers):
+        call = translate.tool_call(raw)
+        handle = observer.start_dispatch(ctx, index, call)
+        span = getattr(handle, "span", None)
+        if span is not None:
+            span.set_attribute(c.ATTR_DISPATCH_STRUCTURED_OUTPUT, True)
+        observer.end_dispatch(
+            handle,
+            DispatchRecord(
+                index,
+                call,
+                call,
+                None,
+                None,
+                GuardResult.NONE,
+                False,
+                False,
+                PaletteVerdict.KEPT,
+                WinnerSource.NONE,
+            ),
+        )
 
 
 class ToolStep(_Step):
