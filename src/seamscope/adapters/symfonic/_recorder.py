@@ -268,9 +268,11 @@ class _RunRecorder:
             ):
                 for key in [k for k in keys if k[0] == conversation_id]:
                     del keys[key]
-        for _, (decision, link) in pending:  # fired, its stub never sent
-            self.ledger.record_offload(decision, conversation_id=conversation_id, link=link)
-        self.ledger.end_conversation(conversation_id)
+        try:
+            for _, (decision, link) in pending:  # fired, its stub never sent
+                self.ledger.record_offload(decision, conversation_id=conversation_id, link=link)
+        finally:
+            self.ledger.end_conversation(conversation_id)
 
     def _follow_offload(
         self, conversation_id: str, call_id: str, decision: OffloadGateDecision, link: Any
