@@ -155,14 +155,11 @@ def private_reads(path: Path, root: Path = ROOT) -> list[str]:
 # The one module per framework allowed to lean on its internals.
 INTERNALS = {
     "seamscope/adapters/symfonic/_private.py",  # symfonic's internals, one module
-    "seamscope/adapters/symfonic/_install.py",  # wires the recorders' private hooks in
     "seamscope/adapters/langchain/_framework.py",
 }
 # What the LangChain steps and watcher still read of the middleware object
 # they serve (its fields are private to it); may only shrink.
-KNOWN_PRIVATE_READS = {
-    "seamscope/adapters/langchain/_watch.py": {"_compactions", "_runs"},
-}
+KNOWN_PRIVATE_READS: dict[str, set[str]] = {}
 
 
 def test_no_adapter_reads_another_objects_private_field() -> None:

@@ -80,6 +80,33 @@ class ScriptedChatModel(GenericFakeChatModel):
         return super()._generate(messages, stop=stop, run_manager=run_manager)
 
 
+class UnnamedChatModel(GenericFakeChatModel):
+    """A scripted chat model that gives itself no name (no ``model_name``,
+    ``model`` or ``ls_model_name``): ``label`` only tells the log which
+    instance was called. Its answers may name a model in their metadata."""
+
+    label: str
+    log: Any
+    error: Any = None
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        names = [t.name if isinstance(t, BaseTool) else t.get("name") for t in tools]
+        return self.bind(bound_tools=names, tool_choice=tool_choice, **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        tools, choice = kwargs.pop("bound_tools", None), kwargs.pop("tool_choice", None)
+        self.log.append(ModelCall(self.label, tools, choice, list(messages), kwargs))
+        if self.error is not None:
+            raise self.error
+        return super()._generate(messages, stop=stop, run_manager=run_manager)
+
+
 def scripted_models(
     names: Sequence[str], script: Sequence[AIMessage], *, error: BaseException | None = None
 ) -> tuple[dict[str, ScriptedChatModel], list[ModelCall]]:
@@ -97,10 +124,14 @@ def ai(
     *calls: tuple[str, dict[str, Any], str],
     text: str = "",
     usage: tuple[int, int, int, int] | None = None,
+    model: str | None = None,
 ) -> AIMessage:
-    """An AIMessage with tool calls ``(name, args, id)`` and optional usage
-    ``(input, output, cache_read, cache_creation)``."""
+    """An AIMessage with tool calls ``(name, args, id)``, optional usage
+    ``(input, output, cache_read, cache_creation)`` and the model the provider
+    says answered (``response_metadata["model_name"]``)."""
     extra: dict[str, Any] = {}
+    if model is not None:
+        extra["response_metadata"] = {"model_name": model}
     if usage is not None:
         inp, out, read, write = usage
         extra["usage_metadata"] = {

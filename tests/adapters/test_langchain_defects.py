@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.langchain import SeamscopeMiddleware
+from seamscope.cli import main
+from seamscope.decisions import ToolCallPolicy
 from seamscope.telemetry import conventions as c
 
 from ._langchain_support import ScriptedChatModel, Toolbox, ai, scripted_models
@@ -560,3 +567,85 @@ def test_concurrent_runs_without_a_thread_are_told_apart_without_a_state_key(
             if s.parent is not None and s.parent.span_id == root.context.span_id
         ]
         assert [0, 1] == [attrs(s)[c.ATTR_ITERATION_INDEX] for s in iterations]
+
+
+# -- the ToolStrategy answer call: recorded, never handed to the tool runner ---------------
+
+
+class Weather(BaseModel):
+    """The weather in a city."""
+
+    city: str
+    celsius: int
+
+
+def test_the_structured_answer_is_recorded_never_run_and_never_redirected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A catch-all redirect policy never takes the ``ToolStrategy`` answer (the
+    caller's structured response is the same as without seamscope); its call
+    has one dispatch span saying it is the structured answer, no execute_tool
+    span, and explain tells it apart from a dispatched tool."""
+    path = tmp_path / "trace.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    catch_all = ToolCallPolicy("any_to_search", match=lambda ctx: True, redirect_to="search")
+    layer = DecisionLayer(
+        default_model=OPUS, agent_name=AGENT, tracer_provider=provider, policies=[catch_all]
+    )
+
+    def answer(with_seamscope: bool) -> tuple[Any, Toolbox]:
+        models, _ = scripted_models(
+            [OPUS], [ai(("Weather", {"city": "Oslo", "celsius": 4}, "w1"), usage=(100, 5, 0, 0))]
+        )
+        box = Toolbox()
+        middleware = [SeamscopeMiddleware(layer, offload=False)] if with_seamscope else []
+        agent = create_agent(
+            models[OPUS],
+            box.tools(),
+            middleware=middleware,
+            response_format=ToolStrategy(Weather),
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": THREAD}}
+        final = agent.invoke({"messages": [HumanMessage("weather in Oslo?")]}, config=config)
+        return final, box
+
+    final, box = answer(True)
+    plain, _ = answer(False)
+    provider.shutdown()
+
+    assert Weather(city="Oslo", celsius=4) == final["structured_response"]
+    assert [message_view(m) for m in plain["messages"]] == [
+        message_view(m) for m in final["messages"]
+    ]
+    assert [] == box.executed
+    spans = exporter.get_finished_spans()
+    assert [] == [s.name for s in spans if s.name.startswith("execute_tool")]
+    assert [] == named(spans, c.SPAN_SEAM_POST_MODEL)
+    [dispatch] = named(spans, c.SPAN_DISPATCH)
+    values = attrs(dispatch)
+    assert (True, "w1", "Weather", "Weather") == (
+        values[c.ATTR_DISPATCH_STRUCTURED_OUTPUT],
+        values[c.ATTR_GEN_AI_TOOL_CALL_ID],
+        values[c.ATTR_DISPATCH_EMITTED_TOOL],
+        values[c.ATTR_DISPATCH_FINAL_TOOL],
+    )
+    assert c.ATTR_POLICY_WINNER not in values
+    [iteration] = named(spans, c.SPAN_ITERATION)
+    assert dispatch.parent is not None and iteration.context is not None
+    assert iteration.context.span_id == dispatch.parent.span_id
+    assert THREAD == values[c.ATTR_GEN_AI_CONVERSATION_ID]
+
+    assert 0 == main(["explain", str(path), "--tool", "Weather"])
+    out = capsys.readouterr().out
+    [story] = [line for line in out.splitlines() if "Weather:" in line]
+    assert "emitted as the structured answer; consumed by the framework, never run" in story
+    assert "dispatched" not in story
+    assert 0 == main(["explain", str(path)])
+    out = capsys.readouterr().out
+    assert any(
+        "Weather structured output: consumed, no tool run" in line for line in out.splitlines()
+    )

@@ -52,6 +52,7 @@ from ._langchain_support import (
     ScriptedChatModel,
     ScriptedDecisionModel,
     Toolbox,
+    UnnamedChatModel,
     ai,
     choice,
     risk,
@@ -513,6 +514,62 @@ def test_a_fallback_records_the_failed_model_and_the_one_that_answered(
         assert parent_of(fail, spans) is parent_of(answer, spans)
     ledgered = points(metric_reader, c.METRIC_MODEL_INPUT_TOKENS.name)
     assert {HAIKU} == {dict(k)[c.ATTR_GEN_AI_REQUEST_MODEL] for k in ledgered}
+
+
+BACKUP = "backup-model-2"  # the name only the backup's answers give
+
+
+def unnamed_fallback_world() -> World:
+    """A fallback between two models that give themselves no name; the
+    backup's answers name the model that answered (as a provider's do)."""
+    script = deque(
+        [
+            ai(("search", {"query": "q3"}, "c1"), usage=(900, 30, 0, 0), model=BACKUP),
+            ai(text="Q3 grew.", usage=(950, 12, 0, 0), model=BACKUP),
+        ]
+    )
+    log: list[ModelCall] = []
+    primary = UnnamedChatModel(messages=iter([]), label="primary", log=log, error=ProviderDown())
+    backup = UnnamedChatModel(messages=iter(script), label="backup", log=log)
+    return World(primary, log, [ModelFallbackMiddleware(backup)])
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_fallback_between_two_unnamed_models_is_recorded_and_each_chat_span_names_its_model(
+    mode: str, span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """The two model objects are told apart by identity; the one that answered
+    is named by its response, the failed one by the layer's default (nothing
+    says more of it)."""
+    layer = make_layer(tracer_provider, meter_provider)
+    ran = assert_same_with_and_without(unnamed_fallback_world, layer, mode=mode)
+    spans = span_exporter.get_finished_spans()
+
+    assert ["primary", "backup"] * 2 == [call.model for call in ran.world.log]  # ground truth
+    fallbacks = decided(spans, "model_fallback")
+    assert 2 == len(fallbacks)
+    for span in fallbacks:
+        values = middleware_attrs(span, "ModelFallbackMiddleware", "model_fallback")
+        assert {
+            c.ATTR_SEAM_CHOSEN_MODEL: BACKUP,
+            c.ATTR_MIDDLEWARE_FAILED_MODELS: [OPUS],
+            c.ATTR_MIDDLEWARE_ERROR_TYPES: ["ProviderDown"],
+        } == {
+            k: values[k]
+            for k in (
+                c.ATTR_SEAM_CHOSEN_MODEL,
+                c.ATTR_MIDDLEWARE_FAILED_MODELS,
+                c.ATTR_MIDDLEWARE_ERROR_TYPES,
+            )
+        }
+    chats = [s for s in named(spans, f"chat {OPUS}") + named(spans, f"chat {BACKUP}")]
+    assert [(f"chat {OPUS}", "ProviderDown"), (f"chat {BACKUP}", None)] * 2 == [
+        (s.name, attrs(s).get(c.ATTR_ERROR_TYPE))
+        for s in sorted(chats, key=lambda s: s.start_time or 0)
+    ]
+    assert [BACKUP, BACKUP] == [
+        attrs(s)[c.ATTR_GEN_AI_RESPONSE_MODEL] for s in named(spans, f"chat {BACKUP}")
+    ]
 
 
 def limit_world() -> World:

@@ -877,21 +877,22 @@ def test_an_offload_carried_then_recalled_is_settled_as_it_really_went(
     """Realized economics, from what the model was really sent, at symfonic's opus prices.
 
     Prices (symfonic's MODEL_PRICING, USD per 1M tokens): input $5, output $25,
-    cache read $0.50. The dump is 100 000 characters: 25 000 tokens; its stub
-    80 tokens (symfonic's default); the recall returned 50 000 characters:
-    12 500 tokens.
+    cache read $0.50. The dump is 100 000 characters: 25 000 tokens; the
+    stub symfonic really sent is priced on its own characters / 4 (seamscope's
+    one token estimator, not the gate's assumed 80 tokens); the recall
+    returned 50 000 characters: 12 500 tokens.
 
     * Carried: the calls whose prompt held the stub and not the recalled text
       are turn 2 and turn 3's first call: 2. Saving 2 x 25 000 x $5/M =
-      $0.25; stub cost 2 x 80 x $5/M = $0.0008.
+      $0.25; stub cost 2 x (stub characters / 4) x $5/M.
     * Recall: 12 500 x $5/M + the 50 output tokens of the call that asked
       for it x $25/M = $0.0625 + $0.00125 = $0.06375.
     * Cache disruption: before the offload the conversation read 3 000 of
       30 000 input tokens from the cache (10 %); the call after the recall read
       none of its 16 800, where 1 680 were expected: 1 680 x ($5 - $0.50)/M =
       $0.00756. (Turn 2 and turn 3's first call read above 10 %.)
-    * Costs $0.0008 + $0.06375 + $0.00756 = $0.07211; net $0.25 - $0.07211 =
-      $0.17789; predicted (symfonic's gate) $0.588625.
+    * Costs: stub cost + $0.06375 + $0.00756; predicted (symfonic's gate)
+      $0.588625.
     """
     truth = Truth()
     agent, _ = build(recall_brain(), truth, **offload_settings())
@@ -937,14 +938,17 @@ def test_an_offload_carried_then_recalled_is_settled_as_it_really_went(
     price = tog.MODEL_PRICING[OPUS]
     usd = Decimal("1e-6")
     savings = carried * Decimal(int(inputs.output_tokens)) * Decimal(str(price["input"])) * usd
-    stub_cost = carried * inputs.stub_tokens * Decimal(str(price["input"])) * usd
+    sent_stubs = zip(truth.model_calls, stubbed, strict=True)
+    [stub_text] = {str(sent(m, DUMP_CALL)) for m, s in sent_stubs if s}
+    stub_tokens = Decimal(len(stub_text)) / 4  # the stub really sent
+    assert stub_tokens != Decimal(inputs.stub_tokens)  # not the gate's assumption
+    stub_cost = carried * stub_tokens * Decimal(str(price["input"])) * usd
     recall_cost = (
         recalled_tokens * Decimal(str(price["input"])) + 50 * Decimal(str(price["output"]))
     ) * usd
     disruption = 1_680 * (Decimal(str(price["input"])) - Decimal(str(price["cache_read"]))) * usd
-    assert (Decimal("0.25"), Decimal("0.0008"), Decimal("0.06375"), Decimal("0.00756")) == (
+    assert (Decimal("0.25"), Decimal("0.06375"), Decimal("0.00756")) == (
         savings,
-        stub_cost,
         recall_cost,
         disruption,
     )

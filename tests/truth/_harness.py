@@ -528,8 +528,9 @@ def _hygiene(
 def _rules(ground: Ground, conv: str, s: _Spans) -> list[str]:
     """The rules every adapter keeps, checked against what the models and
     tools did: the model really called names its chat span (request and
-    response model); ``error.type`` names what the tool raised (or the
-    framework's ``tool_error_result`` when it kept no type); a chat span whose
+    response model); ``error.type`` names what the tool raised (a tool
+    whose exception was recorded as raised: never ``tool_error_result``,
+    which is only for a result nothing says more of); a chat span whose
     prompt carried a stub or a cleared tool result says
     ``seamscope.conversation.compacted``."""
     out: list[str] = []
@@ -563,7 +564,7 @@ def _rules(ground: Ground, conv: str, s: _Spans) -> list[str]:
         key = (a.get(c.ATTR_GEN_AI_TOOL_NAME), a.get(c.ATTR_GEN_AI_TOOL_CALL_ID))
         raised = next((r.raised for r in runs if (r.name, r.call_id) == key and r.raised), None)
         error_type = a.get(c.ATTR_ERROR_TYPE)
-        if raised and error_type not in (raised, c.TOOL_ERROR_RESULT):
+        if raised and error_type != raised:
             out.append(
                 f"{conv}: {sp.name} ({key[1]}) error.type {error_type!r}, it raised {raised!r}"
             )
@@ -791,6 +792,54 @@ def _conversation(
     return out
 
 
+def _structured_answers(
+    ground: Ground,
+    call: ModelCall,
+    where: str,
+    iteration: ReadableSpan,
+    s: _Spans,
+) -> list[str]:
+    """Rule f for a structured-output answer: a dispatch span that says
+    ``structured_output`` is a call the model emitted to a tool the framework
+    consumes itself (never handed to the tool runner: no tool ran for it,
+    its dispatch is the call as emitted, no policy routed it), and it sits
+    under the iteration, outside the POST seam. (An adapter may also record
+    no span for it; none may claim it dispatched to the tool runner.)"""
+    out: list[str] = []
+    flagged = [
+        sp
+        for sp in s.children(iteration, c.SPAN_DISPATCH)
+        if _attrs(sp).get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT) is True
+    ]
+    emitted = {x.id: x for x in call.reply.calls if x.name in ground.structured}
+    for sp in flagged:
+        a = _attrs(sp)
+        call_id = a.get(c.ATTR_GEN_AI_TOOL_CALL_ID)
+        label = f"{where} structured answer {call_id!r}"
+        answer = emitted.get(call_id)
+        if answer is None:
+            out.append(f"{label}: not a structured-output call the model emitted")
+            continue
+        if (a.get(c.ATTR_DISPATCH_EMITTED_TOOL), a.get(c.ATTR_DISPATCH_FINAL_TOOL)) != (
+            answer.name,
+            answer.name,
+        ):
+            out.append(
+                f"{label}: emitted {a.get(c.ATTR_DISPATCH_EMITTED_TOOL)!r}, final "
+                f"{a.get(c.ATTR_DISPATCH_FINAL_TOOL)!r}; the framework consumed {answer.name!r}"
+            )
+        if a.get(c.ATTR_POLICY_WINNER) or a.get(c.ATTR_DISPATCH_REDIRECT_TO):
+            out.append(f"{label}: says a policy routed it; no policy routes the answer")
+        if any(r.call_id == call_id for r in ground.tool_runs):
+            out.append(f"{label}: a tool ran for it")
+        if s.of(str(a.get(c.ATTR_GEN_AI_CONVERSATION_ID)), f"execute_tool {answer.name}"):
+            out.append(f"{label}: an execute_tool span claims it was handed to the tool runner")
+    ids = [_attrs(sp).get(c.ATTR_GEN_AI_TOOL_CALL_ID) for sp in flagged]
+    if len(set(ids)) != len(ids):
+        out.append(f"{where}: more than one structured answer span for a call: {ids}")
+    return out
+
+
 def _dispatches(
     ground: Ground,
     conv: str,
@@ -802,6 +851,7 @@ def _dispatches(
     dropped: list[tuple[str, ReadableSpan]],
 ) -> list[str]:
     out: list[str] = []
+    out += _structured_answers(ground, call, where, iteration, s)
     routed = [x for x in call.reply.calls if x.name not in ground.structured]
     posts = s.children(iteration, c.SPAN_SEAM_POST_MODEL)
     if not routed:

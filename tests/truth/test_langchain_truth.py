@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langgraph.checkpoint.memory import InMemorySaver
+from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from seamscope.adapters import RECALL_TOOL
@@ -470,7 +471,17 @@ def test_a_failed_tool_is_an_error_span_like_the_reference_loop(
 
     assert [] == check(ground, tel, captured_logs)
     span = next(s for s in tel.spans() if s.name.startswith("execute_tool"))
-    assert c.TOOL_ERROR_RESULT == (span.attributes or {}).get(c.ATTR_ERROR_TYPE)
+    # what the tool raised, though LangChain answered it with an error result:
+    # the tool's own ToolException (handle_tool_error), the exception an error
+    # middleware inside seamscope handled, LangGraph's ToolInvocationError for
+    # arguments the tool's schema rejected (the redirect's misfit arguments)
+    expected = {
+        "tool_exception": "ToolException",
+        "tool_error_middleware": "ConnectionError",
+        "misfit_redirect": "ToolInvocationError",
+    }[handling]
+    assert expected == (span.attributes or {}).get(c.ATTR_ERROR_TYPE)
+    assert StatusCode.ERROR == span.status.status_code
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
@@ -556,6 +567,30 @@ def test_structured_output_beside_a_redirect_of_any_tool(
     state = agent.get_state(THREAD_CONFIG("c7")).values
     assert Weather(city="Oslo", celsius=4) == state["structured_response"]
     assert [] == ground.tool_runs
+    # rule f: the answer call is recorded as emitted and consumed by LangChain,
+    # never handed to the tool runner, and the catch-all redirect never takes it
+    spans = tel.spans()
+    assert [] == [s.name for s in spans if s.name.startswith("execute_tool")]
+    assert [] == [s for s in spans if s.name == c.SPAN_SEAM_POST_MODEL]
+    answers = [
+        {k: v for k, v in (s.attributes or {}).items() if k.startswith("seamscope.dispatch.")}
+        | {"id": (s.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)}
+        for s in spans
+        if s.name == c.SPAN_DISPATCH
+    ]
+    expected = [
+        {
+            "id": "w1",
+            c.ATTR_DISPATCH_STRUCTURED_OUTPUT: True,
+            c.ATTR_DISPATCH_EMITTED_TOOL: "Weather",
+            c.ATTR_DISPATCH_FINAL_TOOL: "Weather",
+            c.ATTR_DISPATCH_GUARD: "none",
+            c.ATTR_DISPATCH_ADOPTER_OVERRIDE: False,
+            c.ATTR_DISPATCH_PALETTE_GATE: "kept",
+            c.ATTR_DISPATCH_ARGS_TRANSFORMED: False,
+        }
+    ]
+    assert (expected if strategy == "tool" else []) == answers
 
 
 # -- among other middlewares ---------------------------------------------------------------------

@@ -111,6 +111,11 @@ def _dispatch(d: dict[str, Any]) -> list[Frag]:
     emitted, final = _t(d.get("emitted_tool")), _t(d.get("final_tool"))
     policy = d.get("policy")
     errors = _errors(d.get("evaluations", []))
+    if d.get("structured_output"):
+        return [
+            ("answer", "cyan"),
+            (f"      {emitted} structured output: consumed, no tool run", ""),
+        ]
     head: Frag = ("post_model", "cyan")
     if d.get("palette_gate") == "dropped":
         who = f"policy '{_t(policy)}'" if policy else "adopter"

@@ -355,13 +355,17 @@ def _iteration(
             view["selection"] = _selection(child, tree)
             continue
         if name == c.SPAN_SEAM_POST_MODEL:
-            view["dispatches"] = [
+            view["dispatches"].extend(
                 _dispatch(d, tree)
                 for d in tree.kids.get(child.span_id, ())
                 if d.name == c.SPAN_DISPATCH and _MIDDLEWARE not in d.attributes
-            ]
+            )
             continue
         a = _values(child, tree)
+        if name == c.SPAN_DISPATCH and a.flag(c.ATTR_DISPATCH_STRUCTURED_OUTPUT):
+            # a structured-output answer: consumed by the framework, never run
+            view["dispatches"].append({**_dispatch(child, tree), "structured_output": True})
+            continue
         if name == c.SPAN_SEAM_PRE_MODEL:
             view["pre_model"] = {
                 "winner_source": a.text(c.ATTR_SEAM_WINNER_SOURCE),
@@ -603,6 +607,9 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
         if d["emitted_tool"] != tool and (d["redirect_to"] == tool or d["final_tool"] == tool)
     ]
     for d in emitted:
+        if d.get("structured_output"):
+            parts.append("emitted as the structured answer; consumed by the framework, never run")
+            continue
         if d["final_tool"] == tool:
             if d["palette_gate"] == "dropped":
                 parts.append(

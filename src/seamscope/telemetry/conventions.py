@@ -186,6 +186,7 @@ __all__ = [
     "ATTR_SEAM_CHOSEN_MODEL",
     "ATTR_DISPATCH_BLOCKED",
     "ATTR_DISPATCH_OFFERED",
+    "ATTR_DISPATCH_STRUCTURED_OUTPUT",
     "ATTR_CONVERSATION_COMPACTED",
     "ATTR_MODEL_CHOSEN_UNAVAILABLE",
     "LOG_MIDDLEWARE_DECIDED",
@@ -551,6 +552,9 @@ ATTR_CONVERSATION_COMPACTED: Final = "seamscope.conversation.compacted"
 GenAI conventions seamscope pins have no such attribute yet)."""
 ATTR_DISPATCH_OFFERED: Final = "seamscope.dispatch.offered"
 """bool, set false only: the dispatched tool was not offered to the model this iteration."""
+ATTR_DISPATCH_STRUCTURED_OUTPUT: Final = "seamscope.dispatch.structured_output"
+"""bool, set true only: the call is the structured-output answer the framework consumes
+itself; it is never handed to the tool runner (no execute_tool span) and no policy routes it."""
 ATTR_MODEL_CHOSEN_UNAVAILABLE: Final = "seamscope.model.chosen_unavailable"
 """On a chat span: the model the PRE seam chose, not callable here (the span's model ran)."""
 ATTR_USAGE_CACHE: Final = "seamscope.usage.cache"

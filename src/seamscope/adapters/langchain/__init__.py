@@ -144,15 +144,21 @@ Decisions and differences from the reference loop
   offloaded again.
 * A tool call whose result is LangChain's error ToolMessage (a handled
   ``ToolException``, arguments the tool rejected, an error middleware
-  inside this one) has an ``execute_tool`` span with status ERROR and
-  ``error.type`` ``tool_error_result`` (the exception's type when it
-  crossed this hook), as the reference loop marks a failed tool.
+  inside this one) has an ``execute_tool`` span with status ERROR, as the
+  reference loop marks a failed tool, and the ``error.type`` of what the
+  tool run raised, heard through LangChain's tool callbacks:
+  ``ToolException``, the exception an error middleware handled,
+  ``ToolInvocationError`` for arguments the tool's schema rejected;
+  ``tool_error_result`` only when nothing says more.
 * Structured output (``ToolStrategy``): its tools are bound by LangChain
   whatever the stages decide, so ``seamscope.select_tools`` records them as
   offered and selected; their calls are consumed inside the model call, so
-  the POST seam never routes or rewrites them (no dispatch span): the
-  answer call is never handed to the tool runner, and a dispatch span says
-  only that (a policy redirecting any tool never redirects the answer).
+  the POST seam never routes or rewrites them: a policy redirecting any
+  tool never redirects the answer (the caller's structured response is
+  never changed). The answer call has a ``seamscope.dispatch`` span of its
+  own under the iteration, with ``seamscope.dispatch.structured_output``
+  true and the call as emitted, and no ``execute_tool`` span: it is never
+  handed to the tool runner.
 * A run that ends where no hook sees it (a stream the caller closes part
   way, an error raised outside this middleware) is closed when LangGraph
   releases the invocation (a finalizer on the runtime's stream writer):

@@ -128,7 +128,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if self._tail is None:
             self._tail = _ModelTail(self)
             self.kit.watching = True
-        return [self, *(watched(self, m) for m in middlewares), self._tail]
+        return [self, *(watched(self.kit, m) for m in middlewares), self._tail]
 
     # -- public helpers -----------------------------------------------------------
 

@@ -11,6 +11,7 @@ read and built by :mod:`._translate`, runs are kept by :mod:`._runs`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,8 +32,16 @@ from seamscope.adapters.langchain._framework import (
     ToolMessage,
 )
 from seamscope.adapters.langchain._runs import LOG, Compactions, Outputs, Run, Runs, failed
+from seamscope.adapters.langchain._tool_errors import TOOL_OUTCOME, ToolOutcome
 from seamscope.decisions import ToolCall
-from seamscope.decisions.records import tool_name
+from seamscope.decisions.records import (
+    DispatchRecord,
+    GuardResult,
+    PaletteVerdict,
+    Seam,
+    WinnerSource,
+    tool_name,
+)
 from seamscope.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
@@ -273,9 +282,44 @@ class ModelStep(_ModelCallStep):
                 rewritten = translate.rewrite(message, post, [i for i, _ in routed])
                 if rewritten is not message:
                     response = translate.with_message(response, message, rewritten)
+            answers = translate.structured_calls(message, self.structured)
+            if it is not None and message is not None and answers:
+                _structured_answers(it, message, answers)
         except Exception:
             failed("langchain.after_model_call")
         return response
+
+
+def _structured_answers(it: Iteration, message: Any, answers: list[Any]) -> None:
+    """One ``seamscope.dispatch`` span per structured-output answer call, under
+    the iteration, with ``seamscope.dispatch.structured_output``: the model
+    emitted it and LangChain consumed it inside the model call. It is never
+    handed to the tool runner (no ``execute_tool`` span) and never goes
+    through the POST seam: no policy redirects it (a redirect would take the
+    caller's structured response away), so it dispatches as emitted."""
+    observer = it.turn.layer.observer
+    ctx = it.context(Seam.POST_MODEL, emitted_message=message)
+    for index, raw in enumerate(answers):
+        call = translate.tool_call(raw)
+        handle = observer.start_dispatch(ctx, index, call)
+        span = getattr(handle, "span", None)
+        if span is not None:
+            span.set_attribute(c.ATTR_DISPATCH_STRUCTURED_OUTPUT, True)
+        observer.end_dispatch(
+            handle,
+            DispatchRecord(
+                index,
+                call,
+                call,
+                None,
+                None,
+                GuardResult.NONE,
+                False,
+                False,
+                PaletteVerdict.KEPT,
+                WinnerSource.NONE,
+            ),
+        )
 
 
 class ToolStep(_Step):
@@ -285,6 +329,8 @@ class ToolStep(_Step):
         super().__init__(middleware)
         self.request = request
         self.call: ToolCall | None = None
+        self.outcome: ToolOutcome | None = None
+        self._outcome_token: contextvars.Token[ToolOutcome | None] | None = None
 
     def prepare(self) -> None:
         request = self.request
@@ -302,8 +348,21 @@ class ToolStep(_Step):
             self.iteration = self.run.current_iteration()
             self.attached = Attached(self.run.otel)
             self.call = translate.tool_call(request.tool_call)
+            if self.call.id:
+                # LangChain's callbacks report the tool run's exception to it
+                self.outcome = ToolOutcome(self.call.id)
+                self._outcome_token = TOOL_OUTCOME.set(self.outcome)
         except Exception:
             failed("langchain.before_tool_call")
+
+    def close(self) -> None:
+        token, self._outcome_token = self._outcome_token, None
+        if token is not None:
+            try:
+                TOOL_OUTCOME.reset(token)
+            except Exception:
+                failed("langchain.after_tool_call")
+        super().close()
 
     def span(self) -> contextlib.AbstractContextManager[Any]:
         it, call = self.iteration, self.call
@@ -313,8 +372,10 @@ class ToolStep(_Step):
 
     def result(self, span: Any, result: ToolMessage | Command[Any]) -> None:
         """An error result (a handled exception, arguments the tool rejected) is a
-        failed execution, as in the reference loop: the span is ERROR; one a
-        watched middleware gave without running the tool is ``tool_call_blocked``."""
+        failed execution, as in the reference loop: the span is ERROR with the
+        ``error.type`` of what the tool run raised (:mod:`._tool_errors`;
+        ``tool_error_result`` when nothing says more); one a watched middleware
+        gave without running the tool is ``tool_call_blocked``."""
         try:
             if span is None or not translate.is_error_result(result):
                 return
@@ -326,7 +387,9 @@ class ToolStep(_Step):
                 span.set_attribute(c.ATTR_DISPATCH_BLOCKED, True)
                 record_error(span, c.TOOL_CALL_BLOCKED)
             else:
-                record_error(span, c.TOOL_ERROR_RESULT)
+                outcome = self.outcome
+                raised = None if outcome is None else outcome.error_type(self.request.tool)
+                record_error(span, raised or c.TOOL_ERROR_RESULT)
         except Exception:
             failed("langchain.tool_result")
 

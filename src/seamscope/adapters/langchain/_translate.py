@@ -40,6 +40,7 @@ __all__ = [
     "model_name",
     "named_model",
     "routed_calls",
+    "structured_calls",
     "structured_tools",
     "choose_model",
     "last_ai",
@@ -238,6 +239,17 @@ def routed_calls(
         return []
     names = {tool["name"] for tool in structured}
     return [(i, call) for i, call in enumerate(message.tool_calls) if call["name"] not in names]
+
+
+def structured_calls(
+    message: AIMessage | None, structured: Sequence[Mapping[str, Any]]
+) -> list[Any]:
+    """The emitted calls that are structured-output answers (LangChain consumes
+    them in the model call; they never reach the tool runner)."""
+    if message is None or not message.tool_calls or not structured:
+        return []
+    names = {tool["name"] for tool in structured}
+    return [call for call in message.tool_calls if call["name"] in names]
 
 
 _STUB = re.compile(r"^\[offloaded (\S+): ")

@@ -55,7 +55,7 @@ from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls, outside
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp
 from seamscope.adapters.langchain._runs import LOG, Run, failed
-from seamscope.adapters.langchain._steps import Attached
+from seamscope.adapters.langchain._steps import Attached, StepContext
 from seamscope.adapters.loop import Iteration, estimate_tokens
 from seamscope.decisions.records import (
     MiddlewareDecision,
@@ -168,7 +168,7 @@ class _HookWatch:
         self.calls: DecisionCalls | None = None
         self._token: contextvars.Token[Any] | None = None
         try:
-            self.run, _ = watcher.seamscope._runs.for_hook(state, runtime, create=False)
+            self.run, _ = watcher.kit.runs.for_hook(state, runtime, create=False)
             if self.run is not None:
                 self.calls = DecisionCalls(self.run)
         except Exception:
@@ -217,6 +217,18 @@ def _cost(iteration: Iteration, usages: list[tuple[str, Any]]) -> Decimal:
     return sum((iteration.model_call_cost(model, usage) for model, usage in usages), Decimal(0))
 
 
+@dataclasses.dataclass(slots=True)
+class _Attempt:
+    """One model call the wrapped middleware passed inward: the model object,
+    its name, whether more than the layer's default named it, and the type of
+    what it raised (None: it answered, or has not returned yet)."""
+
+    model: Any
+    name: str
+    named: bool
+    error: str | None = None
+
+
 class _ModelWatch(_HookWatch):
     """One ``wrap_model_call``: what the wrapped middleware passed inward."""
 
@@ -224,7 +236,7 @@ class _ModelWatch(_HookWatch):
         super().__init__(watcher, request.state, request.runtime, "wrap_model_call")
         self.request = request
         self.iteration = None if self.run is None else self.run.iteration
-        self.attempts: list[list[str | None]] = []  # [model, error type]
+        self.attempts: list[_Attempt] = []
 
     def inward(self, request: Any) -> None:
         """The wrapped middleware calls the model with ``request``."""
@@ -232,11 +244,11 @@ class _ModelWatch(_HookWatch):
             run, it = self.run, self.iteration
             if run is None or it is None:
                 return
-            mw = self.watcher.seamscope
-            name = translate.model_label(
-                request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
+            kit = self.watcher.kit
+            name, named = translate.named_model(
+                request.model, run.chosen, kit.models, kit.layer.router.default_model.model_name
             )
-            self.attempts.append([name, None])
+            self.attempts.append(_Attempt(request.model, name, named))
             if len(self.attempts) == 1:
                 self._first(run, it, request, name)
         except Exception:
@@ -244,7 +256,22 @@ class _ModelWatch(_HookWatch):
 
     def failed_attempt(self, exc: BaseException) -> None:
         if self.attempts and not isinstance(exc, GraphBubbleUp):
-            self.attempts[-1][1] = type(exc).__qualname__
+            self.attempts[-1].error = type(exc).__qualname__
+
+    def answered(self, response: Any) -> None:
+        """The model of the last attempt answered ``response``: when nothing but
+        the layer's default named it, the model the response names is its name
+        (the rule of the model really called: model object, then response)."""
+        try:
+            attempt = self.attempts[-1] if self.attempts else None
+            if attempt is None or attempt.named:
+                return
+            message = translate.last_ai(getattr(response, "result", None) or ())
+            said = None if message is None else translate.response_model(message)
+            if isinstance(said, str) and said:
+                attempt.name, attempt.named = said, True
+        except Exception:
+            failed("langchain.watch.wrap_model_call")
 
     def _first(self, run: Run, it: Iteration, request: Any, name: str) -> None:
         received, middleware = self.request, self.middleware
@@ -289,7 +316,7 @@ class _ModelWatch(_HookWatch):
             self._cleared(run, it, request)
 
     def _cleared(self, run: Run, it: Iteration, request: Any) -> None:
-        store = self.watcher.seamscope._compactions
+        store = self.watcher.kit.compactions
         for cleared in explain.cleared_results(self.request.messages, request.messages):
             compaction_id = f"context_editing:{cleared.tool_call_id}"
             if not store.clear(
@@ -321,13 +348,16 @@ class _ModelWatch(_HookWatch):
 
     def done(self, exc: BaseException | None) -> None:
         """The wrapped middleware returned (or raised ``exc``): attempts on more
-        than one model are a fallback."""
+        than one model object are a fallback (told apart by identity: two
+        models that give themselves no name are still two models)."""
         try:
             it, attempts = self.iteration, self.attempts
-            if it is None or len({a[0] for a in attempts}) < 2:
+            models = {id(a.model) for a in attempts}
+            if it is None or (len(models) < 2 and len({a.name for a in attempts}) < 2):
                 return
-            failures = tuple((str(m), str(e)) for m, e in attempts if e is not None)
-            answered = attempts[-1][0] if attempts[-1][1] is None and exc is None else None
+            failures = tuple((a.name, a.error) for a in attempts if a.error is not None)
+            last = attempts[-1]
+            answered = last.name if last.error is None and exc is None else None
             self.record(
                 it,
                 MiddlewareDecision(
@@ -441,7 +471,7 @@ class _NodeWatch(_HookWatch):
         if summary is None:
             return
         compaction_id = f"summarization:{uuid.uuid4().hex[:16]}"
-        self.watcher.seamscope._compactions.summary(run.scope, summary.summary, compaction_id)
+        self.watcher.kit.compactions.summary(run.scope, summary.summary, compaction_id)
         usages = [] if self.calls is None else self.calls.usages()
         name, middleware = self.name, self.middleware
         decision_model = self.decision_model
@@ -480,11 +510,16 @@ class _NodeWatch(_HookWatch):
 
 
 class Watcher(AgentMiddleware[Any, Any, Any]):
-    """A LangChain middleware, watched: LangChain sees the wrapped one."""
+    """A LangChain middleware, watched: LangChain sees the wrapped one.
 
-    def __init__(self, seamscope: Any, wrapped: AgentMiddleware[Any, Any, Any]) -> None:
+    ``kit``: what seamscope's steps read (the run registry, the compactions
+    followed, the models and the layer): the watcher records into the same
+    runs as the seamscope middleware that built it, never reading that
+    middleware itself."""
+
+    def __init__(self, kit: StepContext, wrapped: AgentMiddleware[Any, Any, Any]) -> None:
         super().__init__()
-        self.seamscope = seamscope
+        self.kit = kit
         self.wrapped = wrapped
 
     @property
@@ -551,10 +586,12 @@ def _wrap_model_call() -> Callable[..., Any]:
             watch.inward(req)
             with outside():
                 try:
-                    return handler(req)
+                    response = handler(req)
                 except BaseException as exc:
                     watch.failed_attempt(exc)
                     raise
+            watch.answered(response)
+            return response
 
         watch.enter()
         try:
@@ -580,10 +617,12 @@ def _awrap_model_call() -> Callable[..., Any]:
             watch.inward(req)
             with outside():
                 try:
-                    return await handler(req)
+                    response = await handler(req)
                 except BaseException as exc:
                     watch.failed_attempt(exc)
                     raise
+            watch.answered(response)
+            return response
 
         watch.enter()
         try:
@@ -685,14 +724,14 @@ def _watcher_class(cls: type) -> type[Watcher]:
     return type(f"Watched{cls.__name__}", (Watcher,), namespace)
 
 
-def watched(seamscope: Any, middleware: AgentMiddleware[Any, Any, Any]) -> Any:
+def watched(kit: StepContext, middleware: AgentMiddleware[Any, Any, Any]) -> Any:
     """``middleware`` behind a watcher; itself, unwatched, when no exact watcher
     can be built for its class (one warning naming it: a hook or attribute
     of the installed LangChain the watcher does not know), or when building
     one fails: seamscope never changes the agent."""
     cls: Any = type(middleware)
     try:
-        return _watcher_class(cls)(seamscope, middleware)
+        return _watcher_class(cls)(kit, middleware)
     except _Unwatchable as exc:
         _warn_unwatched(cls, str(exc))
         return middleware

@@ -29,8 +29,11 @@ savings and costs:
 
 * the first fired gate decision of an output in the conversation starts an
   offload (``record_offload``, linked to that ``seamscope.offload_gate``
-  span); symfonic re-decides the output on every later iteration, under the
-  same offload id;
+  span), followed from the first model call that sends its stub and priced
+  on that stub (its characters / 4, not the gate's assumed stub size; a
+  fired offload whose stub is never sent is followed from the conversation's
+  end, on the gate's size); symfonic re-decides the output on every later
+  iteration, under the same offload id;
 * each react-node model call is recorded with the usage symfonic reports
   on ``on_llm_end`` (input, output, cache-read and cache-creation tokens)
   and, as carried, the offloads whose stub was in the messages symfonic

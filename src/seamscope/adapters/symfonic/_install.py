@@ -128,7 +128,7 @@ def _tapped_class(base: type) -> type:
             result: bool = base.matches_tool(self, tool_name)  # type: ignore[attr-defined]
             tap = self.__dict__.get(_TAP_ATTR)
             if tap is not None:
-                tap[0]._on_matches_tool(tap[1], tool_name, result)
+                tap[0](tap[1], tool_name, result)  # (the recorder's callback, index)
             return result
 
         cls = type(
@@ -244,11 +244,11 @@ def _gate_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         if _IN_GATE.get():
             return original(inputs)
         active = _ACTIVE.get()
-        if active is None or not active[0]._installed:
+        if active is None or not active.installed():
             return original(inputs)
         token = _IN_GATE.set(True)
         try:
-            return active[0]._gate(original, inputs, active[1], private.gate_site())
+            return active.gate(original, inputs, active.run_id, private.gate_site())
         finally:
             _IN_GATE.reset(token)
 
@@ -261,6 +261,25 @@ def _gate_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
 # --------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Hooks:
+    """The recorder's entry points that the pieces installed into symfonic call
+    (its callback handler, the log handlers): what they may reach of the
+    instrumentation, never the instrumentation itself."""
+
+    agent_start: Callable[[Any], None]
+    agent_end: Callable[[Any], None]
+    node_start: Callable[[Any], None]
+    node_error: Callable[[Any], None]
+    llm_start: Callable[[Any], None]
+    llm_end: Callable[[Any], None]
+    dispatch: Callable[[Any], None]
+    before_tool: Callable[[Any, Any], None]
+    tool_result: Callable[[Any], None]
+    adopter_dropped: Callable[[str, str], None]
+    adopter_dispatch_error: Callable[[BaseException], None]
+
+
 class _Handler:
     """The callback handler symfonic calls; it only forwards to the instrumentation.
 
@@ -269,54 +288,54 @@ class _Handler:
     defines only the hooks it needs (plus the required ones).
     """
 
-    def __init__(self, instrumentation: SymfonicInstrumentation) -> None:
-        self._inst = instrumentation
+    def __init__(self, hooks: _Hooks) -> None:
+        self._hooks = hooks
 
     def __repr__(self) -> str:
         return "seamscope.adapters.symfonic handler"
 
     async def on_agent_start(self, event: Any) -> None:
-        self._inst._agent_start(event)
+        self._hooks.agent_start(event)
 
     async def on_agent_end(self, event: Any) -> None:
-        self._inst._agent_end(event)
+        self._hooks.agent_end(event)
 
     async def on_node_start(self, event: Any) -> None:
-        self._inst._node_start(event)
+        self._hooks.node_start(event)
 
     async def on_node_end(self, event: Any) -> None:
         return None
 
     async def on_node_error(self, event: Any) -> None:
-        self._inst._node_error(event)
+        self._hooks.node_error(event)
 
     async def on_llm_start(self, event: Any) -> None:
-        self._inst._llm_start(event)
+        self._hooks.llm_start(event)
 
     async def on_llm_end(self, event: Any) -> None:
-        self._inst._llm_end(event)
+        self._hooks.llm_end(event)
 
     async def on_token_composition(self, event: Any) -> None:
         return None
 
     async def on_tool_call_dispatch(self, event: Any, state: Any) -> None:
-        self._inst._dispatch(event)
+        self._hooks.dispatch(event)
         return None
 
     async def on_before_tool_call(self, event: Any, state: Any) -> None:
-        self._inst._before_tool(event, state)
+        self._hooks.before_tool(event, state)
         return None
 
     async def on_tool_result(self, event: Any) -> None:
-        self._inst._tool_result(event)
+        self._hooks.tool_result(event)
 
 
 class _AdopterDropLog(logging.Handler):
     """Sees symfonic's WARNING when its dispatch palette gate drops an adopter rewrite."""
 
-    def __init__(self, instrumentation: SymfonicInstrumentation) -> None:
+    def __init__(self, hooks: _Hooks) -> None:
         super().__init__(level=logging.WARNING)
-        self._inst = instrumentation
+        self._hooks = hooks
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -324,7 +343,7 @@ class _AdopterDropLog(logging.Handler):
                 return
             args = record.args
             if isinstance(args, tuple) and len(args) == 4:
-                self._inst._adopter_dropped(str(args[3]), str(args[0]))
+                self._hooks.adopter_dropped(str(args[3]), str(args[0]))
         except Exception:
             pass
 
@@ -336,9 +355,10 @@ class _AdopterDispatchErrorLog(logging.Handler):
     with the call as it was) and only logs it, with the exception.
     """
 
-    def __init__(self, instrumentation: SymfonicInstrumentation) -> None:
+    def __init__(self, hooks: _Hooks, handler: _Handler) -> None:
         super().__init__(level=logging.WARNING)
-        self._inst = instrumentation
+        self._hooks = hooks
+        self._handler = handler
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -346,7 +366,7 @@ class _AdopterDispatchErrorLog(logging.Handler):
             if private.DISPATCH_HOOK not in msg:
                 return
             args = record.args if isinstance(record.args, tuple) else ()
-            if args and args[0] is self._inst._handler:
+            if args and args[0] is self._handler:
                 return  # never the case: seamscope's handler is contained
             error: BaseException
             if msg.startswith(private.DISPATCH_RAISED):
@@ -359,7 +379,7 @@ class _AdopterDispatchErrorLog(logging.Handler):
                 error = TypeError("on_tool_call_dispatch returned a malformed rewrite")
             else:
                 return
-            self._inst._adopter_dispatch_error(error)
+            self._hooks.adopter_dispatch_error(error)
         except Exception:
             pass
 
@@ -372,7 +392,9 @@ class _AdopterDispatchErrorLog(logging.Handler):
 class SymfonicInstrumentation(_SeamRecorder):
     """seamscope's hooks installed in one ``SymfonicAgent``; undo with :meth:`uninstrument`.
 
-    Build it with :func:`instrument_symfonic`. It is also a context manager
+    Build it with :func:`instrument_symfonic` (building it installs the hooks;
+    ``forget`` is called with it, last, when it is uninstrumented). It is
+    also a context manager
     (uninstruments on exit). ``ledger`` is the :class:`OffloadLedger` that
     follows the offloads symfonic fires in a conversation.
     """
@@ -385,6 +407,7 @@ class SymfonicInstrumentation(_SeamRecorder):
         tracer_provider: trace.TracerProvider | None,
         agent_name: str | None,
         ledger: OffloadLedger,
+        forget: Callable[[SymfonicInstrumentation], None] | None = None,
     ) -> None:
         super().__init__(
             agent,
@@ -393,10 +416,27 @@ class SymfonicInstrumentation(_SeamRecorder):
             agent_name=agent_name,
             ledger=ledger,
         )
-        self._handler = _Handler(self)
-        self._log_handler = _AdopterDropLog(self)
-        self._dispatch_error_log = _AdopterDispatchErrorLog(self)
+        hooks = _Hooks(
+            agent_start=self._agent_start,
+            agent_end=self._agent_end,
+            node_start=self._node_start,
+            node_error=self._node_error,
+            llm_start=self._llm_start,
+            llm_end=self._llm_end,
+            dispatch=self._dispatch,
+            before_tool=self._before_tool,
+            tool_result=self._tool_result,
+            adopter_dropped=self._adopter_dropped,
+            adopter_dispatch_error=self._adopter_dispatch_error,
+        )
+        self._handler = _Handler(hooks)
+        self._log_handler = _AdopterDropLog(hooks)
+        self._dispatch_error_log = _AdopterDispatchErrorLog(hooks, self._handler)
         self._restore: list[Callable[[], None]] = []
+        self._install()
+        if forget is not None:
+            # uninstrument() forgets the agent last
+            self._restore.insert(0, functools.partial(forget, self))
 
     # -- public --------------------------------------------------------------
 
@@ -522,13 +562,12 @@ class SymfonicInstrumentation(_SeamRecorder):
         self._restore.append(undo_pre)
 
     def _wrap_policy(self, policy: Any, index: int) -> Any:
-        inst = self
         fields = {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy) if f.init}
         match = policy.match
 
         @functools.wraps(match)
         def wrapped_match(ctx: Any) -> Any:
-            return inst._match(match, index, ctx)
+            return self._match(match, index, ctx)
 
         fields["match"] = wrapped_match
         guard = getattr(policy, "guard", None)
@@ -536,7 +575,7 @@ class SymfonicInstrumentation(_SeamRecorder):
 
             @functools.wraps(guard)
             def wrapped_guard(ctx: Any) -> Any:
-                return inst._guard(guard, index, ctx)
+                return self._guard(guard, index, ctx)
 
             fields["guard"] = wrapped_guard
         transform = getattr(policy, "args_transform", None)
@@ -544,25 +583,24 @@ class SymfonicInstrumentation(_SeamRecorder):
 
             @functools.wraps(transform)
             def wrapped_transform(args: Any, ctx: Any) -> Any:
-                return inst._transform(transform, index, args, ctx)
+                return self._transform(transform, index, args, ctx)
 
             fields["args_transform"] = wrapped_transform
         wrapped = _tapped_class(type(policy))(**fields)
         for field in dataclasses.fields(policy):
             if not field.init:
                 object.__setattr__(wrapped, field.name, getattr(policy, field.name))
-        object.__setattr__(wrapped, _TAP_ATTR, (self, index))
+        object.__setattr__(wrapped, _TAP_ATTR, (self._on_matches_tool, index))
         return wrapped
 
     def _install_resolve(self, resolver: Any) -> None:
-        inst = self
         had_own = "resolve" in vars(resolver)
         previous = vars(resolver).get("resolve")
         original_resolve = resolver.resolve
 
         @functools.wraps(original_resolve)
         def resolve(ctx: Any) -> Any:
-            return inst._resolve(original_resolve, ctx)
+            return self._resolve(original_resolve, ctx)
 
         resolver.resolve = resolve
 
@@ -582,7 +620,7 @@ class SymfonicInstrumentation(_SeamRecorder):
 
         @functools.wraps(role_resolver)
         def wrapped_resolver(ctx: Any) -> Any:
-            return inst._role_resolver(role_resolver, ctx)
+            return self._role_resolver(role_resolver, ctx)
 
         private.resolver_set(resolver, "_resolver", wrapped_resolver)
 
@@ -621,14 +659,13 @@ class SymfonicInstrumentation(_SeamRecorder):
         self._restore.append(lambda: manager_logger.removeHandler(self._dispatch_error_log))
 
     def _install_run(self, agent: Any) -> None:
-        inst = self
         had_own = "run" in vars(agent)
         previous = vars(agent).get("run")
         original_run = agent.run
 
         @functools.wraps(original_run)
         async def run(*args: Any, **kwargs: Any) -> Any:
-            return await inst._guarded_run(original_run, args, kwargs)
+            return await self._guarded_run(original_run, args, kwargs)
 
         agent.run = run
 
@@ -712,10 +749,9 @@ def instrument_symfonic(
             tracer_provider=tracer_provider,
             agent_name=agent_name,
             ledger=ledger,
+            forget=functools.partial(_forget, id(agent)),
         )
-        inst._install()
         _AGENTS[id(agent)] = inst
-        inst._restore.insert(0, functools.partial(_forget, id(agent), inst))
     return inst
 
 

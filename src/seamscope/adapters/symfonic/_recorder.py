@@ -25,7 +25,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -41,6 +41,7 @@ from seamscope._internal import (
     guard_observer,
     telemetry_error,
 )
+from seamscope.adapters._kit import estimate_tokens
 from seamscope.adapters.symfonic._translate import (
     _REACT_NODE,
     _RECALL_TOOL,
@@ -55,6 +56,7 @@ from seamscope.adapters.symfonic._translate import (
 from seamscope.decisions import (
     DecisionObserver,
     ModelUsage,
+    OffloadGateDecision,
     OffloadGateInputs,
     OffloadLedger,
     PostModelResult,
@@ -66,6 +68,7 @@ from seamscope.telemetry import conventions as c
 
 __all__ = [
     "_ACTIVE",
+    "ActiveGate",
     "OffloadLedger",
     "TelemetryConfig",
     "_MAX_OFFLOAD_IDS",
@@ -84,23 +87,21 @@ __all__ = [
 _MAX_RUNS = 1024
 _MAX_OFFLOAD_IDS = 4096
 
-class _GateRecorder(Protocol):
-    """What the gate hook calls on the recorder whose model call is in flight
-    (the seams module's recorder; this module does not import it)."""
 
-    _installed: bool
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActiveGate:
+    """What the offload gate hook may reach of the recorder whose model call is
+    in flight (the seams module's recorder; this module does not import it):
+    its identity, the run id, whether it is installed, and its gate call
+    (``gate(original, inputs, run_id, site)``)."""
 
-    def _gate(
-        self,
-        original: Callable[[Any], Any],
-        inputs: Any,
-        run_id: str,
-        site: tuple[str | None, str | None],
-    ) -> Any: ...
+    recorder: object
+    run_id: str
+    installed: Callable[[], bool]
+    gate: Callable[[Callable[[Any], Any], Any, str, tuple[str | None, str | None]], Any]
 
 
-# (the seam recorder whose model call is in flight, its run id)
-_ACTIVE: contextvars.ContextVar[tuple[_GateRecorder, str] | None] = contextvars.ContextVar(
+_ACTIVE: contextvars.ContextVar[ActiveGate | None] = contextvars.ContextVar(
     "seamscope_symfonic_active", default=None
 )
 """The instrumentation and run id of the react node running in this context.
@@ -214,6 +215,10 @@ class _RunRecorder:
         # and sizes) per offloaded output of a conversation, and the outputs
         # the gate saw.
         self._offloads: OrderedDict[tuple[str, str], CarriedStub] = OrderedDict()
+        # fired offloads the ledger follows from the first call that sends
+        # their stub (its real size): (conversation, tool call id) -> the
+        # decision and its span link
+        self._pending: OrderedDict[tuple[str, str], tuple[OffloadGateDecision, Any]] = OrderedDict()
         self._gated: OrderedDict[tuple[str, str], None] = OrderedDict()
         # (conversation id, symfonic memory id) -> offload id, from the stubs
         # the model was sent; (conversation id, offload id) of recalled offloads.
@@ -253,10 +258,32 @@ class _RunRecorder:
                 self._open_conversations[conversation_id] = depth
                 return
             self._open_conversations.pop(conversation_id, None)
-            for keys in (self._offloads, self._gated, self._mem_ids, self._expanded):
+            pending = [(k, v) for k, v in self._pending.items() if k[0] == conversation_id]
+            for keys in (
+                self._offloads,
+                self._gated,
+                self._mem_ids,
+                self._expanded,
+                self._pending,
+            ):
                 for key in [k for k in keys if k[0] == conversation_id]:
                     del keys[key]
-        self.ledger.end_conversation(conversation_id)
+        try:
+            for _, (decision, link) in pending:  # fired, its stub never sent
+                self.ledger.record_offload(decision, conversation_id=conversation_id, link=link)
+        finally:
+            self.ledger.end_conversation(conversation_id)
+
+    def _follow_offload(
+        self, conversation_id: str, call_id: str, decision: OffloadGateDecision, link: Any
+    ) -> None:
+        """A fired offload of this conversation's output ``call_id``: the ledger
+        follows it from the first model call that sends its stub, priced on
+        that stub (:meth:`_carried`)."""
+        with self._lock:
+            self._pending[(conversation_id, call_id)] = (decision, link)
+            while len(self._pending) > _MAX_OFFLOAD_IDS:
+                self._pending.popitem(last=False)
 
     # -- helpers -----------------------------------------------------------------
 
@@ -511,14 +538,23 @@ class _RunRecorder:
         recalled that output since (its content is back in the prompt).
         Each comes with its sizes, so the ledger still counts the saving of
         an offload it already settled (idle, evicted). Also learns each
-        stub's memory id, for the recall tool.
+        stub's memory id, for the recall tool. The first call that sends an
+        offload's stub starts the ledger's following of it, priced on that
+        stub (its characters / 4, the one token estimator), not on the
+        gate's assumed stub size.
         """
         carried: list[CarriedStub] = []
+        follow: list[tuple[OffloadGateDecision, Any, float]] = []
         with self._lock:
-            for call_id, mem_id in _stubs(messages):
+            for call_id, mem_id, stub in _stubs(messages):
                 offload = self._offloads.get((conversation_id, call_id))
                 if offload is None:
                     continue
+                pending = self._pending.pop((conversation_id, call_id), None)
+                if pending is not None:
+                    offload = dataclasses.replace(offload, stub_tokens=estimate_tokens(stub))
+                    self._offloads[(conversation_id, call_id)] = offload
+                    follow.append((*pending, offload.stub_tokens))
                 key = (conversation_id, mem_id)
                 self._mem_ids[key] = offload.offload_id
                 self._mem_ids.move_to_end(key)
@@ -526,14 +562,26 @@ class _RunRecorder:
                     self._mem_ids.popitem(last=False)
                 if (conversation_id, offload.offload_id) not in self._expanded:
                     carried.append(offload)
+        if follow:
+            self._start_following(conversation_id, follow)
         return carried
+
+    @_contained
+    def _start_following(
+        self, conversation_id: str, follow: list[tuple[OffloadGateDecision, Any, float]]
+    ) -> None:
+        """The ledger follows these fired offloads, each priced on its stub sent."""
+        for decision, link, stub_tokens in follow:
+            self.ledger.record_offload(
+                decision, conversation_id=conversation_id, link=link, stub_tokens=stub_tokens
+            )
 
     @_contained
     def _llm_end(self, event: Any) -> None:
         if getattr(event, "node_name", None) != _REACT_NODE:
             return
         active = _ACTIVE.get()
-        if active is not None and active[0] is cast(object, self):
+        if active is not None and active.recorder is self:
             _ACTIVE.set(None)
         run = self._run(event.run_id)
         it = run.current if run is not None else None

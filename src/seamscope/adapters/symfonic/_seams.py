@@ -24,6 +24,7 @@ from seamscope._internal import contained_error
 from seamscope.adapters.symfonic._recorder import (
     _ACTIVE,
     _MAX_OFFLOAD_IDS,
+    ActiveGate,
     _contained,
     _handle_span,
     _Iteration,
@@ -75,12 +76,15 @@ class _SeamCall:
 class _SeamRecorder(_RunRecorder):
     """The run recorder, plus the seams symfonic decides without a callback."""
 
+    def _is_installed(self) -> bool:
+        return self._installed
+
     def _active_iteration(self) -> _Iteration | None:
         active = _ACTIVE.get()
-        if active is None or active[0] is not self:
+        if active is None or active.recorder is not self:
             return None
         with self._lock:
-            run = self._runs.get(active[1])
+            run = self._runs.get(active.run_id)
         return None if run is None else run.current
 
     @_contained
@@ -128,7 +132,7 @@ class _SeamRecorder(_RunRecorder):
         if it is None or it.pre_done:
             it = self._new_iteration(run)
         it.pre_done = True
-        _ACTIVE.set((self, run.run_id))
+        _ACTIVE.set(ActiveGate(self, run.run_id, self._is_installed, self._gate))
         sctx = self._context(
             Seam.PRE_MODEL,
             run,
@@ -402,11 +406,12 @@ class _SeamRecorder(_RunRecorder):
             converted = _convert_decision(inputs, decision, offload_id, reason)
             link = self._obs.end_offload_gate(call.handle, converted)
             conversation = None if call.call is None else call.call.conversation_id
-            if first and conversation:
+            call_id = None if call.call is None else call.call.tool_call_id
+            if first and conversation and call_id:
                 # symfonic re-decides the output on every later iteration: the
                 # ledger follows it from the first fired decision, linked to
-                # that decision's span
-                self.ledger.record_offload(converted, conversation_id=conversation, link=link)
+                # that decision's span, priced on the stub symfonic really sends
+                self._follow_offload(conversation, call_id, converted, link)
         finally:
             if call.token is not None:
                 otel_context.detach(call.token)

@@ -248,8 +248,9 @@ def _recalled_tokens(result: Any) -> float:
     return estimate_tokens(_content_text(result))
 
 
-def _stubs(messages: Any) -> Iterator[tuple[str, str]]:
-    """(tool_call_id, mem_id) of every ToolMessage that is symfonic's offload stub.
+def _stubs(messages: Any) -> Iterator[tuple[str, str, str]]:
+    """(tool_call_id, mem_id, stub text) of every ToolMessage that is symfonic's
+    offload stub.
 
     symfonic replaces an offloaded output by its stub only in what it sends
     to the model, keeping the ``tool_call_id``; the stub names the memory id
@@ -264,7 +265,7 @@ def _stubs(messages: Any) -> Iterator[tuple[str, str]]:
         call_id = str(getattr(message, "tool_call_id", "") or "")
         found = _STUB_MEM_ID.search(content)
         if call_id and found is not None:
-            yield call_id, found.group(1)
+            yield call_id, found.group(1), content
 
 
 # --------------------------------------------------------------------------
