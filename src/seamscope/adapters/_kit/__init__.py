@@ -6,6 +6,9 @@
   (``resolve_role``, ``resolve_scope``);
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
   (``error_type``, unwrapping a framework's wrappers);
+* :mod:`._held`: a span held open across hooks that run in different tasks
+  or threads, started, stopped or failed once (``Held``), and a run's
+  ``invoke_agent`` and open iteration held that way (``RunSpans``);
 * from :mod:`seamscope.loop`: the one token estimator (``estimate_tokens``),
   the stub of an offloaded output and the recall tool.
 
@@ -13,6 +16,7 @@ Adapters import these names from here, never the modules behind them.
 """
 
 from seamscope.adapters._kit._errors import error_type
+from seamscope.adapters._kit._held import Held, RunSpans
 from seamscope.adapters._kit._models import (
     ModelChoice,
     choose_model,
@@ -24,7 +28,9 @@ from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 
 __all__ = [
     "RECALL_TOOL",
+    "Held",
     "ModelChoice",
+    "RunSpans",
     "choose_model",
     "error_type",
     "estimate_tokens",
