@@ -248,20 +248,30 @@ class RoutedModel(Model):
                 held = it.start_chat(plan.name, named=plan.named, parent=self.run.otel)
             except Exception:
                 failed("openai_agents.chat_span")
+        # the provider's own spans are the chat span's children, as in get_response:
+        # its context is current while the model produces each event (never
+        # across a yield, which hands control to the consumer's code)
+        chat_context = self.run.otel if held is None else held[1].context
         try:
-            stream = plan.model.stream_response(
-                system_instructions,
-                input,
-                plan.settings,
-                plan.tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=previous_response_id,
-                conversation_id=conversation_id,
-                prompt=prompt,
-            )
-            async for event in stream:
+            with attached(chat_context):
+                stream = plan.model.stream_response(
+                    system_instructions,
+                    input,
+                    plan.settings,
+                    plan.tools,
+                    output_schema,
+                    handoffs,
+                    tracing,
+                    previous_response_id=previous_response_id,
+                    conversation_id=conversation_id,
+                    prompt=prompt,
+                ).__aiter__()
+            while True:
+                with attached(chat_context):
+                    try:
+                        event = await stream.__anext__()
+                    except StopAsyncIteration:
+                        break
                 if isinstance(event, ResponseCompletedEvent):
                     event = self._completed(plan, held, event)
                 yield event
