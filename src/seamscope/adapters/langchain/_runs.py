@@ -2,9 +2,9 @@
 
 A :class:`Run` is one agent run (one ``invoke``): its ``invoke_agent`` and
 iteration spans and its decision state. The :class:`Runs` registry finds
-the run a hook belongs to; :class:`Outputs` holds offloaded tool outputs
-for the recall tool; :class:`Compactions` what watched middlewares took out
-of each conversation's prompts. :func:`failed` records seamscope's own
+the run a hook belongs to; :class:`Outputs` (the adapters' shared store)
+holds offloaded tool outputs for the recall tool; :class:`Compactions` what
+watched middlewares took out of each conversation's prompts. :func:`failed` records seamscope's own
 contained failures for every module of the adapter.
 """
 
@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from seamscope._internal import telemetry_error
 from seamscope.adapters._kit import RunSpans
+from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.decisions import ModelUsage
@@ -451,36 +452,6 @@ def active_parent() -> otel_context.Context | None:
     if isinstance(span, trace.Span) and span.get_span_context().is_valid:
         return trace.set_span_in_context(span)
     return None
-
-
-class Outputs:
-    """Offloaded outputs kept for recall in this process, by offload id, each
-    with the scope (thread or run) allowed to read it; oldest dropped first."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._store: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, offload_id: str) -> str | None:
-        with self._lock:
-            entry = self._store.get(offload_id)
-        return None if entry is None else entry[1]
-
-    def keep(self, offload_id: str, scope: str, text: str) -> None:
-        with self._lock:
-            self._store[offload_id] = (scope, text)
-            while len(self._store) > self._limit:
-                self._store.popitem(last=False)
-
-    def has(self, scope: str) -> bool:
-        with self._lock:
-            return any(entry[0] == scope for entry in self._store.values())
-
-    def lookup(self, offload_id: str, scope: str) -> str | None:
-        with self._lock:
-            entry = self._store.get(offload_id)
-        return entry[1] if entry is not None and entry[0] == scope else None
 
 
 @dataclass(slots=True)

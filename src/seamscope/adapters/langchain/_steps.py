@@ -348,8 +348,9 @@ class ToolStep(_Step):
             decision = it.offload(call, text)
             if not decision.fire or decision.offload_id is None:
                 return result
-            self.mw.outputs.keep(decision.offload_id, run.scope, text)
-            return translate.with_content(result, offload_stub(decision, call.name))
+            stub = offload_stub(decision, call.name)
+            self.mw.outputs.keep(decision.offload_id, run.scope, call.id, text, stub)
+            return translate.with_content(result, stub)
         except Exception:
             failed("langchain.after_tool_call")
             return result
