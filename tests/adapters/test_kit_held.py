@@ -19,7 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from seamscope._internal import GenAISpans
-from seamscope.adapters._kit import Held
+from seamscope.adapters._kit import Held, RunSpans
+from seamscope.decisions import Message
+from seamscope.loop import DecisionLayer, Turn
 from seamscope.telemetry import conventions as c
 
 
@@ -157,4 +159,34 @@ def test_the_scope_enters_and_exits_in_one_private_context_under_the_parent(
     t2.join()
     assert [parent, parent] == store
     assert "v" == held.value
+    assert [] == seen
+
+
+def test_run_spans_hold_one_iteration_at_a_time_under_the_invoke_agent(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    layer = DecisionLayer(default_model="m", agent_name="lead", tracer_provider=tracer_provider)
+    turn = Turn(layer, "conv-1", [Message("user", "hi")], None, None, None)
+    seen, failed = _failures()
+    spans = RunSpans("test", failed)
+    base = spans.context
+    spans.open_agent(lambda: layer.genai.invoke_agent("lead", conversation_id="conv-1"))
+    agent_context = spans.agent_context
+    first = spans.start_iteration(turn)
+    first_context = spans.context
+    second = spans.start_iteration(turn)  # ends the first
+    assert (0, 1) == (first.index, second.index)
+    assert [c.SPAN_ITERATION] == [s.name for s in span_exporter.get_finished_spans()]
+    spans.close(TimeoutError("late"))
+    spans.close(None)  # once
+    assert agent_context is spans.agent_context  # kept: a continuation starts under it
+    assert agent_context is spans.context
+    assert base is not agent_context and first_context is not agent_context
+    finished = span_exporter.get_finished_spans()
+    assert [c.SPAN_ITERATION, c.SPAN_ITERATION, "invoke_agent lead"] == [s.name for s in finished]
+    root = finished[-1]
+    assert all(s.parent.span_id == root.context.span_id for s in finished[:2])  # type: ignore[union-attr]
+    assert [None, "TimeoutError", "TimeoutError"] == [
+        (s.attributes or {}).get(c.ATTR_ERROR_TYPE) for s in finished
+    ]
     assert [] == seen
