@@ -195,30 +195,6 @@ class GenAISpans:
             {key: self._cut(value) for key, value in attrs.items()},
         )
 
-    def start_invoke_agent(
-        self,
-        agent_name: str | None,
-        *,
-        conversation_id: str | None = None,
-        context: otel_context.Context | None = None,
-    ) -> trace.Span:
-        """An ``invoke_agent`` span that is not made current: for a run that spans
-        many framework callbacks, each in its own context. The caller ends it
-        (:func:`record_error` first, for a failure). Never raises: a failure of
-        telemetry gives the invalid span."""
-        name, attrs = _invoke_agent(agent_name, conversation_id)
-        name = self._cut(name)
-        try:
-            return self._tracer.start_span(
-                name,
-                context=context,
-                kind=SpanKind.INTERNAL,
-                attributes={key: self._cut(value) for key, value in attrs.items()},
-            )
-        except Exception as exc:
-            _failed(name, exc)
-            return trace.INVALID_SPAN
-
     def invoke_agent(
         self, agent_name: str | None, *, conversation_id: str | None = None
     ) -> contextlib.AbstractContextManager[trace.Span]:

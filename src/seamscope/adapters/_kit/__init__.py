@@ -6,6 +6,14 @@
   (``resolve_role``, ``resolve_scope``);
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
   (``error_type``, unwrapping a framework's wrappers);
+* :mod:`._held`: a span held open across hooks that run in different tasks
+  or threads, started, stopped or failed once (``Held``), and a run's
+  ``invoke_agent`` and open iteration held that way (``RunSpans``);
+* :mod:`._steps`: the loop's shared steps for the adapters built on
+  ``DecisionLayer`` (``plan_model``: the PRE seam and one model rule;
+  ``report_model_call``; ``post_model``; ``ToolSpan``: the ``execute_tool``
+  span; ``account_tool_output``: recall cost, offload gate and the stub
+  really sent);
 * from :mod:`seamscope.loop`: the one token estimator (``estimate_tokens``),
   the stub of an offloaded output and the recall tool.
 
@@ -13,6 +21,7 @@ Adapters import these names from here, never the modules behind them.
 """
 
 from seamscope.adapters._kit._errors import error_type
+from seamscope.adapters._kit._held import Held, RunSpans
 from seamscope.adapters._kit._models import (
     ModelChoice,
     choose_model,
@@ -20,17 +29,33 @@ from seamscope.adapters._kit._models import (
     note_unavailable,
 )
 from seamscope.adapters._kit._options import resolve_role, resolve_scope
+from seamscope.adapters._kit._steps import (
+    ModelPlan,
+    ToolSpan,
+    account_tool_output,
+    plan_model,
+    post_model,
+    report_model_call,
+)
 from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 
 __all__ = [
     "RECALL_TOOL",
+    "Held",
     "ModelChoice",
+    "ModelPlan",
+    "RunSpans",
+    "ToolSpan",
+    "account_tool_output",
     "choose_model",
     "error_type",
     "estimate_tokens",
     "model_name_of",
     "note_unavailable",
     "offload_stub",
+    "plan_model",
+    "post_model",
+    "report_model_call",
     "resolve_role",
     "resolve_scope",
 ]

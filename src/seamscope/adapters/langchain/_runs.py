@@ -2,16 +2,15 @@
 
 A :class:`Run` is one agent run (one ``invoke``): its ``invoke_agent`` and
 iteration spans and its decision state. The :class:`Runs` registry finds
-the run a hook belongs to; :class:`Outputs` holds offloaded tool outputs
-for the recall tool; :class:`Compactions` what watched middlewares took out
-of each conversation's prompts. :func:`failed` records seamscope's own
+the run a hook belongs to; :class:`Outputs` (the adapters' shared store)
+holds offloaded tool outputs for the recall tool; :class:`Compactions` what
+watched middlewares took out of each conversation's prompts. :func:`failed` records seamscope's own
 contained failures for every module of the adapter.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import sys
 import threading
@@ -25,7 +24,9 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from seamscope._internal import record_error, telemetry_error
+from seamscope._internal import telemetry_error
+from seamscope.adapters._kit import RunSpans
+from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.decisions import ModelUsage
@@ -79,12 +80,11 @@ class Run:
     """The spans and decision state of one agent run, across graph nodes.
 
     LangGraph gives each node a copy of the caller's context, so a span made
-    current in one hook is gone in the next. The run holds its
-    ``invoke_agent`` span without making it current anywhere, enters each
-    iteration's scope in a private ``contextvars.Context`` (its context
-    tokens are created and reset there, never in a hook's context), and
-    hands out the OpenTelemetry context each hook attaches for its own
-    duration.
+    current in one hook is gone in the next. The kit's
+    :class:`~seamscope.adapters._kit.RunSpans` holds the run's
+    ``invoke_agent`` and iteration spans (each entered and exited in a
+    private context of its own, never in a hook's), and hands out the
+    OpenTelemetry context each hook attaches for its own duration.
     """
 
     def __init__(
@@ -112,68 +112,46 @@ class Run:
         self.notes: dict[str, Any] = {}
         # tool call ids a watched middleware answered without running the tool
         self.blocked: set[str] = set()
-        self._span: trace.Span = trace.INVALID_SPAN
-        self._iteration: contextlib.AbstractContextManager[Any] | None = None
-        self._iteration_context: contextvars.Context | None = None
-        self._agent_otel: Any = None
-        self._otel: Any = None
-        self._parent: Any = None
+        self._spans: RunSpans | None = None  # from open()
         self.error: str | None = None  # the type of the exception that ended it
 
     @property
     def otel(self) -> Any:
-        """The OpenTelemetry context the hooks attach (None when unavailable)."""
-        return self._otel
+        """The OpenTelemetry context the hooks attach (None before :meth:`open`)."""
+        return None if self._spans is None else self._spans.context
 
     def open(self, parent: otel_context.Context | None) -> None:
         """Start the ``invoke_agent`` span under ``parent`` (None: the current context)."""
         layer = self.turn.layer
-        try:
-            base = otel_context.get_current() if parent is None else parent
-            self._span = layer.genai.start_invoke_agent(
-                layer.agent_name, conversation_id=self.turn.conversation_id, context=base
+        self._spans = RunSpans("langchain", failed, base=parent)
+        self._spans.open_agent(
+            lambda: layer.genai.invoke_agent(
+                layer.agent_name, conversation_id=self.turn.conversation_id
             )
-            self._agent_otel = self._otel = trace.set_span_in_context(self._span, base)
-            self._parent = base
-        except Exception:
-            failed("langchain.invoke_agent_start")
+        )
 
     def continuation_parent(self) -> otel_context.Context | None:
         """Where a continuation of this run (after an exception a middleware
         outside seamscope handled) starts: under this run's parent span when it
         had one, else under this run's ``invoke_agent``: one trace either way."""
-        parent: otel_context.Context | None = self._parent
-        if parent is not None and trace.get_current_span(parent).get_span_context().is_valid:
-            return parent
-        agent: otel_context.Context | None = self._agent_otel
-        return agent
+        spans = self._spans
+        if spans is None:
+            return None
+        if trace.get_current_span(spans.base).get_span_context().is_valid:
+            return spans.base
+        return spans.agent_context
 
     def start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
         with self.lock:
             return self._start_iteration(messages, state)
 
     def _start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
-        self._end_iteration(None)
         turn = self.turn
         turn.messages = list(messages)
         turn.state = state
-        iteration, scope = turn.open_iteration()
-        # an empty context, not a copy of the hook's: a copy would hold LangGraph's
-        # config (and the invocation) alive for as long as the iteration is open
-        context = contextvars.Context()
-        agent_otel = self._agent_otel
-
-        def enter() -> Any:
-            if agent_otel is not None:
-                otel_context.attach(agent_otel)  # private context: never detached
-            scope.__enter__()
-            return otel_context.get_current()
-
-        try:
-            self._otel = context.run(enter)
-            self._iteration, self._iteration_context = scope, context
-        except Exception:
-            failed("langchain.iteration_start")
+        if self._spans is None:  # never opened: no spans, the decisions still run
+            self._spans = RunSpans("langchain", failed)
+        iteration = self._spans.start_iteration(turn)
         self.iteration = iteration
         self.usage = None
         return iteration
@@ -195,20 +173,6 @@ class Run:
                 return self.iteration
             return self._start_iteration(self.turn.messages, self.turn.state)
 
-    def _end_iteration(self, exc: BaseException | None) -> None:
-        scope, self._iteration = self._iteration, None
-        context, self._iteration_context = self._iteration_context, None
-        self._otel = self._agent_otel
-        if scope is None or context is None:
-            return
-        try:
-            if exc is None:
-                context.run(scope.__exit__, None, None, None)
-            else:
-                context.run(scope.__exit__, type(exc), exc, exc.__traceback__)
-        except Exception:
-            failed("langchain.iteration_end")
-
     def close(self, exc: BaseException | None = None, *, blocking: bool = True) -> bool:
         """End the open iteration and the ``invoke_agent`` span (with ``exc``'s
         error.type). ``blocking=False``: give up (False) if the run is busy."""
@@ -218,14 +182,10 @@ class Run:
             if self.closed:
                 return True
             self.closed = True
-            self._end_iteration(exc)
             if exc is not None:
                 self.error = type(exc).__qualname__
-                record_error(self._span, exc)
-            try:
-                self._span.end()
-            except Exception:
-                failed("langchain.invoke_agent_end")
+            if self._spans is not None:
+                self._spans.close(exc)
             watched, self.watched = self.watched, None
             if watched is not None:
                 watched[1].detach()
@@ -492,36 +452,6 @@ def active_parent() -> otel_context.Context | None:
     if isinstance(span, trace.Span) and span.get_span_context().is_valid:
         return trace.set_span_in_context(span)
     return None
-
-
-class Outputs:
-    """Offloaded outputs kept for recall in this process, by offload id, each
-    with the scope (thread or run) allowed to read it; oldest dropped first."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._store: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, offload_id: str) -> str | None:
-        with self._lock:
-            entry = self._store.get(offload_id)
-        return None if entry is None else entry[1]
-
-    def keep(self, offload_id: str, scope: str, text: str) -> None:
-        with self._lock:
-            self._store[offload_id] = (scope, text)
-            while len(self._store) > self._limit:
-                self._store.popitem(last=False)
-
-    def has(self, scope: str) -> bool:
-        with self._lock:
-            return any(entry[0] == scope for entry in self._store.values())
-
-    def lookup(self, offload_id: str, scope: str) -> str | None:
-        with self._lock:
-            entry = self._store.get(offload_id)
-        return entry[1] if entry is not None and entry[0] == scope else None
 
 
 @dataclass(slots=True)

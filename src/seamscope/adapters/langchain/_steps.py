@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 from opentelemetry import context as otel_context
 
 from seamscope._internal import record_error
-from seamscope.adapters._kit import RECALL_TOOL, estimate_tokens, note_unavailable, offload_stub
+from seamscope.adapters._kit import RECALL_TOOL, estimate_tokens, offload_stub, plan_model
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
     Command,
@@ -223,14 +223,8 @@ class ModelStep(_ModelCallStep):
             offered = translate.offered(request.tools, recall=mw.outputs.has(self.run.scope))
             self.structured = translate.structured_tools(request)
             selection = it.select_tools(offered, fixed=self.structured)
-            pre = it.pre_model()
-            choice = translate.choose_model(
-                pre.model.model_name,
-                mw.layer.router.default_model.model_name,
-                mw.models,
-                request.model,
-            )
-            note_unavailable(it, pre, choice)  # not callable here: the request's model runs
+            plan = plan_model(it, models=mw.models, own=request.model, name_of=translate.model_name)
+            choice = plan.choice
             self.model_name, self.named = choice.name, choice.named
             self.run.chosen = (choice.model, choice.name)
             if self.run.pending:
@@ -245,7 +239,7 @@ class ModelStep(_ModelCallStep):
                 request,
                 tools=tools,
                 model=choice.model,
-                config=pre.model,
+                config=plan.pre.model,
                 forced_tool=selection.forced_tool,
             )
         except Exception:
@@ -411,8 +405,9 @@ class ToolStep(_Step):
             decision = it.offload(call, text)
             if not decision.fire or decision.offload_id is None:
                 return result
-            self.mw.outputs.keep(decision.offload_id, run.scope, text)
-            return translate.with_content(result, offload_stub(decision, call.name))
+            stub = offload_stub(decision, call.name)
+            self.mw.outputs.keep(decision.offload_id, run.scope, call.id, text, stub)
+            return translate.with_content(result, stub)
         except Exception:
             failed("langchain.after_tool_call")
             return result

@@ -26,11 +26,11 @@ from typing import Any, Protocol
 from seamscope._internal import Invocation
 from seamscope.adapters._kit import (
     RECALL_TOOL,
-    choose_model,
-    estimate_tokens,
+    account_tool_output,
     model_name_of,
-    note_unavailable,
-    offload_stub,
+    plan_model,
+    post_model,
+    report_model_call,
 )
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.openai_agents import _translate as translate
@@ -125,16 +125,14 @@ class RoutedModel(Model):
                     tools, recall=runner.offload and runner.outputs.has(run.scope)
                 )
                 selection = it.select_tools(offered)
-                pre = it.pre_model()
-            choice = choose_model(pre.model.model_name, default, runner.models, own)
-            with attached(run.otel):
-                note_unavailable(it, pre, choice)
+            model_plan = plan_model(it, models=runner.models, own=own, context=run.otel)
+            choice = model_plan.choice
             send, other = translate.selected_tools(selection.tools)
             for tool in other:
                 LOG.warning("selected tool %r is not an Agents SDK tool; not sent", tool)
             if choice.model is own and self._base is None:
                 settings = translate.own_settings(agent, settings)
-            settings = translate.with_parameters(settings, pre.model.params)
+            settings = translate.with_parameters(settings, model_plan.params)
             settings = translate.with_forced_tool(settings, selection.forced_tool)
             return _Plan(
                 it, self._resolve(choice.model), choice.name, send, settings, carried, choice.named
@@ -156,9 +154,7 @@ class RoutedModel(Model):
         try:
             usage = translate.usage(raw_usage)
             self.run.usage = usage
-            if call is not None and usage is not None:
-                response_model = model if isinstance(model, str) and model else None
-                call.report(usage, response_model=response_model, carried=plan.carried)
+            report_model_call(call, usage, response_model=model, carried=plan.carried)
         except Exception:
             failed("openai_agents.usage")
 
@@ -171,8 +167,7 @@ class RoutedModel(Model):
             message, positions = translate.emitted(output)
             if not message.tool_calls:
                 return None
-            with attached(self.run.otel):
-                post = it.post_model(message)
+            post = post_model(it, message, context=self.run.otel)
             if self.run.hookless:
                 # a nested run: no run hooks see its tools; a tool's span runs
                 # from its dispatch to the model call that reads its output
@@ -204,18 +199,23 @@ class RoutedModel(Model):
         with attached(self.run.otel):
             factory = None if it is None else (lambda: it.chat(plan.name, named=plan.named))
             with contained(factory, "openai_agents.chat_span") as call:
-                response = await plan.model.get_response(
-                    system_instructions,
-                    input,
-                    plan.settings,
-                    plan.tools,
-                    output_schema,
-                    handoffs,
-                    tracing,
-                    previous_response_id=previous_response_id,
-                    conversation_id=conversation_id,
-                    prompt=prompt,
-                )
+                try:
+                    response = await plan.model.get_response(
+                        system_instructions,
+                        input,
+                        plan.settings,
+                        plan.tools,
+                        output_schema,
+                        handoffs,
+                        tracing,
+                        previous_response_id=previous_response_id,
+                        conversation_id=conversation_id,
+                        prompt=prompt,
+                    )
+                except BaseException as exc:
+                    self.run.model_ended(exc)
+                    raise
+                self.run.model_ended(None)
                 self._report(plan, call, response.usage)
         output = self._post(plan, list(response.output))
         if output is None:
@@ -248,20 +248,30 @@ class RoutedModel(Model):
                 held = it.start_chat(plan.name, named=plan.named, parent=self.run.otel)
             except Exception:
                 failed("openai_agents.chat_span")
+        # the provider's own spans are the chat span's children, as in get_response:
+        # its context is current while the model produces each event (never
+        # across a yield, which hands control to the consumer's code)
+        chat_context = self.run.otel if held is None else held[1].context
         try:
-            stream = plan.model.stream_response(
-                system_instructions,
-                input,
-                plan.settings,
-                plan.tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=previous_response_id,
-                conversation_id=conversation_id,
-                prompt=prompt,
-            )
-            async for event in stream:
+            with attached(chat_context):
+                stream = plan.model.stream_response(
+                    system_instructions,
+                    input,
+                    plan.settings,
+                    plan.tools,
+                    output_schema,
+                    handoffs,
+                    tracing,
+                    previous_response_id=previous_response_id,
+                    conversation_id=conversation_id,
+                    prompt=prompt,
+                ).__aiter__()
+            while True:
+                with attached(chat_context):
+                    try:
+                        event = await stream.__anext__()
+                    except StopAsyncIteration:
+                        break
                 if isinstance(event, ResponseCompletedEvent):
                     event = self._completed(plan, held, event)
                 yield event
@@ -270,9 +280,12 @@ class RoutedModel(Model):
                 held[1].stop()  # the consumer stopped reading: not a model error
             raise
         except BaseException as exc:
+            self.run.model_ended(exc)
             if held is not None:
                 held[1].fail(exc)
             raise
+        else:
+            self.run.model_ended(None)
         finally:
             if held is not None:
                 held[1].stop()
@@ -424,24 +437,13 @@ class RunHooks(SDKRunHooks[Any]):
         it = run.iteration
         if it is None or not runner.offload:
             return
-        with attached(run.otel):
-            if call.name == RECALL_TOOL:
-                offload_id = translate.recall_id(call.args)
-                text = runner.outputs.lookup(offload_id, run.scope)
-                if text is None:
-                    return
-                runner.outputs.expand(offload_id)
-                usage = run.usage
-                it.recall(
-                    offload_id,
-                    input_tokens=estimate_tokens(text),
-                    output_tokens=0 if usage is None else usage.output_tokens,
-                )
-                return
-            text = translate.offloadable_text(result)
-            if text is None or estimate_tokens(text) < runner.layer.gate.threshold_tokens:
-                return
-            decision = it.offload(call, text)
-            if decision.fire and decision.offload_id is not None:
-                stub = offload_stub(decision, call.name)
-                runner.outputs.keep(decision.offload_id, run.scope, call.id, text, stub)
+        # the stub replaces the output in later model calls (the input filter)
+        account_tool_output(
+            it,
+            call,
+            None if call.name == RECALL_TOOL else translate.offloadable_text(result),
+            outputs=runner.outputs,
+            scope=run.scope,
+            usage=run.usage,
+            context=run.otel,
+        )

@@ -11,20 +11,18 @@ contained failures for every module of the adapter.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from opentelemetry import context as otel_context
-
 from seamscope.adapters import _hooks
+from seamscope.adapters._kit import RunSpans, ToolSpan
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.decisions import Message, ModelUsage, ToolCall
 
-__all__ = ["LOG", "Held", "Outputs", "Run", "attached", "contained", "failed", "new_turn"]
+__all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed", "new_turn"]
 
 LOG = logging.getLogger("seamscope.adapters.openai_agents")
 """The adapter's stdlib logger (the package's name, whichever module logs)."""
@@ -49,55 +47,16 @@ def contained(
     return _hooks.contained(factory, what, LOG)
 
 
-class Held:
-    """A span's context manager entered in a private copy of a context and
-    exited later, from whichever task or callback ends it (once)."""
-
-    def __init__(
-        self,
-        context: contextvars.Context,
-        factory: Callable[[], contextlib.AbstractContextManager[Any]],
-        what: str,
-    ) -> None:
-        self._what = what
-        self._context = context.run(contextvars.copy_context)
-        self._manager: contextlib.AbstractContextManager[Any] | None = None
-        self.value: Any = None
-        try:
-            manager = factory()
-            self.value = self._context.run(manager.__enter__)
-            self._manager = manager
-        except Exception:
-            failed(what)
-
-    @property
-    def otel(self) -> Any:
-        """The OpenTelemetry context with this span current."""
-        return self._context.run(otel_context.get_current)
-
-    def exit(self, exc: BaseException | None = None) -> None:
-        manager, self._manager = self._manager, None
-        if manager is None:
-            return
-        try:
-            if exc is None:
-                self._context.run(manager.__exit__, None, None, None)
-            else:
-                self._context.run(manager.__exit__, type(exc), exc, exc.__traceback__)
-        except Exception:
-            failed(self._what)
-
-
 class Run:
     """The spans and decision state of one agent run.
 
     The SDK runs hooks, the model and each tool in tasks of their own, so a
-    span made current in one of them is gone in the next. The run keeps its
-    own ``contextvars.Context`` in which the long-lived ``invoke_agent`` and
-    iteration spans are entered and exited (so their context tokens match),
-    and hands out the OpenTelemetry context each hook attaches. An
-    ``execute_tool`` span lives from ``on_tool_start`` to ``on_tool_end``
-    in a :class:`Held` copy of it.
+    span made current in one of them is gone in the next. The run's
+    ``invoke_agent`` and iteration spans are held by the kit's
+    :class:`~seamscope.adapters._kit.RunSpans`, each ``execute_tool`` span
+    (from ``on_tool_start`` to ``on_tool_end``) by a kit
+    :class:`~seamscope.adapters._kit.ToolSpan`; each hook attaches the
+    OpenTelemetry context they hand out.
     """
 
     def __init__(self, key: str, turn: Turn, scope: str) -> None:
@@ -110,12 +69,8 @@ class Run:
         self.usage: ModelUsage | None = None
         self.agent: Any = None
         self.carried: tuple[str, ...] = ()
-        self._context = contextvars.copy_context()
-        self._agent: contextlib.AbstractContextManager[Any] | None = None
-        self._iteration: contextlib.AbstractContextManager[Any] | None = None
-        self._agent_otel: Any = None
-        self._otel: Any = None
-        self._tools: dict[str, tuple[Held, ToolCall, list[BaseException]]] = {}
+        self._spans = RunSpans("openai_agents", failed)
+        self._tools: dict[str, tuple[ToolSpan, ToolCall, list[BaseException]]] = {}
         # the caller's own RunConfig (nested runs get a copy of it of their own)
         self.base_config: Any = None
         # nested runs (``Agent.as_tool``) by the call id of the tool that runs them
@@ -124,55 +79,45 @@ class Run:
         # itself (when their calls are dispatched; closed when their output is back)
         self.hookless = False
         self.parent: Run | None = None  # the run whose agent tool runs this one
+        # what the run's last model call raised (None: it answered): a nested
+        # run ends with it when its agent tool's failure function answers for it
+        self.failure: BaseException | None = None
 
     @property
     def otel(self) -> Any:
-        """The OpenTelemetry context the hooks attach (None when unavailable)."""
-        return self._otel
+        """The OpenTelemetry context the hooks attach: the open iteration's."""
+        return self._spans.context
 
     @property
     def agent_otel(self) -> Any:
         """The context with the run's ``invoke_agent`` span current."""
-        return self._agent_otel
-
-    @property
-    def context(self) -> contextvars.Context:
-        return self._context
+        return self._spans.agent_context
 
     def open(self, agent_name: str | None = None, parent: Any = None) -> None:
         """Start the ``invoke_agent`` span (named by ``agent_name``, default the
-        layer's), under ``parent`` (an OpenTelemetry context; None: the current)."""
+        layer's), under ``parent`` (an OpenTelemetry context; None: the context
+        current when the run was made)."""
         layer = self.turn.layer
-        try:
-            manager = layer.genai.invoke_agent(
+        self._spans.open_agent(
+            lambda: layer.genai.invoke_agent(
                 agent_name or layer.agent_name, conversation_id=self.turn.conversation_id
-            )
-            if parent is not None:
-                self._context.run(otel_context.attach, parent)  # private: never detached
-            self._context.run(manager.__enter__)
-            self._agent = manager
-            self._agent_otel = self._otel = self._context.run(otel_context.get_current)
-        except Exception:
-            failed("openai_agents.invoke_agent_start")
+            ),
+            parent,
+        )
 
     def start_iteration(self, messages: Sequence[Message], role: str | None) -> Iteration:
         """End the open iteration and start the next one (one per model call)."""
         with self.lock:
-            self._end_iteration(None)
             turn = self.turn
             turn.messages = list(messages)
             turn.role = role
-            manager = turn.iteration()
-            try:
-                iteration: Iteration = self._context.run(manager.__enter__)
-                self._iteration = manager
-                self._otel = self._context.run(otel_context.get_current)
-            except Exception:
-                failed("openai_agents.iteration_start")
-                iteration = Iteration(turn, max(turn.iterations - 1, 0))
-            self.iteration = iteration
+            self.iteration = self._spans.start_iteration(turn)
             self.usage = None
-            return iteration
+            return self.iteration
+
+    def model_ended(self, exc: BaseException | None) -> None:
+        """The run's model call answered (None) or raised ``exc``."""
+        self.failure = exc
 
     # -- tool spans ---------------------------------------------------------------
 
@@ -181,14 +126,16 @@ class Run:
             it = self.iteration
             if it is None or self.closed:
                 return
-            held = Held(self._context, lambda: it.execute_tool(call), "openai_agents.tool_span")
-            self._tools[call.id] = (held, call, [])
+            span = ToolSpan(
+                it, call, parent=self._spans.context, what="openai_agents.tool_span", failed=failed
+            )
+            self._tools[call.id] = (span, call, [])
 
     def tool_otel(self, call_id: str) -> Any:
         """The OpenTelemetry context with an open tool's ``execute_tool`` span current."""
         with self.lock:
             entry = self._tools.get(call_id)
-        return None if entry is None else entry[0].otel
+        return None if entry is None else entry[0].context
 
     def has_tool(self, call_id: str) -> bool:
         with self.lock:
@@ -212,38 +159,25 @@ class Run:
         with self.lock:
             entry = self._tools.pop(call_id, None)
             nested = self.nested.pop(call_id, None)
-        if nested is not None:
-            # the agent tool's own run ends before its tool (with the error it raised)
-            nested.close(entry[2][0] if entry is not None and entry[2] else None)
         if entry is None:
+            if nested is not None:
+                nested.close(nested.failure)
             return None
-        held, call, errors = entry
-        it = self.iteration
-        if it is not None and not errors and held.value is not None:
-            try:
-                it.tool_result(held.value, output)
-            except Exception:
-                failed("openai_agents.tool_result")
-        held.exit(errors[0] if errors else None)
+        span, call, errors = entry
+        if nested is not None:
+            # the agent tool's own run ends before its tool, with the error that
+            # ended it: the one its tool reported, else what its model raised;
+            # the agent tool failed with it too (its failure function answered)
+            if not errors and nested.failure is not None:
+                errors.append(nested.failure)
+            nested.close(errors[0] if errors else None)
+        if errors:
+            span.fail(errors[0])
+        else:
+            span.stop(output)
         return call
 
     # -- the end ------------------------------------------------------------------
-
-    def _end_iteration(self, exc: BaseException | None) -> None:
-        manager, self._iteration = self._iteration, None
-        self._otel = self._agent_otel
-        self._exit(manager, exc, "openai_agents.iteration_end")
-
-    def _exit(self, manager: Any, exc: BaseException | None, hook: str) -> None:
-        if manager is None:
-            return
-        try:
-            if exc is None:
-                self._context.run(manager.__exit__, None, None, None)
-            else:
-                self._context.run(manager.__exit__, type(exc), exc, exc.__traceback__)
-        except Exception:
-            failed(hook)
 
     def close(self, exc: BaseException | None = None) -> None:
         """End every span of the run still open (with the run's exception, if any)."""
@@ -255,11 +189,9 @@ class Run:
             for run in nested:
                 run.close(exc)
             tools, self._tools = list(self._tools.values()), {}
-            for held, _, errors in tools:
-                held.exit(errors[0] if errors else exc)
-            self._end_iteration(exc)
-            manager, self._agent = self._agent, None
-            self._exit(manager, exc, "openai_agents.invoke_agent_end")
+            for span, _, errors in tools:
+                span.end(errors[0] if errors else exc)
+            self._spans.close(exc)
 
 
 def new_turn(

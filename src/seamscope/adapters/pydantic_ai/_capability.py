@@ -35,10 +35,11 @@ from opentelemetry.trace import Status, StatusCode
 from seamscope._internal import checks
 from seamscope.adapters._kit import (
     RECALL_TOOL,
-    choose_model,
-    estimate_tokens,
-    note_unavailable,
-    offload_stub,
+    ToolSpan,
+    account_tool_output,
+    plan_model,
+    post_model,
+    report_model_call,
     resolve_role,
     resolve_scope,
 )
@@ -296,21 +297,17 @@ class _RunCapability(AbstractCapability[Any]):
             else:
                 run.turn.messages = messages
             if it is not None:
-                with attached(run.otel):
-                    pre = it.pre_model()
-                default = parent.layer.router.default_model.model_name
-                choice = choose_model(
-                    pre.model.model_name, default, parent.models, request_context.model
+                plan = plan_model(
+                    it, models=parent.models, own=request_context.model, context=run.otel
                 )
-                with attached(run.otel):
-                    note_unavailable(it, pre, choice)
+                choice = plan.choice
                 updates: dict[str, Any] = {}
                 if choice.model is not request_context.model:
                     updates["model"] = choice.model
-                if pre.model.params:
+                if plan.params:
                     updates["model_settings"] = {
                         **(request_context.model_settings or {}),
-                        **pre.model.params,
+                        **plan.params,
                     }
                 if updates:
                     request_context = dataclasses.replace(request_context, **updates)
@@ -367,8 +364,9 @@ class _RunCapability(AbstractCapability[Any]):
         try:
             usage = translate.usage(response.usage)
             run.usage = usage
-            if run.chat is not None and usage is not None:
-                run.chat.report(usage, response_model=response.model_name, carried=run.carried)
+            report_model_call(
+                run.chat, usage, response_model=response.model_name, carried=run.carried
+            )
         except Exception:
             failed("pydantic_ai.usage")
         try:
@@ -376,8 +374,7 @@ class _RunCapability(AbstractCapability[Any]):
             message, calls, positions = translate.emitted(response, output_tools)
             if not calls:
                 return response
-            with attached(run.otel):
-                post = it.post_model(message, calls=calls)
+            post = post_model(it, message, calls=calls, context=run.otel)
             return translate.rewrite(response, positions, post) or response
         except Exception:
             failed("pydantic_ai.after_model_request")
@@ -399,17 +396,15 @@ class _RunCapability(AbstractCapability[Any]):
         if run is None or it is None or not run.own_spans or tool_def.kind != "function":
             return await handler(args)
         tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
-        with (
-            attached(run.otel),
-            contained(lambda: it.execute_tool(tool_call), "pydantic_ai.tool_span") as span,
-        ):
-            result = await handler(args)
-            if span is not None:
-                try:
-                    it.tool_result(span, result)
-                except Exception:
-                    failed("pydantic_ai.tool_result")
-            return result
+        span = ToolSpan(it, tool_call, parent=run.otel, what="pydantic_ai.tool_span", failed=failed)
+        try:
+            with attached(span.context):  # the tool's own spans are its children
+                result = await handler(args)
+        except BaseException as exc:
+            span.fail(exc)
+            raise
+        span.stop(result)
+        return result
 
     async def after_tool_execute(
         self,
@@ -425,30 +420,19 @@ class _RunCapability(AbstractCapability[Any]):
         if run is None or it is None or not parent.offload or tool_def.kind != "function":
             return result
         try:
-            with attached(run.otel):
-                if call.tool_name == RECALL_TOOL:
-                    offload_id = translate.recall_id(args)
-                    text = parent.outputs.lookup(offload_id, run.scope)
-                    if text is not None:
-                        parent.outputs.expand(offload_id)
-                        usage = run.usage
-                        it.recall(
-                            offload_id,
-                            input_tokens=estimate_tokens(text),
-                            output_tokens=0 if usage is None else usage.output_tokens,
-                        )
-                    return result
-                text = translate.offloadable_text(result)
-                if text is None or estimate_tokens(text) < parent.layer.gate.threshold_tokens:
-                    return result
-                tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
-                decision = it.offload(tool_call, text)
-                if decision.fire and decision.offload_id is not None:
-                    stub = offload_stub(decision, call.tool_name)
-                    parent.outputs.keep(
-                        decision.offload_id, run.scope, call.tool_call_id, text, stub
-                    )
-                    return stub
+            tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
+            text = None if call.tool_name == RECALL_TOOL else translate.offloadable_text(result)
+            stub = account_tool_output(
+                it,
+                tool_call,
+                text,
+                outputs=parent.outputs,
+                scope=run.scope,
+                usage=run.usage,
+                context=run.otel,
+            )
+            if stub is not None:
+                return stub
         except Exception:
             failed("pydantic_ai.after_tool_execute")
         return result

@@ -10,15 +10,13 @@ contained failures for every module of the adapter.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from opentelemetry import context as otel_context
-
 from seamscope.adapters import _hooks
+from seamscope.adapters._kit import RunSpans
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.loop import ChatCall, Iteration, Turn
 from seamscope.decisions import Message, ModelUsage
@@ -55,8 +53,8 @@ class Run:
     ``wrap_model_request``, ``after_model_request``) and the tool hooks of
     that step's calls (each in a task of its own) in turn. An iteration
     lives from the step's first hook to the next step (or the run's end),
-    longer than any one hook: it is entered and exited in the run's own
-    ``contextvars.Context`` (so its context token matches), and each hook
+    longer than any one hook: the kit's
+    :class:`~seamscope.adapters._kit.RunSpans` holds it, and each hook
     attaches the OpenTelemetry context :attr:`otel` for its decisions.
 
     ``own_spans``: whether seamscope opens the GenAI ``chat`` and
@@ -75,15 +73,12 @@ class Run:
         self.chat: ChatCall | None = None
         self.usage: ModelUsage | None = None
         self.carried: tuple[str, ...] = ()
-        self._context = contextvars.copy_context()
-        self._iteration: contextlib.AbstractContextManager[Any] | None = None
-        self._base_otel: Any = self._context.run(otel_context.get_current)
-        self._otel: Any = self._base_otel
+        self._spans = RunSpans("pydantic_ai", failed)
 
     @property
     def otel(self) -> Any:
         """The OpenTelemetry context the hooks attach: the open iteration's."""
-        return self._otel
+        return self._spans.context
 
     def start_iteration(
         self, step: int, messages: list[Message], role: str | None
@@ -94,36 +89,16 @@ class Run:
                 return None
             if self.step == step and self.iteration is not None:
                 return self.iteration
-            self._end_iteration(None)
             self.step = step
             turn = self.turn
             turn.messages = messages
             turn.role = role
-            iteration, scope = turn.open_iteration()
-            try:
-                self._context.run(scope.__enter__)
-                self._iteration = scope
-                self._otel = self._context.run(otel_context.get_current)
-            except Exception:
-                failed("pydantic_ai.iteration_start")
+            iteration = self._spans.start_iteration(turn)
             self.iteration = iteration
             self.chat = None
             self.usage = None
             self.carried = ()
             return iteration
-
-    def _end_iteration(self, exc: BaseException | None) -> None:
-        manager, self._iteration = self._iteration, None
-        self._otel = self._base_otel
-        if manager is None:
-            return
-        try:
-            if exc is None:
-                self._context.run(manager.__exit__, None, None, None)
-            else:
-                self._context.run(manager.__exit__, type(exc), exc, exc.__traceback__)
-        except Exception:
-            failed("pydantic_ai.iteration_end")
 
     def close(self, exc: BaseException | None = None) -> None:
         """End the open iteration (with the run's exception, if any)."""
@@ -131,4 +106,4 @@ class Run:
             if self.closed:
                 return
             self.closed = True
-            self._end_iteration(exc)
+            self._spans.close(exc)

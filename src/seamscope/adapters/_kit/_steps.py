@@ -1,0 +1,218 @@
+"""The loop's shared steps, one function each, for the adapters built on
+:class:`~seamscope.loop.DecisionLayer`.
+
+An adapter translates a framework's event into one of these calls and hands
+it the open :class:`~seamscope.loop.Iteration` and the OpenTelemetry context
+its hook runs under (the run's :attr:`RunSpans.context
+<seamscope.adapters._kit.RunSpans.context>`); the step attaches that context
+for its own decisions, so their spans are children of the iteration:
+
+* :func:`plan_model`: the PRE seam and the one model rule (one
+  :func:`~seamscope.adapters._kit.choose_model`, one
+  :func:`~seamscope.adapters._kit.note_unavailable`);
+* :func:`report_model_call`: a model call's usage on its chat span and in the
+  ledger (the stubs its prompt carried);
+* :func:`post_model`: the POST seam over the emitted tool calls;
+* :class:`ToolSpan`: an ``execute_tool`` span held from the tool's start to
+  its end, its output recorded (content capture) when it answered;
+* :func:`account_tool_output`: after a tool ran, a recall's real cost, or the
+  offload gate on a large text output (a fired offload keeps the output for
+  recall and gives the stub really sent, priced by the one token estimator).
+
+Each step lets the loop's own exceptions through and never raises one of
+its own beyond what :class:`~seamscope.loop.Iteration` raises: the caller
+contains it (``failed(hook)``) as it does any of its hook's work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from seamscope.adapters._kit._held import Held
+from seamscope.adapters._kit._models import (
+    ModelChoice,
+    choose_model,
+    model_name_of,
+    note_unavailable,
+)
+from seamscope.adapters._outputs import Outputs
+from seamscope.decisions import ModelUsage, PostModelResult, PreModelResult, ToolCall
+from seamscope.loop import RECALL_TOOL, ChatCall, Iteration, estimate_tokens, offload_stub
+
+__all__ = [
+    "ModelPlan",
+    "ToolSpan",
+    "account_tool_output",
+    "plan_model",
+    "post_model",
+    "report_model_call",
+]
+
+
+@contextlib.contextmanager
+def _under(context: otel_context.Context | None) -> Iterator[None]:
+    """``context`` current for one step (None: leave the current one)."""
+    token = None if context is None else otel_context.attach(context)
+    try:
+        yield
+    finally:
+        if token is not None:
+            otel_context.detach(token)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPlan:
+    """What the PRE seam chose and the model a call really runs on.
+
+    ``params``: the chosen model's parameters, for the framework's settings.
+    """
+
+    pre: PreModelResult
+    choice: ModelChoice
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return self.pre.model.params
+
+
+def plan_model(
+    iteration: Iteration,
+    *,
+    models: Mapping[str, Any],
+    own: Any,
+    context: otel_context.Context | None = None,
+    name_of: Callable[[Any], str | None] = model_name_of,
+) -> ModelPlan:
+    """The PRE seam, then the model the call runs on: ``models``' entry for
+    the choice, else the request's ``own`` model (named by ``name_of``);
+    a choice that is not callable here is reported once, the same way in
+    every adapter. Run after the iteration's tool selection."""
+    with _under(context):
+        pre = iteration.pre_model()
+        default = iteration.turn.layer.router.default_model.model_name
+        choice = choose_model(pre.model.model_name, default, models, own, name_of=name_of)
+        note_unavailable(iteration, pre, choice)
+    return ModelPlan(pre, choice)
+
+
+def report_model_call(
+    call: ChatCall | None,
+    usage: ModelUsage | None,
+    *,
+    response_model: Any = None,
+    carried: Iterable[str] | None = None,
+) -> None:
+    """A model call's usage on its chat span and in the ledger. ``response_model``:
+    the model the response names (a non-empty str, else ignored); ``carried``:
+    the offload ids whose stub the call's prompt held."""
+    if call is None or usage is None:
+        return
+    named = response_model if isinstance(response_model, str) and response_model else None
+    call.report(usage, response_model=named, carried=carried)
+
+
+def post_model(
+    iteration: Iteration,
+    emitted: Any,
+    *,
+    calls: Sequence[Any] | None = None,
+    context: otel_context.Context | None = None,
+) -> PostModelResult:
+    """The POST seam over the emitted message (``calls``: the ones the
+    framework will dispatch, when not all of the message's)."""
+    with _under(context):
+        return iteration.post_model(emitted, calls=calls)
+
+
+class ToolSpan:
+    """An ``execute_tool`` span from a tool's start to its end (any task):
+    :meth:`stop` with the tool's output (recorded only when content capture
+    is on), :meth:`fail` with what it raised; once."""
+
+    __slots__ = ("_failed", "_held", "_iteration", "_what")
+
+    def __init__(
+        self,
+        iteration: Iteration,
+        call: ToolCall,
+        *,
+        parent: otel_context.Context | None,
+        what: str,
+        failed: Callable[[str], None],
+    ) -> None:
+        self._iteration = iteration
+        self._what = what
+        self._failed = failed
+        self._held: Held[trace.Span] = Held(
+            lambda: iteration.execute_tool(call), parent=parent, what=what, failed=failed
+        )
+
+    @property
+    def context(self) -> otel_context.Context:
+        """The context with the ``execute_tool`` span current."""
+        return self._held.context
+
+    def stop(self, output: Any) -> None:
+        span = self._held.value
+        if span is not None and not self._held.ended:
+            try:
+                self._iteration.tool_result(span, output)
+            except Exception:
+                self._failed(f"{self._what}.result")
+        self._held.stop()
+
+    def fail(self, exc: BaseException) -> None:
+        self._held.fail(exc)
+
+    def end(self, exc: BaseException | None) -> None:
+        """End without an output: failed with ``exc``, or stopped."""
+        self._held.end(exc)
+
+
+def account_tool_output(
+    iteration: Iteration,
+    call: ToolCall,
+    text: str | None,
+    *,
+    outputs: Outputs,
+    scope: str,
+    usage: ModelUsage | None,
+    context: otel_context.Context | None = None,
+) -> str | None:
+    """After a tool answered: the stub that replaces its output, or None.
+
+    A recall (``call`` is the recall tool) of an output this ``scope`` keeps
+    is a real cost in the ledger: the recalled text comes back as input
+    (the one token estimator), the model call's output that emitted it with
+    the first recall of the iteration (``usage``). Any other tool's text
+    output (``text``; None: not a text) at or above the gate's threshold is
+    put to the offload gate; when it fires, ``outputs`` keeps the text for
+    recall and the stub really sent is returned (the ledger prices that
+    stub, not the gate's assumed size).
+    """
+    with _under(context):
+        if call.name == RECALL_TOOL:
+            offload_id = str(call.args.get("offload_id", ""))
+            found = outputs.lookup(offload_id, scope)
+            if found is not None:
+                outputs.expand(offload_id)
+                iteration.recall(
+                    offload_id,
+                    input_tokens=estimate_tokens(found),
+                    output_tokens=0 if usage is None else usage.output_tokens,
+                )
+            return None
+        if text is None or estimate_tokens(text) < iteration.turn.layer.gate.threshold_tokens:
+            return None
+        decision = iteration.offload(call, text)
+        if not decision.fire or decision.offload_id is None:
+            return None
+        stub = offload_stub(decision, call.name)
+        outputs.keep(decision.offload_id, scope, call.id, text, stub)
+        return stub

@@ -1,0 +1,173 @@
+"""The kit's shared loop steps, driven through a real DecisionLayer.
+
+The spans an in-memory exporter received, the ledger's settlement and the
+stored outputs are the ground truth; the model objects are plain objects
+the steps must name the way every adapter does.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from seamscope.adapters._kit import (
+    RECALL_TOOL,
+    ToolSpan,
+    account_tool_output,
+    estimate_tokens,
+    plan_model,
+    post_model,
+    report_model_call,
+)
+from seamscope.adapters._outputs import Outputs
+from seamscope.decisions import (
+    Message,
+    ModelConfig,
+    ModelUsage,
+    PricingTable,
+    ToolCall,
+    ToolCallPolicy,
+)
+from seamscope.loop import DecisionLayer
+from seamscope.telemetry import conventions as c
+
+MODEL = "m-big"
+PRICES = PricingTable({MODEL: {"input": 10, "output": 30}}, use_genai_prices=False)
+
+
+class _Named:
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+
+
+def _layer(tracer_provider: TracerProvider, **kwargs: Any) -> DecisionLayer:
+    return DecisionLayer(
+        default_model=MODEL,
+        pricing=PRICES,
+        agent_name="lead",
+        tracer_provider=tracer_provider,
+        **kwargs,
+    )
+
+
+def test_plan_model_runs_the_pre_seam_under_the_iteration_and_names_the_model(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    layer = _layer(
+        tracer_provider,
+        policies=[ToolCallPolicy(name="fast", match=lambda ctx: True, model=ModelConfig("m-gone"))],
+    )
+    own = _Named("m-own")
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn:
+        it, scope = turn.open_iteration()
+        with scope:
+            plan = plan_model(it, models={"m-other": object()}, own=own)
+    assert ("m-own", True, own, "m-gone") == (
+        plan.choice.name,
+        plan.choice.unavailable,
+        plan.choice.model,
+        it.unavailable,
+    )
+    spans = {s.name: s for s in span_exporter.get_finished_spans()}
+    pre = spans[c.SPAN_SEAM_PRE_MODEL]
+    assert pre.parent is not None
+    assert spans[c.SPAN_ITERATION].context.span_id == pre.parent.span_id  # type: ignore[union-attr]
+
+
+def test_plan_model_takes_the_models_entry_for_the_choice(
+    tracer_provider: TracerProvider,
+) -> None:
+    fast = object()
+    layer = _layer(
+        tracer_provider,
+        policies=[ToolCallPolicy(name="fast", match=lambda ctx: True, model=ModelConfig("m-fast"))],
+    )
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
+        plan = plan_model(it, models={"m-fast": fast}, own=_Named("m-own"))
+    assert (fast, "m-fast", False, None) == (
+        plan.choice.model,
+        plan.choice.name,
+        plan.choice.unavailable,
+        it.unavailable,
+    )
+
+
+def test_a_fired_offload_keeps_the_output_and_the_ledger_prices_the_stub_really_sent(
+    tracer_provider: TracerProvider,
+) -> None:
+    layer = _layer(tracer_provider)
+    outputs = Outputs(8)
+    text = "x" * 80_000  # 20 000 tokens: above the gate's threshold
+    call = ToolCall("c1", "report", {})
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn:
+        with turn.iteration() as it:
+            it.pre_model()
+            stub = account_tool_output(it, call, text, outputs=outputs, scope="conv-1", usage=None)
+            offloads = outputs.offloaded("conv-1")
+            assert ["c1"] == list(offloads)
+            offload_id = offloads["c1"].offload_id
+            assert stub == offloads["c1"].stub
+            assert stub is not None
+            assert text == outputs.lookup(offload_id, "conv-1")
+            assert None is outputs.lookup(offload_id, "conv-2")  # another scope reads nothing
+            assert offload_id in stub
+        with turn.iteration() as it:
+            it.pre_model()
+            with it.chat(MODEL) as chat:
+                report_model_call(
+                    chat, ModelUsage(1000, 10), response_model="", carried=[offload_id]
+                )
+            recall = ToolCall("c2", RECALL_TOOL, {"offload_id": offload_id})
+            assert None is account_tool_output(
+                it, recall, None, outputs=outputs, scope="conv-1", usage=ModelUsage(1000, 10)
+            )
+            assert outputs.expanded(offload_id)
+    (settlement,) = layer.end_conversation("conv-1")
+    per_token_in = Decimal(10) / Decimal(1_000_000)
+    stub_tokens = Decimal(str(estimate_tokens(stub)))
+    assert (1, 1) == (settlement.turns_carried, settlement.recalls)
+    assert stub_tokens * per_token_in == settlement.stub_carry_cost
+    assert stub.startswith(f"[offloaded {offload_id}: 20000 tokens from report;")
+    assert 80 != estimate_tokens(stub)  # priced as sent, not at the gate's assumed size
+
+
+def test_a_small_or_non_text_output_is_left_as_it_is(tracer_provider: TracerProvider) -> None:
+    layer = _layer(tracer_provider)
+    outputs = Outputs(8)
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
+        call = ToolCall("c1", "report", {})
+        assert None is account_tool_output(
+            it, call, "small", outputs=outputs, scope="s", usage=None
+        )
+        assert None is account_tool_output(it, call, None, outputs=outputs, scope="s", usage=None)
+        missing = ToolCall("c2", RECALL_TOOL, {"offload_id": "nope"})
+        assert None is account_tool_output(
+            it, missing, None, outputs=outputs, scope="s", usage=None
+        )
+    assert {} == outputs.offloaded("s")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_tool_span_ends_once_with_the_error_or_the_output(
+    fails: bool, span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    layer = _layer(tracer_provider)
+    seen: list[str] = []
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn:
+        it, scope = turn.open_iteration()
+        with scope:
+            post = post_model(it, Message("assistant", "", (ToolCall("c1", "search", {}),)))
+            span = ToolSpan(it, post.calls[0], parent=None, what="t.tool", failed=seen.append)
+        if fails:
+            span.fail(KeyError("k"))
+        span.stop("answer")
+        span.end(None)
+    tools = [s for s in span_exporter.get_finished_spans() if s.name == "execute_tool search"]
+    (tool,) = tools
+    assert ("KeyError" if fails else None) == (tool.attributes or {}).get(c.ATTR_ERROR_TYPE)
+    assert "c1" == (tool.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)
+    assert [] == seen
