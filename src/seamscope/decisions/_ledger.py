@@ -434,7 +434,7 @@ class OffloadLedger:
                         horizon=shadow.horizon,
                         recall_probability=shadow.recall_probability,
                     )
-                else:
+                elif len(conv.shadow_dropped) < self._max_offloads:
                     conv.shadow_dropped.append(offload.offload_id)
         self._settled(due)
 
