@@ -401,11 +401,12 @@ class OffloadLedger:
             tool_name = _text("record_offload", "tool_name", tool_name)
         elif shadow is not None:
             tool_name = shadow.tool_name
-        conversation_id = _key("record_offload", conversation_id)
         if not decision.fire or not decision.offload_id:
             if shadow is not None and shadow.fire:
-                self._shadow_only(conversation_id, decision, shadow, tool_name)
+                key = _key("record_offload", conversation_id)
+                self._shadow_only(key, decision, shadow, tool_name)
             return
+        conversation_id = _key("record_offload", conversation_id)
         offload = _Offload(
             decision.offload_id,
             decision.model_name,
