@@ -406,12 +406,7 @@ class _SeamRecorder(_RunRecorder):
                 # symfonic re-decides the output on every later iteration: the
                 # ledger follows it from the first fired decision, linked to
                 # that decision's span
-                self.ledger.record_offload(
-                    converted,
-                    conversation_id=conversation,
-                    link=link,
-                    tool_name=None if call.call is None else call.call.tool_name,
-                )
+                self.ledger.record_offload(converted, conversation_id=conversation, link=link)
         finally:
             if call.token is not None:
                 otel_context.detach(call.token)
