@@ -113,6 +113,7 @@ L_MECHANISM = label(c.ATTR_OFFLOAD_MECHANISM)
 L_MIDDLEWARE = label(c.ATTR_MIDDLEWARE_NAME)
 L_MIDDLEWARE_DECISION = label(c.ATTR_MIDDLEWARE_DECISION)
 L_TOOL = label(c.ATTR_GEN_AI_TOOL_NAME)
+L_SHADOW_BASIS = label(c.ATTR_OFFLOAD_SHADOW_BASIS)
 
 POLICY_EVALUATIONS = c.METRIC_POLICY_EVALUATIONS.prometheus
 POLICY_WINS = c.METRIC_POLICY_WINS.prometheus
@@ -126,6 +127,13 @@ REALIZED_COSTS = c.METRIC_OFFLOAD_REALIZED_COSTS.prometheus
 RECALLS = c.METRIC_OFFLOAD_RECALLS.prometheus
 SETTLED = c.METRIC_OFFLOAD_SETTLED.prometheus
 SHADOW_DISAGREEMENTS = c.METRIC_OFFLOAD_SHADOW_DISAGREEMENTS.prometheus
+SHADOW_SAVINGS = c.METRIC_OFFLOAD_SHADOW_SAVINGS.prometheus
+SHADOW_COSTS = c.METRIC_OFFLOAD_SHADOW_COSTS.prometheus
+REMAINING_TURNS = c.METRIC_OFFLOAD_REMAINING_TURNS.prometheus
+RECALLED_OFFLOADS = c.METRIC_OFFLOAD_RECALLED_OFFLOADS.prometheus
+SETTLED_RECALLS = c.METRIC_OFFLOAD_SETTLED_RECALLS.prometheus
+CARRIED_TURNS = c.METRIC_OFFLOAD_CARRIED_TURNS.prometheus
+PRIOR_RECALL_PROBABILITY = c.METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY.prometheus
 INPUT_TOKENS = c.METRIC_MODEL_INPUT_TOKENS.prometheus
 MIDDLEWARE_DECISIONS = c.METRIC_MIDDLEWARE_DECISIONS.prometheus
 MIDDLEWARE_COST = c.METRIC_MIDDLEWARE_COST.prometheus
@@ -222,6 +230,8 @@ def grown(selector: str, window: str) -> str:
 
 
 GATE = c.OffloadMechanism.SEAMSCOPE_GATE.value
+_PAIR = [L_TOOL, L_MODEL]
+_SHADOW_BY = [L_MODEL, L_TOOL, L_SHADOW_BASIS]
 
 
 def gate_only(metric: str) -> str:
@@ -1503,7 +1513,7 @@ OFFLOAD = Dashboard(
                         ),
                     ),
                     "ops",
-                    w=24,
+                    w=12,
                     links=(
                         Link(
                             "Gate calls on this model and tool",
@@ -1519,6 +1529,99 @@ OFFLOAD = Dashboard(
                             ),
                         ),
                     ),
+                ),
+                Graph(
+                    "Shadow net saving by model and tool",
+                    "What the shadow configuration's offloads would have saved minus what "
+                    "they would have cost per hour, on the conversations' real course "
+                    "(counted as conversations settle): exact where the offload fires either "
+                    "way, expected (one recall hop at the shadow's probability) where only "
+                    "the shadow fires. Compare with the realized net of the live gate.",
+                    (
+                        Query(
+                            per_hour(
+                                or_zero_like(
+                                    sum_by(_SHADOW_BY, rate(SHADOW_SAVINGS)),
+                                    sum_by(_SHADOW_BY, rate(SHADOW_COSTS)),
+                                )
+                                + "\n-\n"
+                                + or_zero_like(
+                                    sum_by(_SHADOW_BY, rate(SHADOW_COSTS)),
+                                    sum_by(_SHADOW_BY, rate(SHADOW_SAVINGS)),
+                                )
+                            ),
+                            legend(L_MODEL, L_TOOL) + " · " + legend(L_SHADOW_BASIS),
+                        ),
+                    ),
+                    "currencyUSD",
+                    w=12,
+                ),
+            ),
+        ),
+        Row(
+            "Calibration evidence",
+            (
+                Graph(
+                    "Recall probability by tool and model: realized vs the gate's prior",
+                    "Per tool and model: the share of settled "
+                    "offloads of the gate that were recalled (what seamscope calibrate "
+                    "--prometheus learns the recall probability from) and the mean recall "
+                    "prior the gate decided them with.",
+                    (
+                        Query(
+                            ratio(
+                                sum_by(_PAIR, rate(RECALLED_OFFLOADS)),
+                                sum_by(_PAIR, rate(REMAINING_TURNS + "_count")),
+                            ),
+                            legend(L_TOOL, L_MODEL) + " · recalled",
+                        ),
+                        Query(
+                            ratio(
+                                sum_by(_PAIR, rate(PRIOR_RECALL_PROBABILITY)),
+                                sum_by(_PAIR, rate(REMAINING_TURNS + "_count")),
+                            ),
+                            legend(L_TOOL, L_MODEL) + " · prior",
+                        ),
+                    ),
+                    "percentunit",
+                    w=12,
+                ),
+                Graph(
+                    "Turns after an offload (remaining, carried) and recalls per offload",
+                    "Per tool and model: the model calls that followed each settled offload "
+                    "of the gate until it settled (the gate's horizon, realized: median and "
+                    "90th percentile), the mean number that carried its stub, and its mean "
+                    "recalls.",
+                    (
+                        Query(
+                            "histogram_quantile(0.5, "
+                            + sum_by([*_PAIR, "le"], rate(REMAINING_TURNS + "_bucket"))
+                            + ")",
+                            legend(L_TOOL, L_MODEL) + " · median remaining",
+                        ),
+                        Query(
+                            "histogram_quantile(0.9, "
+                            + sum_by([*_PAIR, "le"], rate(REMAINING_TURNS + "_bucket"))
+                            + ")",
+                            legend(L_TOOL, L_MODEL) + " · p90 remaining",
+                        ),
+                        Query(
+                            ratio(
+                                sum_by(_PAIR, rate(CARRIED_TURNS)),
+                                sum_by(_PAIR, rate(REMAINING_TURNS + "_count")),
+                            ),
+                            legend(L_TOOL, L_MODEL) + " · mean carried",
+                        ),
+                        Query(
+                            ratio(
+                                sum_by(_PAIR, rate(SETTLED_RECALLS)),
+                                sum_by(_PAIR, rate(REMAINING_TURNS + "_count")),
+                            ),
+                            legend(L_TOOL, L_MODEL) + " · recalls per offload",
+                        ),
+                    ),
+                    "none",
+                    w=12,
                 ),
             ),
         ),

@@ -148,7 +148,99 @@ def test_help_documents_every_flag_and_exit_code(capsys: pytest.CaptureFixture[s
         "--prior-strength K",
         "--version TEXT",
         "--format {text,json}",
+        "--prometheus URL",
+        "--range DURATION",
         "exit codes: 0 success; 1 some lines or spans were skipped",
         "2 usage error",
     ):
         assert needle in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--range", "30d", "t.jsonl"], "--range goes with --prometheus"),
+        (["--prometheus", "http://127.0.0.1:9", "t.jsonl"], "one of them"),
+        (["--prometheus", "http://127.0.0.1:9", "--range", "a month"], "a PromQL duration"),
+    ],
+)
+def test_prometheus_flags_misused_are_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert 2 == main(["calibrate", *argv, "--output", "-"])
+    assert message in capsys.readouterr().err
+
+
+def _answers(values: dict[str, list[tuple[dict[str, str], float]]]) -> Any:
+    """A loopback HTTP server answering Prometheus' instant-query API from ``values``
+    (by the metric name the query reads)."""
+    import http.server
+    import threading
+    import urllib.parse
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
+            name = next(n for n in values if n in query)
+            result = [{"metric": m, "value": [0, str(v)]} for m, v in values[name]]
+            body = json.dumps({"status": "success", "data": {"result": result}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_remaining_turns_past_32_are_taken_at_their_buckets_bound_and_said_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from seamscope.telemetry import conventions as c
+
+    pair = {"gen_ai_tool_name": "search", "gen_ai_request_model": "gpt-4o"}
+    remaining = c.METRIC_OFFLOAD_REMAINING_TURNS.prometheus
+    # five offloads: 3, 3, 7 turns (exact buckets) and two in (32, 40]
+    cumulative = {3: 2, 7: 3, 32: 3, 40: 5}
+    buckets = []
+    for le in (*range(0, 33), 40, 48, 64, 96, 128, 256):
+        count = max((n for b, n in cumulative.items() if b <= le), default=0)
+        buckets.append(({**pair, "le": f"{float(le)}"}, count))
+    buckets.append(({**pair, "le": "+Inf"}, 5))
+    server = _answers(
+        {
+            remaining + "_bucket": buckets,
+            remaining + "_sum": [(pair, 3 + 3 + 7 + 35 + 39)],
+            c.METRIC_OFFLOAD_RECALLED_OFFLOADS.prometheus: [(pair, 2)],
+            c.METRIC_OFFLOAD_SETTLED_RECALLS.prometheus: [(pair, 3)],
+            c.METRIC_OFFLOAD_CARRIED_TURNS.prometheus: [(pair, 10)],
+            c.METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY.prometheus: [(pair, 2.5)],
+        }
+    )
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert 0 == main(["calibrate", "--prometheus", url, "--output", "-", "--format", "json"])
+    finally:
+        server.shutdown()
+    out = capsys.readouterr()
+    import tomllib
+
+    document = tomllib.loads(out.out)
+    (entry,) = document["priors"]
+    evidence = entry["evidence"]
+    assert ("prometheus", 5, 7, 2, 3) == (
+        document["source"],
+        entry["offloads"],
+        entry["horizon"],  # the median: exact (the third of five values)
+        evidence["recalled"],
+        evidence["recalls"],
+    )
+    assert {"median": 7.0, "p10": 3.0, "p90": 40.0, "mean": 17.4} == evidence["remaining_turns"]
+    assert {"mean": 2.0} == evidence["turns_carried"]
+    assert ["remaining_turns"] == evidence["approximate"]
+    # the Beta posterior is seeded by the mean prior 0.5 (2.5 over 5 offloads)
+    assert [1.0, 1.0] == evidence["prior"] and [3.0, 4.0] == evidence["posterior"]

@@ -74,6 +74,7 @@ PINNED: dict[str, dict[str, str]] = {
         "EVICTED": "evicted",
     },
     "CacheUsage": {"READ": "read", "WRITE": "write", "UNCACHED": "uncached"},
+    "ShadowBasis": {"EXACT": "exact", "EXPECTED": "expected"},
     "DecisionKind": {
         "SELECT_TOOLS": "select_tools",
         "PRE_MODEL": "pre_model",
@@ -84,7 +85,7 @@ PINNED: dict[str, dict[str, str]] = {
 
 
 # the closed value sets used only by telemetry live in conventions
-TELEMETRY_ONLY = {"SelectionSet", "CacheUsage", "DecisionKind"}
+TELEMETRY_ONLY = {"SelectionSet", "CacheUsage", "DecisionKind", "ShadowBasis"}
 
 
 def _str_enums_in_module() -> dict[str, type[enum.StrEnum]]:

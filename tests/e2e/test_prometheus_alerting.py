@@ -177,6 +177,7 @@ _SPANMETRICS = (
 )
 EMPTY_PANELS: dict[str, str] = {
     "Shadow disagreements by model and tool": "the demo's gate runs no shadow configuration",
+    "Shadow net saving by model and tool": "the demo's gate runs no shadow configuration",
     "Decisions per second by kind": _SPANMETRICS,
     "Decision duration p50 / p95 by kind": _SPANMETRICS,
 }

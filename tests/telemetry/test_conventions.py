@@ -165,10 +165,13 @@ def test_prometheus_names(spec: c.MetricSpec, expected: str) -> None:
 def test_units_are_ucum_and_buckets_explicit() -> None:
     counters = [spec for spec in c.METRICS if spec.kind == "counter"]
     assert [] == [s.name for s in counters if not (s.unit.startswith("{") and s.unit.endswith("}"))]
-    assert ["s"] == [spec.unit for spec in c.METRICS if spec.kind == "histogram"]
+    assert ["{turn}", "s"] == [spec.unit for spec in c.METRICS if spec.kind == "histogram"]
     buckets = list(c.DECISION_DURATION_BUCKETS)
     assert sorted(set(buckets)) == buckets
     assert 0 < buckets[0] < 0.0001 and buckets[-1] >= 1.0
+    turns = list(c.REMAINING_TURNS_BUCKETS)
+    assert sorted(set(turns)) == turns
+    assert list(range(0, 33)) == turns[:33]  # one bucket per whole turn up to 32
 
 
 CORE_ENUMS = {
@@ -187,7 +190,7 @@ CORE_ENUMS = {
     "StageOutcomeKind",
     "WinnerSource",
 }
-TELEMETRY_ENUMS = {"CacheUsage", "DecisionKind", "SelectionSet"}
+TELEMETRY_ENUMS = {"CacheUsage", "DecisionKind", "SelectionSet", "ShadowBasis"}
 
 
 def test_closed_value_sets_are_the_cores_string_enums() -> None:

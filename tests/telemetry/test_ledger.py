@@ -230,6 +230,7 @@ def test_settlement_on_conversation_end(
         recalls=0,
         horizon=5,
         recall_probability=0.5,
+        remaining_turns=1,
     )
     assert [expected] == settlements
     assert (D("0.01992"), c.OffloadOutcome.GAIN) == (

@@ -14,6 +14,12 @@ For every (tool, model) pair with settled offloads in the input:
   10th and 90th percentiles and mean, beside the turns really carried (a
   recall ends the carry).
 
+For a fleet, ``--prometheus URL [--range 30d]`` reads the same evidence from
+the per-(tool, model) series the ledger exports, one PromQL query per
+quantity (see :mod:`seamscope.cli._prometheus` for which are exact: the
+remaining-turns distribution up to 32 turns, every count and sum; the carried
+turns' median is not known there, only their mean).
+
 The priors file (TOML, see :mod:`seamscope.decisions._priors`) lists every
 pair with its evidence; the gate uses a pair only with at least
 ``--min-offloads`` offloads behind it. Its version, unless given, is a hash
@@ -36,6 +42,7 @@ from rich.console import Console
 
 from seamscope.cli._course import Chat, Conversation, CourseReader, Gate, Settle
 from seamscope.cli._jaeger import JaegerError
+from seamscope.cli._prometheus import PrometheusError, read_evidence, valid_range
 from seamscope.cli._whatif import (
     UnreadableInput,
     add_jaeger_arguments,
@@ -138,11 +145,18 @@ class Evidence:
 
     tool: str
     model: str
-    prior_p: list[float] = field(default_factory=list)  # the gate's p on each offload
+    prior_p_sum: float = 0.0  # the gate's p on each offload, summed in reading order
     recalled: int = 0
     recalls: int = 0
     remaining: list[int] = field(default_factory=list)
     carried: list[int] = field(default_factory=list)
+    remaining_sum: float | None = None
+    """From Prometheus: the remaining turns' exact sum (``remaining`` holds
+    values past 32 turns at their bucket's bound)."""
+    carried_sum: float | None = None
+    """From Prometheus: the carried turns' sum (``carried`` is then empty)."""
+    approximate: tuple[str, ...] = ()
+    """The figures the source gives only approximately (written into the file)."""
 
     @property
     def offloads(self) -> int:
@@ -150,7 +164,7 @@ class Evidence:
 
     def posterior(self, strength: float) -> tuple[float, float, float, float]:
         """(alpha0, beta0, alpha, beta) of the Beta prior and posterior."""
-        p0 = sum(self.prior_p) / len(self.prior_p) if self.prior_p else 0.5
+        p0 = self.prior_p_sum / self.offloads if self.offloads else 0.5
         p0 = min(0.99, max(0.01, p0))
         a0, b0 = strength * p0, strength * (1.0 - p0)
         return a0, b0, a0 + self.recalled, b0 + self.offloads - self.recalled
@@ -159,6 +173,18 @@ class Evidence:
         a0, b0, a, b = self.posterior(strength)
         remaining = sorted(self.remaining)
         carried = sorted(self.carried)
+        n = len(remaining)
+        remaining_mean = (
+            (sum(remaining) if self.remaining_sum is None else self.remaining_sum) / n if n else 0.0
+        )
+        carried_turns: dict[str, float] = (
+            {
+                "median": round(_percentile(carried, 0.5), 6),
+                "mean": round(sum(carried) / len(carried), 6) if carried else 0.0,
+            }
+            if self.carried_sum is None
+            else {"mean": round(self.carried_sum / n, 6) if n else 0.0}
+        )
         return {
             "tool": self.tool,
             "model": self.model,
@@ -178,12 +204,10 @@ class Evidence:
                 "median": round(_percentile(remaining, 0.5), 6),
                 "p10": round(_percentile(remaining, 0.1), 6),
                 "p90": round(_percentile(remaining, 0.9), 6),
-                "mean": round(sum(remaining) / len(remaining), 6) if remaining else 0.0,
+                "mean": round(remaining_mean, 6),
             },
-            "turns_carried": {
-                "median": round(_percentile(carried, 0.5), 6),
-                "mean": round(sum(carried) / len(carried), 6) if carried else 0.0,
-            },
+            "turns_carried": carried_turns,
+            **({"approximate": list(self.approximate)} if self.approximate else {}),
         }
 
 
@@ -206,7 +230,7 @@ def collect(conv: Conversation, into: dict[tuple[str, str], Evidence]) -> None:
             continue  # not settled in the trace: no realized evidence
         settle, at = found
         ev_ = into.setdefault((gate.tool or "", gate.model), Evidence(gate.tool or "", gate.model))
-        ev_.prior_p.append(gate.recall_probability)
+        ev_.prior_p_sum += gate.recall_probability
         recalls = settle.recalls or 0
         ev_.recalls += recalls
         ev_.recalled += recalls > 0
@@ -252,6 +276,7 @@ def priors_toml(
     strength: float,
     sources: list[str],
     version: str | None = None,
+    source: str | None = None,
 ) -> tuple[str, str]:
     """The priors file for ``rows`` (see :mod:`seamscope.decisions._priors`) and its version."""
     body: list[str] = []
@@ -277,6 +302,8 @@ def priors_toml(
             "turns_carried",
         ):  # fmt: skip
             body.append(f"{key} = {_toml(row[key])}")
+        if row.get("approximate"):
+            body.append(f"approximate = {_toml(row['approximate'])}")
     if version is None:
         digest = hashlib.sha256("\n".join(body).encode("utf-8")).hexdigest()
         version = f"sha256:{digest[:12]}"
@@ -291,6 +318,14 @@ def priors_toml(
         'generated_by = "seamscope calibrate"',
         f"sources = {_toml(sources)}",
     ]
+    if source is not None:
+        head.append(f"source = {_toml(source)}")
+    if source == "prometheus":
+        head[4:4] = [
+            "# From Prometheus: every count and sum is exact (a range's increase() is",
+            "# extrapolated, then rounded); the remaining-turns percentiles are exact up to",
+            "# 32 turns (a pair's `approximate` names what is not); turns_carried: mean only.",
+        ]
     return "\n".join(head + body) + "\n", version
 
 
@@ -302,7 +337,8 @@ def add_calibrate_parser(sub: Any) -> None:
         "calibrate",
         help="learn the gate's priors per (tool, model) from realized settlements",
         description=(
-            "Read OTLP-JSON files and, per (tool, model), estimate the recall probability (a "
+            "Read OTLP-JSON files (or Jaeger, or Prometheus for a fleet) and, per (tool, "
+            "model), estimate the recall probability (a "
             "Beta posterior seeded by the gate's prior: mean, 90% credible interval, count) "
             "and the remaining-turns distribution (median, p10, p90, mean) from the settled "
             "offloads; write them as a reviewable, versioned TOML priors file with the "
@@ -310,13 +346,28 @@ def add_calibrate_parser(sub: Any) -> None:
         ),
         epilog=(
             "exit codes: 0 success; 1 some lines or spans were skipped (the rest was used); "
-            "2 usage error (FILE missing, neither FILE nor --jaeger or both, no settled offload "
-            "in the input, bad flag value, the output cannot be written); with --jaeger, 1 also "
-            "when Jaeger cannot be read"
+            "2 usage error (FILE missing, not exactly one of FILE, --jaeger, --prometheus, no "
+            "settled offload in the input, bad flag value, the output cannot be written); with "
+            "--jaeger or --prometheus, 1 also when it cannot be read"
         ),
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="OTLP-JSON lines files (- for stdin)")
     add_jaeger_arguments(p)
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the evidence of a fleet from Prometheus (http://host:9090) instead of "
+        "traces: the per-(tool, model) series the ledger exports, one PromQL query per "
+        "quantity; the file says source = \"prometheus\" (default: none)",
+    )
+    p.add_argument(
+        "--range",
+        dest="window",
+        metavar="DURATION",
+        help="with --prometheus: what the series grew over this PromQL duration (such as "
+        "30d; increase(), extrapolated at the edges, rounded) instead of their totals since "
+        "each process started (default: the totals)",
+    )
     p.add_argument(
         "--output",
         default=DEFAULT_OUTPUT,
@@ -368,7 +419,16 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
         err.print(f"error: {message}", markup=False, highlight=False)
         return 2
 
-    query, problem = jaeger_source(args)
+    if args.prometheus is not None:
+        if args.files or args.jaeger is not None:
+            return usage("give FILE..., --jaeger or --prometheus, one of them")
+        if args.window is not None and not valid_range(args.window):
+            return usage(f"--range {args.window!r}: a PromQL duration such as 30d, 6h, 1h30m")
+        query, problem = None, None
+    elif args.window is not None:
+        return usage("--range goes with --prometheus")
+    else:
+        query, problem = jaeger_source(args)
     if problem is not None:
         return usage(problem)
     if args.min_offloads < 1:
@@ -377,18 +437,27 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
         return usage("--prior-strength must be a number > 0")
     if args.priors_version is not None and not args.priors_version.strip():
         return usage("--version must not be empty")
+    problems = 0
+    source_kind = None
     try:
-        with opened_inputs(args.files) as handles:
-            evidence, reader = calibrate(handles, query)
+        if args.prometheus is not None:
+            evidence, queries = from_prometheus(args.prometheus, args.window)
+            sources = [f"{args.prometheus} {q}" for q in queries]
+            where, source_kind = args.prometheus, "prometheus"
+        else:
+            with opened_inputs(args.files) as handles:
+                evidence, reader = calibrate(handles, query)
+            for source, line, message in reader.problems:
+                err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
+            problems = reader.problem_count
+            where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
+            sources = [name for name, _ in handles] or [f"{args.jaeger} service {args.service}"]
     except UnreadableInput as exc:
         return usage(str(exc))
-    except JaegerError as exc:
+    except (JaegerError, PrometheusError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 1
-    for source, line, message in reader.problems:
-        err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
     if not evidence:
-        where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
         return usage(f"{where}: no settled offload of the gate to learn from")
     rows = [
         evidence[key].summary(args.prior_strength, args.min_offloads) for key in sorted(evidence)
@@ -397,8 +466,9 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
         rows,
         min_offloads=args.min_offloads,
         strength=args.prior_strength,
-        sources=[name for name, _ in handles] or [f"{args.jaeger} service {args.service}"],
+        sources=sources,
         version=args.priors_version,
+        source=source_kind,
     )
     out = err if args.output == "-" else console
     if args.output == "-":
@@ -426,4 +496,25 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
             markup=False,
             highlight=False,
         )
-    return 1 if reader.problem_count else 0
+    return 1 if problems else 0
+
+
+def from_prometheus(url: str, window: str | None) -> tuple[dict[tuple[str, str], Evidence], list[str]]:
+    """The evidence of every (tool, model) pair Prometheus holds, and the queries
+    issued (see :mod:`seamscope.cli._prometheus`)."""
+    rows, queries = read_evidence(url, window)
+    evidence: dict[tuple[str, str], Evidence] = {}
+    for row in rows:
+        ev = Evidence(
+            row["tool"],
+            row["model"],
+            prior_p_sum=row["prior_p_sum"],
+            recalled=row["recalled"],
+            recalls=row["recalls"],
+            remaining=row["remaining"],
+            remaining_sum=row["remaining_sum"],
+            carried_sum=row["carried_sum"],
+        )
+        ev.approximate = () if row["remaining_exact"] else ("remaining_turns",)
+        evidence[(ev.tool, ev.model)] = ev
+    return evidence, queries

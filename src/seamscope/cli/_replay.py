@@ -365,7 +365,10 @@ def _gate(
         if not decision.fire:  # priced otherwise when recorded: keep what the span says
             decision = replace(decision, fire=True, net_saving=Decimal(repr(ev.net_saving_usd)))
         real.record_offload(
-            replace(decision, offload_id=ev.offload_id), conversation_id=key, stub_tokens=real_stub
+            replace(decision, offload_id=ev.offload_id),
+            conversation_id=key,
+            stub_tokens=real_stub,
+            tool_name=ev.tool,
         )
     changed, decision = decided
     out.gates.append((ev, decision))
@@ -380,6 +383,7 @@ def _gate(
                 replace(decision, offload_id=ev.offload_id),
                 conversation_id=key,
                 stub_tokens=real_stub,
+                tool_name=ev.tool,
             )
         return
     quote = counterfactual_pricing.lookup(ev.model)

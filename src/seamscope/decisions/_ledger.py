@@ -47,6 +47,32 @@ conversations (the least recently active is settled and evicted) and
 ``max_offloads_per_conversation`` live offloads each. State is per
 conversation; one conversation's events never change another's accounts.
 
+Shadow settlement: a fired decision that carries a shadow configuration's
+verdict (``OffloadGate(shadow=...)``), or one that did not fire while its
+shadow would have (give it to :meth:`OffloadLedger.record_offload` too),
+makes the ledger follow that conversation under the shadow's choices as
+well, on the course the conversation really takes, as ``seamscope whatif``
+re-settles a recorded conversation under the shadow's configuration:
+
+* the offloads that fire either way, and the framework's compactions, are
+  followed by a second set of accounts that sees every later model call
+  (carrying what the live prompt carried), every recall and the cache
+  behaviour, but not the offloads only the live gate fired (their output
+  would have stayed in the prompt): **exact**;
+* an offload only the shadow would have fired is carried by every later
+  model call of the conversation (its output's tokens saved, the shadow's
+  stub paid, at that call's input rate); its recall never happened, so one
+  recall hop at the shadow's recall probability is **expected**, within
+  [recalled once, never] (what a recall would change after it is not
+  modelled);
+
+and when the conversation's live offloads settle, a
+:class:`~seamscope.decisions.records.ShadowSettlement` goes to the
+observer (``on_shadow_settled``). The shadow's accounts start as a copy of
+the conversation's at its first shadowed decision. An offload evicted
+alone (``max_offloads_per_conversation``) leaves the shadow's accounts
+following it until the conversation settles.
+
 Money is exact :class:`~decimal.Decimal` USD; no I/O, no telemetry import.
 """
 
@@ -56,7 +82,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from seamscope.decisions import _checks as _c
@@ -73,6 +99,9 @@ from seamscope.decisions.records import (
     RecallAccount,
     Settlement,
     SettleTrigger,
+    ShadowOffload,
+    ShadowSettlement,
+    ShadowVerdict,
 )
 
 __all__ = ["OffloadLedger"]
@@ -102,6 +131,33 @@ class _Offload:  # mutable accounting of one live offload
     recalls: int = 0
     recalled: bool = False
     recalled_since_call: bool = False
+    tool_name: str | None = None
+    remaining: int = 0
+
+
+@dataclass(slots=True)
+class _ShadowNew:  # an offload only the shadow fires: its expected value so far
+    model: str
+    tool_name: str | None
+    output_tokens: float
+    stub_tokens: Decimal
+    recall_probability: float
+    hop: Decimal
+    savings: Decimal = _ZERO
+    stub_cost: Decimal = _ZERO
+    turns: int = 0
+
+    def frozen(self) -> ShadowOffload:
+        return ShadowOffload(
+            self.model,
+            self.tool_name,
+            self.output_tokens,
+            self.recall_probability,
+            self.savings,
+            self.stub_cost,
+            self.hop,
+            self.turns,
+        )
 
 
 @dataclass(slots=True)
@@ -110,6 +166,19 @@ class _Conversation:
     baseline_read: int = 0
     baseline_input: int = 0
     last_tick: int = 0
+    shadow: _Conversation | None = None  # the shadow's exact accounts
+    shadow_new: list[_ShadowNew] = field(default_factory=list)
+    shadow_dropped: list[str] = field(default_factory=list)
+
+    def shadowed(self) -> _Conversation:
+        """The shadow's accounts, started as a copy of this conversation's."""
+        if self.shadow is None:
+            self.shadow = _Conversation(
+                OrderedDict((k, replace(o)) for k, o in self.offloads.items()),
+                self.baseline_read,
+                self.baseline_input,
+            )
+        return self.shadow
 
 
 def _contained(method: str, field: str, value: object) -> None:
@@ -180,7 +249,70 @@ def _settlement(conversation_id: str, off: _Offload, trigger: SettleTrigger) -> 
         link=off.link,
         mechanism=off.mechanism,
         compaction_cost=off.compaction_cost,
+        tool_name=off.tool_name,
+        remaining_turns=off.remaining,
     )
+
+
+def _account(
+    conv: _Conversation,
+    price: ModelPrice | None,
+    usage: ModelUsage,
+    carried: Iterable[str | CarriedStub] | None,
+) -> tuple[bool, Decimal, Decimal, Decimal, dict[OffloadMechanism, list[Decimal]], list[_Offload]]:
+    """One model call's accounting on ``conv``'s offloads (see
+    :meth:`OffloadLedger.record_model_call`): (active, saving, stub carry,
+    cache disruption, shares by mechanism, the offloads it carried)."""
+    live = [o for o in conv.offloads.values() if not o.recalled]
+    saving = stub = cache = _ZERO
+    for off in conv.offloads.values():
+        off.remaining += 1
+    if carried is not None:
+        wanted: set[str] = set()
+        for item in carried:
+            if isinstance(item, CarriedStub):
+                wanted.add(item.offload_id)
+                if item.offload_id not in conv.offloads and price is not None:
+                    saving += to_decimal(item.output_tokens) * price.input_rate
+                    stub += to_decimal(item.stub_tokens) * price.input_rate
+            else:
+                wanted.add(item)
+        live = [o for o in conv.offloads.values() if o.offload_id in wanted]
+    active = bool(conv.offloads)
+    shares: dict[OffloadMechanism, list[Decimal]] = {}
+    if saving or stub:  # CarriedStubs of offloads decided elsewhere
+        shares[OffloadMechanism.SEAMSCOPE_GATE] = [saving, stub, _ZERO]
+    if conv.offloads and price is not None:
+        for off in live:
+            s = off.output_tokens * price.input_rate
+            k = to_decimal(off.stub_tokens) * price.input_rate
+            off.savings += s
+            off.stub_cost += k
+            off.turns += 1
+            saving += s
+            stub += k
+            share = shares.setdefault(off.mechanism, [_ZERO, _ZERO, _ZERO])
+            share[0] += s
+            share[1] += k
+        cache = cache_disruption(conv.baseline_read, conv.baseline_input, usage, price)
+        # a recall since the previous call put its output back into the
+        # prompt: the cache disruption is that offload's; otherwise it is
+        # shared by the offloads whose stubs this prompt carried.
+        recalled = [o for o in conv.offloads.values() if o.recalled_since_call]
+        blamed = recalled or live
+        if cache > 0 and blamed:
+            part = cache / len(blamed)
+            for off in blamed:
+                off.cache_cost += part
+                shares.setdefault(off.mechanism, [_ZERO, _ZERO, _ZERO])[2] += part
+        else:
+            cache = _ZERO
+        for off in recalled:
+            off.recalled_since_call = False
+    elif not conv.offloads:
+        conv.baseline_read += usage.cache_read_tokens
+        conv.baseline_input += usage.input_tokens
+    return active, saving, stub, cache, shares, live
 
 
 def cache_disruption(
@@ -233,6 +365,9 @@ class OffloadLedger:
         self._lock = threading.RLock()
         self.settlements: list[Settlement] = []
         """Settlements of this ledger, newest last (the latest 1000)."""
+        self.shadow_settlements: list[ShadowSettlement] = []
+        """Shadow settlements of this ledger, newest last (the latest 1000)."""
+        self._shadow_due: list[ShadowSettlement] = []
 
     def _price(self, model: str) -> ModelPrice | None:
         quote = self._pricing.lookup(model)
@@ -247,18 +382,31 @@ class OffloadLedger:
         conversation_id: str,
         link: object = None,
         stub_tokens: float | None = None,
+        tool_name: str | None = None,
     ) -> None:
-        """Start following a fired offload (a decision that did not fire is ignored).
+        """Start following a fired offload (a decision that did not fire is
+        ignored, unless its shadow would have fired: see the module docstring).
 
         ``link``: what the observer's ``end_offload_gate`` returned for this
         decision; the settlement carries it back. ``stub_tokens``: the size of
         the stub really sent (chars / 4); None: the gate's assumed size.
+        ``tool_name``: the tool whose output it is (on the settlement; None:
+        the shadow verdict's, if any).
         """
         if not isinstance(decision, OffloadGateDecision):
             _contained("record_offload", "decision", decision)
             return
+        shadow = decision.shadow if isinstance(decision.shadow, ShadowVerdict) else None
+        if tool_name is not None:
+            tool_name = _text("record_offload", "tool_name", tool_name)
+        elif shadow is not None:
+            tool_name = shadow.tool_name
         if not decision.fire or not decision.offload_id:
+            if shadow is not None and shadow.fire:
+                key = _key("record_offload", conversation_id)
+                self._shadow_only(key, decision, shadow, tool_name)
             return
+        conversation_id = _key("record_offload", conversation_id)
         offload = _Offload(
             decision.offload_id,
             decision.model_name,
@@ -270,8 +418,57 @@ class OffloadLedger:
             decision.horizon,
             decision.recall_probability,
             link,
+            tool_name=tool_name,
         )
-        _, due = self._follow(_key("record_offload", conversation_id), offload, again=True)
+        due: list[Settlement] = []
+        with self._lock:
+            if shadow is not None:  # the shadow's accounts start before this offload
+                self._touch(conversation_id, due).shadowed()
+            _, more = self._follow(conversation_id, offload, again=True)
+            due.extend(more)
+            conv = self._conversations.get(conversation_id)
+            if shadow is not None and conv is not None:
+                if shadow.fire:
+                    conv.shadowed().offloads[offload.offload_id] = replace(
+                        offload,
+                        predicted=shadow.net_saving,
+                        horizon=shadow.horizon,
+                        recall_probability=shadow.recall_probability,
+                    )
+                elif len(conv.shadow_dropped) < self._max_offloads:
+                    conv.shadow_dropped.append(offload.offload_id)
+        self._settled(due)
+
+    def _shadow_only(
+        self,
+        conversation_id: str,
+        decision: OffloadGateDecision,
+        shadow: ShadowVerdict,
+        tool_name: str | None,
+    ) -> None:
+        """Follow an offload only the shadow would have fired (expected value)."""
+        price = self._price(decision.model_name)
+        hop = _ZERO
+        if price is not None:
+            hop = (
+                shadow.recall_input_tokens * price.input_rate
+                + shadow.recall_output_tokens * price.output_rate
+            )
+        new = _ShadowNew(
+            decision.model_name,
+            tool_name,
+            decision.output_tokens,
+            to_decimal(shadow.stub_tokens),
+            shadow.recall_probability,
+            hop,
+        )
+        due: list[Settlement] = []
+        with self._lock:
+            conv = self._touch(conversation_id, due)
+            conv.shadowed()
+            if len(conv.shadow_new) >= self._max_offloads:
+                del conv.shadow_new[0]
+            conv.shadow_new.append(new)
         self._settled(due)
 
     def record_compaction(
@@ -304,7 +501,11 @@ class OffloadLedger:
             compaction.mechanism,
             compaction.cost,
         )
-        followed, due = self._follow(conversation_id, offload, again=False)
+        with self._lock:
+            followed, due = self._follow(conversation_id, offload, again=False)
+            conv = self._conversations.get(conversation_id)
+            if followed and conv is not None and conv.shadow is not None:
+                conv.shadow.offloads.setdefault(offload.offload_id, replace(offload))
         if not followed:
             self._settled(due)
             return
@@ -349,57 +550,18 @@ class OffloadLedger:
         with self._lock:
             self._tick += 1
             conv = self._touch(conversation_id, due)
-            live = [o for o in conv.offloads.values() if not o.recalled]
-            saving = stub = cache = _ZERO
             if isinstance(carried, str | CarriedStub):
                 carried = (carried,)
-            if carried is not None:
-                wanted: set[str] = set()
-                for item in carried:
-                    if isinstance(item, CarriedStub):
-                        wanted.add(item.offload_id)
-                        if item.offload_id not in conv.offloads and price is not None:
-                            saving += to_decimal(item.output_tokens) * price.input_rate
-                            stub += to_decimal(item.stub_tokens) * price.input_rate
-                    else:
-                        wanted.add(item)
-                live = [o for o in conv.offloads.values() if o.offload_id in wanted]
-            active = bool(conv.offloads)
+            active, saving, stub, cache, shares, live = _account(conv, price, usage, carried)
             carried_ids = tuple(o.offload_id for o in live) if active else ()
             carried_stubs = tuple(float(o.stub_tokens) for o in live) if active else ()
-            shares: dict[OffloadMechanism, list[Decimal]] = {}
-            if saving or stub:  # CarriedStubs of offloads decided elsewhere
-                shares[OffloadMechanism.SEAMSCOPE_GATE] = [saving, stub, _ZERO]
-            if conv.offloads and price is not None:
-                for off in live:
-                    s = off.output_tokens * price.input_rate
-                    k = to_decimal(off.stub_tokens) * price.input_rate
-                    off.savings += s
-                    off.stub_cost += k
-                    off.turns += 1
-                    saving += s
-                    stub += k
-                    share = shares.setdefault(off.mechanism, [_ZERO, _ZERO, _ZERO])
-                    share[0] += s
-                    share[1] += k
-                cache = cache_disruption(conv.baseline_read, conv.baseline_input, usage, price)
-                # a recall since the previous call put its output back into the
-                # prompt: the cache disruption is that offload's; otherwise it is
-                # shared by the offloads whose stubs this prompt carried.
-                recalled = [o for o in conv.offloads.values() if o.recalled_since_call]
-                blamed = recalled or live
-                if cache > 0 and blamed:
-                    part = cache / len(blamed)
-                    for off in blamed:
-                        off.cache_cost += part
-                        shares.setdefault(off.mechanism, [_ZERO, _ZERO, _ZERO])[2] += part
-                else:
-                    cache = _ZERO
-                for off in recalled:
-                    off.recalled_since_call = False
-            elif not conv.offloads:
-                conv.baseline_read += usage.cache_read_tokens
-                conv.baseline_input += usage.input_tokens
+            if conv.shadow is not None:  # carrying what the live prompt carried
+                _account(conv.shadow, price, usage, carried_ids)
+            if conv.shadow_new and price is not None:
+                for new in conv.shadow_new:
+                    new.savings += to_decimal(new.output_tokens) * price.input_rate
+                    new.stub_cost += new.stub_tokens * price.input_rate
+                    new.turns += 1
             due.extend(self._expire(conversation_id))
         account = ModelCallAccount(
             conversation_id,
@@ -444,11 +606,14 @@ class OffloadLedger:
         with self._lock:
             conv = self._conversations.get(conversation_id)
             off = None if conv is None else conv.offloads.get(offload_id)
+            shadow = None if conv is None or conv.shadow is None else conv.shadow
+            for followed in (off, None if shadow is None else shadow.offloads.get(offload_id)):
+                if followed is not None:
+                    followed.recall_cost += cost
+                    followed.recalls += 1
+                    followed.recalled = True
+                    followed.recalled_since_call = True
             if off is not None:
-                off.recall_cost += cost
-                off.recalls += 1
-                off.recalled = True
-                off.recalled_since_call = True
                 mechanism = off.mechanism
         account = RecallAccount(
             conversation_id, offload_id, model, input_tokens, output_tokens, cost, mechanism
@@ -464,11 +629,7 @@ class OffloadLedger:
         """Settle every live offload of a conversation now and forget it."""
         with self._lock:
             conv = self._conversations.pop(conversation_id, None)
-            due = (
-                []
-                if conv is None
-                else [_settlement(conversation_id, o, trigger) for o in conv.offloads.values()]
-            )
+            due = [] if conv is None else self._drop(conversation_id, conv, trigger)
         self._settled(due)
         return due
 
@@ -509,9 +670,7 @@ class OffloadLedger:
             self._conversations[conversation_id] = conv
             while len(self._conversations) > self._max_conversations:
                 old_id, old = self._conversations.popitem(last=False)
-                due.extend(
-                    _settlement(old_id, o, SettleTrigger.EVICTED) for o in old.offloads.values()
-                )
+                due.extend(self._drop(old_id, old, SettleTrigger.EVICTED))
         else:
             self._conversations.move_to_end(conversation_id)
         conv.last_tick = self._tick
@@ -527,14 +686,42 @@ class OffloadLedger:
             if conv_id == current or self._tick - conv.last_tick < window:
                 break
             del self._conversations[conv_id]
-            due.extend(_settlement(conv_id, o, SettleTrigger.IDLE) for o in conv.offloads.values())
+            due.extend(self._drop(conv_id, conv, SettleTrigger.IDLE))
+        return due
+
+    def _drop(self, conv_id: str, conv: _Conversation, trigger: SettleTrigger) -> list[Settlement]:
+        """The settlements of a conversation no longer followed (its shadow
+        settlement queued for :meth:`_settled`); under the lock."""
+        due = [_settlement(conv_id, o, trigger) for o in conv.offloads.values()]
+        if conv.shadow is not None or conv.shadow_new:
+            exact = () if conv.shadow is None else conv.shadow.offloads.values()
+            self._shadow_due.append(
+                ShadowSettlement(
+                    conv_id,
+                    trigger,
+                    sum((s.realized_net_saving for s in due), _ZERO),
+                    tuple(_settlement(conv_id, o, trigger) for o in exact),
+                    tuple(n.frozen() for n in conv.shadow_new),
+                    tuple(conv.shadow_dropped),
+                )
+            )
         return due
 
     def _settled(self, due: list[Settlement]) -> None:
-        if not due:
-            return
-        with self._lock:
-            self.settlements.extend(due)
-            del self.settlements[:-_MAX_KEPT_SETTLEMENTS]
-        for settlement in due:
-            self._observer.on_offload_settled(settlement)
+        shadows: list[ShadowSettlement] = []
+        if self._shadow_due:
+            with self._lock:
+                shadows, self._shadow_due = self._shadow_due, []
+                self.shadow_settlements.extend(shadows)
+                del self.shadow_settlements[:-_MAX_KEPT_SETTLEMENTS]
+        if due:
+            with self._lock:
+                self.settlements.extend(due)
+                del self.settlements[:-_MAX_KEPT_SETTLEMENTS]
+            for settlement in due:
+                self._observer.on_offload_settled(settlement)
+        if shadows:
+            hook = getattr(self._observer, "on_shadow_settled", None)
+            for shadow in shadows:
+                if hook is not None:
+                    hook(shadow)

@@ -36,6 +36,7 @@ Hook order for one iteration (``h`` = handle)::
     on_middleware_decision(decision)   # a framework middleware's decision (returns a link)
     on_offload_accounted(entry)        # the ledger's realized savings and costs
     on_offload_settled(settlement)     # one offload's realized net saving
+    on_shadow_settled(settlement)      # optional: a shadow config's counterfactual
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from seamscope.decisions.records import (
     PreModelResult,
     SelectionResult,
     Settlement,
+    ShadowSettlement,
     StageRecord,
     ToolCall,
 )
@@ -113,6 +115,7 @@ class DecisionObserver(Protocol):
 
     def on_offload_settled(self, settlement: Settlement) -> None:
         """One offload settled: its realized net saving against the prediction."""
+
 
 
 class NoopObserver:
@@ -173,6 +176,12 @@ class NoopObserver:
         return None
 
     def on_offload_settled(self, settlement: Settlement) -> None:
+        return None
+
+    def on_shadow_settled(self, settlement: ShadowSettlement) -> None:
+        """An optional extension of the protocol (an observer without it is
+        never called with it): a conversation settled, and this is what the
+        shadow configuration of the gate would have realized on its course."""
         return None
 
 

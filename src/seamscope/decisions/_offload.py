@@ -359,5 +359,5 @@ class OffloadGate:
         d = evaluate_offload_gate(inputs, pricing=self._pricing)
         return ShadowVerdict(
             d.fire, d.net_saving, d.reason_code, d.horizon, d.recall_probability,
-            d.stub_tokens, tool,
+            d.stub_tokens, tool, inputs.recall_input_tokens, inputs.recall_output_tokens,
         )  # fmt: skip

@@ -9,6 +9,9 @@ it (it is meant to be committed and diffed); :class:`OffloadGate`
     min_offloads = 20               # evidence needed before a pair is used
     generated_by = "seamscope calibrate"
     sources = ["trace.jsonl"]
+    source = "prometheus"           # only when read from Prometheus (not read
+                                    # by the gate; ``sources`` then lists the
+                                    # PromQL queries)
 
     [[priors]]
     tool = "get_logs"

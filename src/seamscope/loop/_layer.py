@@ -560,12 +560,16 @@ class Iteration:
             model,
             GateCall(turn.conversation_id, turn.agent, call.name, call.id),
         )
-        if decision.fire and turn.conversation_id:
+        shadow_fires = decision.shadow is not None and decision.shadow.fire
+        if (decision.fire or shadow_fires) and turn.conversation_id:
             layer.ledger.record_offload(
                 decision,
                 conversation_id=turn.conversation_id,
                 link=link,
-                stub_tokens=estimate_tokens(offload_stub(decision, call.name)),
+                stub_tokens=estimate_tokens(offload_stub(decision, call.name))
+                if decision.fire
+                else None,
+                tool_name=call.name,
             )
         return decision
 

@@ -1,5 +1,7 @@
 """The realized offload metrics of the ledger's records, by mechanism, and what
-``seamscope whatif`` needs of them on the span current when they happen."""
+``seamscope whatif`` needs of them on the span current when they happen; the
+evidence of settled gate offloads per (tool, model) that ``seamscope calibrate
+--prometheus`` reads; a shadow configuration's savings and costs."""
 
 from __future__ import annotations
 
@@ -15,11 +17,16 @@ from seamscope.decisions.records import (
     OffloadCostKind,
     OffloadMechanism,
     RecallAccount,
+    Settlement,
+    ShadowSettlement,
 )
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._instruments import Instruments, flag
 
-__all__ = ["annotate_span", "record_account"]
+__all__ = ["annotate_span", "record_account", "record_evidence", "record_shadow"]
+
+Add = Callable[[Any, float, dict[str, str]], None]
+Label = Callable[[str, str | None], str]
 
 
 def _is_chat(span: trace.Span) -> bool:
@@ -134,3 +141,59 @@ def record_account(
                     c.ATTR_OFFLOAD_MECHANISM: mechanism_value,
                 },
             )
+
+
+def record_evidence(s: Settlement, *, instruments: Instruments, add: Add, label: Label) -> None:
+    """What calibrate learns from one settled offload of the gate whose tool is
+    known, by (model, tool): the turns that followed it (a histogram: its count
+    is the settled offloads), whether it was recalled, its recalls, the turns
+    that carried it and the recall prior the gate decided with."""
+    if s.mechanism is not OffloadMechanism.SEAMSCOPE_GATE or not s.tool_name:
+        return
+    inst = instruments
+    attrs = {
+        c.ATTR_GEN_AI_REQUEST_MODEL: label(c.ATTR_GEN_AI_REQUEST_MODEL, s.model),
+        c.ATTR_GEN_AI_TOOL_NAME: label(c.ATTR_GEN_AI_TOOL_NAME, s.tool_name),
+    }
+    inst.offload_remaining_turns.record(s.remaining_turns, attrs)
+    if s.recalls:
+        add(inst.offload_recalled_offloads, 1, attrs)
+        add(inst.offload_settled_recalls, s.recalls, attrs)
+    if s.turns_carried:
+        add(inst.offload_carried_turns, s.turns_carried, attrs)
+    if s.recall_probability > 0:
+        add(inst.offload_prior_recall_probability, s.recall_probability, attrs)
+
+
+def record_shadow(
+    settlement: ShadowSettlement, *, instruments: Instruments, add: Add, label: Label
+) -> None:
+    """The shadow's savings and costs by (model, tool, basis): exact for the
+    offloads of the gate that fire either way, expected (one recall hop at the
+    shadow's probability) for the ones only the shadow fires."""
+    inst = instruments
+    rows: list[tuple[str, str | None, c.ShadowBasis, Any, Any]] = [
+        (s.model, s.tool_name, c.ShadowBasis.EXACT, s.realized_savings, s.realized_costs)
+        for s in settlement.settlements
+        if s.mechanism is OffloadMechanism.SEAMSCOPE_GATE
+    ]
+    rows += [
+        (
+            o.model,
+            o.tool_name,
+            c.ShadowBasis.EXPECTED,
+            o.savings,
+            o.savings - o.expected_net_saving,  # stub carry + p × recall hop
+        )
+        for o in settlement.offloads
+    ]
+    for model, tool, basis, savings, costs in rows:
+        attrs = {
+            c.ATTR_GEN_AI_REQUEST_MODEL: label(c.ATTR_GEN_AI_REQUEST_MODEL, model),
+            c.ATTR_GEN_AI_TOOL_NAME: label(c.ATTR_GEN_AI_TOOL_NAME, tool),
+            c.ATTR_OFFLOAD_SHADOW_BASIS: basis.value,
+        }
+        if savings > 0:
+            add(inst.offload_shadow_savings, float(savings), attrs)
+        if costs > 0:
+            add(inst.offload_shadow_costs, float(costs), attrs)

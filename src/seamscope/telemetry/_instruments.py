@@ -123,12 +123,16 @@ def _counter(meter: metrics.Meter, spec: c.MetricSpec) -> metrics.Counter:
     return meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
 
 
-def _histogram(meter: metrics.Meter, spec: c.MetricSpec) -> metrics.Histogram:
+def _histogram(
+    meter: metrics.Meter,
+    spec: c.MetricSpec,
+    buckets: tuple[float, ...] = c.DECISION_DURATION_BUCKETS,
+) -> metrics.Histogram:
     return meter.create_histogram(
         spec.name,
         unit=spec.unit,
         description=spec.description,
-        explicit_bucket_boundaries_advisory=list(c.DECISION_DURATION_BUCKETS),
+        explicit_bucket_boundaries_advisory=list(buckets),
     )
 
 
@@ -146,13 +150,20 @@ class Instruments:
         "middleware_cost",
         "middleware_decisions",
         "model_input_tokens",
+        "offload_carried_turns",
         "offload_decisions",
         "offload_predicted_net_saving",
+        "offload_prior_recall_probability",
         "offload_realized_costs",
         "offload_realized_savings",
+        "offload_recalled_offloads",
         "offload_recalls",
+        "offload_remaining_turns",
         "offload_settled",
+        "offload_settled_recalls",
+        "offload_shadow_costs",
         "offload_shadow_disagreements",
+        "offload_shadow_savings",
         "policy_evaluations",
         "policy_wins",
         "redirects",
@@ -177,6 +188,17 @@ class Instruments:
         self.offload_recalls = _counter(meter, c.METRIC_OFFLOAD_RECALLS)
         self.offload_settled = _counter(meter, c.METRIC_OFFLOAD_SETTLED)
         self.offload_shadow_disagreements = _counter(meter, c.METRIC_OFFLOAD_SHADOW_DISAGREEMENTS)
+        self.offload_shadow_savings = _counter(meter, c.METRIC_OFFLOAD_SHADOW_SAVINGS)
+        self.offload_shadow_costs = _counter(meter, c.METRIC_OFFLOAD_SHADOW_COSTS)
+        self.offload_remaining_turns = _histogram(
+            meter, c.METRIC_OFFLOAD_REMAINING_TURNS, c.REMAINING_TURNS_BUCKETS
+        )
+        self.offload_recalled_offloads = _counter(meter, c.METRIC_OFFLOAD_RECALLED_OFFLOADS)
+        self.offload_settled_recalls = _counter(meter, c.METRIC_OFFLOAD_SETTLED_RECALLS)
+        self.offload_carried_turns = _counter(meter, c.METRIC_OFFLOAD_CARRIED_TURNS)
+        self.offload_prior_recall_probability = _counter(
+            meter, c.METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY
+        )
         self.model_input_tokens = _counter(meter, c.METRIC_MODEL_INPUT_TOKENS)
         self.middleware_decisions = _counter(meter, c.METRIC_MIDDLEWARE_DECISIONS)
         self.middleware_cost = _counter(meter, c.METRIC_MIDDLEWARE_COST)

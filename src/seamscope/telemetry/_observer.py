@@ -74,13 +74,19 @@ from seamscope.decisions.records import (
     SelectionResult,
     Settlement,
     SettleTrigger,
+    ShadowSettlement,
     StageRecord,
     ToolCall,
 )
 from seamscope.decisions.selection import SelectionContext, SelectionStage
 from seamscope.telemetry import _attributes as a
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._accounts import annotate_span, record_account
+from seamscope.telemetry._accounts import (
+    annotate_span,
+    record_account,
+    record_evidence,
+    record_shadow,
+)
 from seamscope.telemetry._arguments import check_telemetry_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
@@ -800,6 +806,7 @@ class OTelObserver:
                         c.ATTR_OFFLOAD_MECHANISM: s.mechanism.value,
                     },
                 )
+                record_evidence(s, instruments=self.instruments, add=self._add, label=self._label)
             if not self._spans_off:
                 link = s.link
                 links = (
@@ -834,3 +841,13 @@ class OTelObserver:
             )
         except Exception as exc:
             telemetry_error("on_offload_settled", exc)
+
+    def on_shadow_settled(self, settlement: ShadowSettlement) -> None:
+        """The shadow configuration's savings and costs on a settled conversation."""
+        try:
+            if self._metrics_on:
+                record_shadow(
+                    settlement, instruments=self.instruments, add=self._add, label=self._label
+                )
+        except Exception as exc:
+            telemetry_error("on_shadow_settled", exc)

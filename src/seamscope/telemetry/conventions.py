@@ -59,6 +59,16 @@ class CacheUsage(enum.StrEnum):
     UNCACHED = "uncached"
 
 
+class ShadowBasis(enum.StrEnum):
+    """How a shadow settlement's amount is known (``seamscope.offload.shadow.basis``):
+    ``exact`` for an offload that fires either way (its real carries and
+    recalls), ``expected`` for one only the shadow would have fired (one recall
+    hop at the shadow's recall probability)."""
+
+    EXACT = "exact"
+    EXPECTED = "expected"
+
+
 class DecisionKind(enum.StrEnum):
     """Which decision a duration measures (``seamscope.decision.kind``).
 
@@ -143,6 +153,7 @@ __all__ = [
     "ATTR_OFFLOAD_CARRIED_STUB_TOKENS",
     "ATTR_OFFLOAD_PRIOR_SOURCE",
     "ATTR_OFFLOAD_PRIORS_VERSION",
+    "ATTR_OFFLOAD_SHADOW_BASIS",
     "ATTR_OFFLOAD_SHADOW_FIRE",
     "ATTR_OFFLOAD_SHADOW_NET_SAVING_USD",
     "ATTR_OFFLOAD_SHADOW_REASON_CODE",
@@ -199,6 +210,7 @@ __all__ = [
     "ATTR_TOOL_CALL_RESULT",
     "ATTRIBUTES",
     "CacheUsage",
+    "ShadowBasis",
     "DecisionKind",
     "EVENTS",
     "EVENT_OFFLOAD_SETTLED",
@@ -224,6 +236,14 @@ __all__ = [
     "METRIC_OFFLOAD_RECALLS",
     "METRIC_OFFLOAD_SETTLED",
     "METRIC_OFFLOAD_SHADOW_DISAGREEMENTS",
+    "METRIC_OFFLOAD_SHADOW_SAVINGS",
+    "METRIC_OFFLOAD_SHADOW_COSTS",
+    "METRIC_OFFLOAD_REMAINING_TURNS",
+    "METRIC_OFFLOAD_RECALLED_OFFLOADS",
+    "METRIC_OFFLOAD_SETTLED_RECALLS",
+    "METRIC_OFFLOAD_CARRIED_TURNS",
+    "METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY",
+    "REMAINING_TURNS_BUCKETS",
     "METRIC_POLICY_EVALUATIONS",
     "METRIC_POLICY_WINS",
     "METRIC_REDIRECTS",
@@ -513,6 +533,8 @@ ATTR_OFFLOAD_SHADOW_NET_SAVING_USD: Final = "seamscope.offload.shadow.net_saving
 """float USD: the shadow configuration's predicted net saving."""
 ATTR_OFFLOAD_SHADOW_REASON_CODE: Final = "seamscope.offload.shadow.reason_code"
 """The shadow configuration's closed reason (:class:`OffloadReasonCode`)."""
+ATTR_OFFLOAD_SHADOW_BASIS: Final = "seamscope.offload.shadow.basis"
+"""Metric attribute: how a shadow settlement's amount is known (:class:`ShadowBasis`)."""
 ATTR_OFFLOAD_ACTIVE: Final = "seamscope.offload.active"
 """Metric attribute ``"true"``/``"false"``: the conversation has a live offload."""
 ATTR_OFFLOAD_MECHANISM: Final = "seamscope.offload.mechanism"
@@ -720,6 +742,64 @@ METRIC_OFFLOAD_SHADOW_DISAGREEMENTS: Final = MetricSpec(
     "Gate calls where the shadow configuration's verdict differs from the live one's.",
     (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
 )
+METRIC_OFFLOAD_SHADOW_SAVINGS: Final = MetricSpec(
+    "seamscope.offload.shadow.savings",
+    "counter",
+    "{USD}",
+    "What the shadow configuration's offloads would have saved in USD on the "
+    "conversations' real course (carries), counted when a conversation settles, by "
+    "model, tool and basis (exact: fires either way; expected: only the shadow fires).",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME, ATTR_OFFLOAD_SHADOW_BASIS),
+)
+METRIC_OFFLOAD_SHADOW_COSTS: Final = MetricSpec(
+    "seamscope.offload.shadow.costs",
+    "counter",
+    "{USD}",
+    "What the shadow configuration's offloads would have cost in USD on the "
+    "conversations' real course (stub carry, recalls, cache disruption; an expected "
+    "recall hop where only the shadow fires), by model, tool and basis.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME, ATTR_OFFLOAD_SHADOW_BASIS),
+)
+METRIC_OFFLOAD_REMAINING_TURNS: Final = MetricSpec(
+    "seamscope.offload.remaining_turns",
+    "histogram",
+    "{turn}",
+    "Model calls that followed each settled offload of the gate in its conversation "
+    "until it settled (the gate's horizon, realized), by model and tool; its count is "
+    "the settled gate offloads (calibrate --prometheus).",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
+)
+METRIC_OFFLOAD_RECALLED_OFFLOADS: Final = MetricSpec(
+    "seamscope.offload.recalled_offloads",
+    "counter",
+    "{offload}",
+    "Settled offloads of the gate that were recalled at least once, by model and tool.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
+)
+METRIC_OFFLOAD_SETTLED_RECALLS: Final = MetricSpec(
+    "seamscope.offload.settled_recalls",
+    "counter",
+    "{recall}",
+    "Recalls of settled offloads of the gate, by model and tool (counted at settlement).",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
+)
+METRIC_OFFLOAD_CARRIED_TURNS: Final = MetricSpec(
+    "seamscope.offload.carried_turns",
+    "counter",
+    "{turn}",
+    "Model calls that carried the stub of settled offloads of the gate (a recall ends "
+    "the carry), by model and tool.",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
+)
+METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY: Final = MetricSpec(
+    "seamscope.offload.prior_recall_probability",
+    "counter",
+    "{probability}",
+    "The sum of the recall probability the gate decided with, over settled offloads of "
+    "the gate, by model and tool (divided by their count: the mean prior that seeds "
+    "calibrate's Beta posterior).",
+    (ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_TOOL_NAME),
+)
 METRIC_MODEL_INPUT_TOKENS: Final = MetricSpec(
     "seamscope.model.input_tokens",
     "counter",
@@ -764,6 +844,13 @@ METRICS: Final = (
     METRIC_OFFLOAD_RECALLS,
     METRIC_OFFLOAD_SETTLED,
     METRIC_OFFLOAD_SHADOW_DISAGREEMENTS,
+    METRIC_OFFLOAD_SHADOW_SAVINGS,
+    METRIC_OFFLOAD_SHADOW_COSTS,
+    METRIC_OFFLOAD_REMAINING_TURNS,
+    METRIC_OFFLOAD_RECALLED_OFFLOADS,
+    METRIC_OFFLOAD_SETTLED_RECALLS,
+    METRIC_OFFLOAD_CARRIED_TURNS,
+    METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY,
     METRIC_MODEL_INPUT_TOKENS,
     METRIC_MIDDLEWARE_DECISIONS,
     METRIC_MIDDLEWARE_COST,
@@ -789,6 +876,11 @@ DECISION_DURATION_BUCKETS: Final = (
     1.0,
 )
 """Explicit bucket boundaries (seconds) of :data:`METRIC_DECISION_DURATION`."""
+
+REMAINING_TURNS_BUCKETS: Final = (*range(0, 33), 40, 48, 64, 96, 128, 256)
+"""Explicit bucket boundaries (turns) of :data:`METRIC_OFFLOAD_REMAINING_TURNS`: one
+per whole turn up to 32, so the distribution (median, p10, p90) of up to 32 turns
+is exact from the bucket counts; coarser above."""
 
 
 def render_markdown() -> str:

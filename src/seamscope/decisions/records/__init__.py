@@ -44,6 +44,8 @@ if TYPE_CHECKING:
         OffloadGateInputs,
         RecallAccount,
         Settlement,
+        ShadowOffload,
+        ShadowSettlement,
         ShadowVerdict,
     )
     from seamscope.decisions.records._enums import (
@@ -116,6 +118,8 @@ __all__ = [
     "SelectionResult",
     "SettleTrigger",
     "Settlement",
+    "ShadowOffload",
+    "ShadowSettlement",
     "ShadowVerdict",
     "StageOutcome",
     "StageOutcomeKind",
@@ -164,6 +168,8 @@ _HOME = {
     "SelectionResult": "_values",
     "SettleTrigger": "_enums",
     "Settlement": "_economics",
+    "ShadowOffload": "_economics",
+    "ShadowSettlement": "_economics",
     "ShadowVerdict": "_economics",
     "StageOutcome": "_values",
     "StageOutcomeKind": "_enums",

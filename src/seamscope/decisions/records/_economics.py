@@ -97,6 +97,10 @@ class ShadowVerdict:
     stub_tokens: float = DEFAULT_STUB_TOKENS
     tool_name: str | None = None
     """The call's tool (the disagreement counter's attribute)."""
+    recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
+    recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
+    """The recall hop's sizes the shadow priced (an offload only the shadow
+    fires is settled with one such hop at its recall probability)."""
 
     @property
     def net_saving_usd(self) -> float:
@@ -327,6 +331,11 @@ class Settlement:
     link: object = field(default=None, compare=False, repr=False)
     mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
     compaction_cost: Decimal = _ZERO
+    tool_name: str | None = None
+    """The tool whose output was offloaded (None: not known to the ledger)."""
+    remaining_turns: int = 0
+    """The model calls of the conversation after the offload until it settled
+    (the turns it was or would have been carried: the gate's horizon, realized)."""
 
     @property
     def realized_costs(self) -> Decimal:
@@ -347,3 +356,84 @@ class Settlement:
         if net > 0:
             return OffloadOutcome.GAIN
         return OffloadOutcome.LOSS if net < 0 else OffloadOutcome.BREAK_EVEN
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowOffload:
+    """An offload only the shadow configuration would have fired, settled on the
+    conversation's real course (exact Decimal USD for its parts).
+
+    Every later model call of the conversation would have carried its stub:
+    ``savings`` its output's tokens and ``stub_carry_cost`` the shadow's stub
+    tokens, both at that call's input rate, over ``turns`` calls. Its recall
+    never happened, so it is not known: one hop (``recall_hop_cost``, the
+    shadow's recall sizes at the model's rates) at the shadow's
+    ``recall_probability`` is **expected**, within [recalled once, never].
+    """
+
+    model: str
+    tool_name: str | None
+    output_tokens: float
+    recall_probability: float
+    savings: Decimal = _ZERO
+    stub_carry_cost: Decimal = _ZERO
+    recall_hop_cost: Decimal = _ZERO
+    turns: int = 0
+
+    @property
+    def no_recall(self) -> Decimal:
+        """The net if it were never recalled (the range's top)."""
+        return self.savings - self.stub_carry_cost
+
+    @property
+    def expected_net_saving(self) -> Decimal:
+        p = self.recall_probability  # exact, as the pricing's to_decimal reads it
+        exact_p = Decimal(repr(p)) if isinstance(p, float) else Decimal(p)
+        return self.no_recall - exact_p * self.recall_hop_cost
+
+    @property
+    def low(self) -> Decimal:
+        """The net if it were recalled once (the range's bottom)."""
+        return self.no_recall - self.recall_hop_cost
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowSettlement:
+    """What the shadow configuration of the gate would have realized on one
+    conversation's real course, settled when the live offloads of that
+    conversation settle (exact Decimal USD), as ``seamscope whatif`` re-settles
+    a recorded conversation under the shadow's configuration:
+
+    * ``settlements``: the shadow's **exact** part, the offloads that fire
+      either way (their carries and recalls are the real ones) and the
+      framework's compactions, settled by a ledger that follows only them
+      (an offload only the live gate fired is not followed: its output
+      stays in the prompt, 0);
+    * ``offloads``: the offloads only the shadow would have fired, each
+      **expected** (:class:`ShadowOffload`);
+    * ``realized_net_saving``: what the live offloads of the conversation
+      realized in the same settlement, for the comparison;
+    * ``no_longer_fired``: the live offload ids the shadow would not have fired.
+    """
+
+    conversation_id: str
+    trigger: SettleTrigger
+    realized_net_saving: Decimal
+    settlements: tuple[Settlement, ...] = ()
+    offloads: tuple[ShadowOffload, ...] = ()
+    no_longer_fired: tuple[str, ...] = ()
+
+    @property
+    def exact_net_saving(self) -> Decimal:
+        return sum((s.realized_net_saving for s in self.settlements), _ZERO)
+
+    @property
+    def expected_net_saving(self) -> Decimal:
+        return sum((o.expected_net_saving for o in self.offloads), _ZERO)
+
+    @property
+    def expected_range(self) -> tuple[Decimal, Decimal]:
+        return (
+            sum((o.low for o in self.offloads), _ZERO),
+            sum((o.no_recall for o in self.offloads), _ZERO),
+        )
