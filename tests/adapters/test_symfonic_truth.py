@@ -1281,6 +1281,9 @@ def test_the_recorders_shared_maps_are_only_touched_under_its_lock(
     assert [] == telemetry_errors(captured_logs)
     assert 1 == len(inst.ledger.settlements)  # the scenario did reach the recall bookkeeping
     assert 1 == inst.ledger.settlements[0].recalls
+    # the settlement names the tool whose output was offloaded (the per-(tool,
+    # model) evidence series and calibrate read it)
+    assert "dump_table" == inst.ledger.settlements[0].tool_name
 
 
 def test_symfonic_pricing_skips_a_row_whose_rates_are_not_numbers(

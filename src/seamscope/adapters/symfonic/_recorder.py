@@ -218,7 +218,9 @@ class _RunRecorder:
         # fired offloads the ledger follows from the first call that sends
         # their stub (its real size): (conversation, tool call id) -> the
         # decision and its span link
-        self._pending: OrderedDict[tuple[str, str], tuple[OffloadGateDecision, Any]] = OrderedDict()
+        self._pending: OrderedDict[tuple[str, str], tuple[OffloadGateDecision, Any, str | None]] = (
+            OrderedDict()
+        )
         self._gated: OrderedDict[tuple[str, str], None] = OrderedDict()
         # (conversation id, symfonic memory id) -> offload id, from the stubs
         # the model was sent; (conversation id, offload id) of recalled offloads.
@@ -269,19 +271,26 @@ class _RunRecorder:
                 for key in [k for k in keys if k[0] == conversation_id]:
                     del keys[key]
         try:
-            for _, (decision, link) in pending:  # fired, its stub never sent
-                self.ledger.record_offload(decision, conversation_id=conversation_id, link=link)
+            for _, (decision, link, tool) in pending:  # fired, its stub never sent
+                self.ledger.record_offload(
+                    decision, conversation_id=conversation_id, link=link, tool_name=tool
+                )
         finally:
             self.ledger.end_conversation(conversation_id)
 
     def _follow_offload(
-        self, conversation_id: str, call_id: str, decision: OffloadGateDecision, link: Any
+        self,
+        conversation_id: str,
+        call_id: str,
+        decision: OffloadGateDecision,
+        link: Any,
+        tool_name: str | None = None,
     ) -> None:
         """A fired offload of this conversation's output ``call_id``: the ledger
         follows it from the first model call that sends its stub, priced on
         that stub (:meth:`_carried`)."""
         with self._lock:
-            self._pending[(conversation_id, call_id)] = (decision, link)
+            self._pending[(conversation_id, call_id)] = (decision, link, tool_name)
             while len(self._pending) > _MAX_OFFLOAD_IDS:
                 self._pending.popitem(last=False)
 
@@ -544,7 +553,7 @@ class _RunRecorder:
         gate's assumed stub size.
         """
         carried: list[CarriedStub] = []
-        follow: list[tuple[OffloadGateDecision, Any, float]] = []
+        follow: list[tuple[OffloadGateDecision, Any, str | None, float]] = []
         with self._lock:
             for call_id, mem_id, stub in _stubs(messages):
                 offload = self._offloads.get((conversation_id, call_id))
@@ -568,12 +577,17 @@ class _RunRecorder:
 
     @_contained
     def _start_following(
-        self, conversation_id: str, follow: list[tuple[OffloadGateDecision, Any, float]]
+        self, conversation_id: str, follow: list[tuple[OffloadGateDecision, Any, str | None, float]]
     ) -> None:
-        """The ledger follows these fired offloads, each priced on its stub sent."""
-        for decision, link, stub_tokens in follow:
+        """The ledger follows these fired offloads (with the tool whose output
+        each replaced), each priced on its stub sent."""
+        for decision, link, tool, stub_tokens in follow:
             self.ledger.record_offload(
-                decision, conversation_id=conversation_id, link=link, stub_tokens=stub_tokens
+                decision,
+                conversation_id=conversation_id,
+                link=link,
+                stub_tokens=stub_tokens,
+                tool_name=tool,
             )
 
     @_contained

@@ -407,11 +407,12 @@ class _SeamRecorder(_RunRecorder):
             link = self._obs.end_offload_gate(call.handle, converted)
             conversation = None if call.call is None else call.call.conversation_id
             call_id = None if call.call is None else call.call.tool_call_id
+            tool = None if call.call is None else call.call.tool_name
             if first and conversation and call_id:
                 # symfonic re-decides the output on every later iteration: the
                 # ledger follows it from the first fired decision, linked to
                 # that decision's span, priced on the stub symfonic really sends
-                self._follow_offload(conversation, call_id, converted, link)
+                self._follow_offload(conversation, call_id, converted, link, tool)
         finally:
             if call.token is not None:
                 otel_context.detach(call.token)
