@@ -22,6 +22,7 @@ from seamscope.adapters._kit import (
     plan_model,
     post_model,
     report_model_call,
+    structured_answers,
 )
 from seamscope.adapters._outputs import Outputs
 from seamscope.decisions import (
@@ -193,6 +194,30 @@ def test_a_re_read_of_a_compacted_result_is_a_recall_and_offload_false_skips_the
     per_token_in, per_token_out = Decimal(10) / 1_000_000, Decimal(30) / 1_000_000
     assert ("cmp-1", 1) == (settlement.offload_id, settlement.recalls)
     assert 20_000 * per_token_in + 7 * per_token_out == settlement.recall_cost
+
+
+def test_a_structured_answer_is_a_dispatch_under_the_iteration_that_no_policy_routes(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    everything = ToolCallPolicy("everything", match=lambda ctx: True, redirect_to="search")
+    layer = _layer(tracer_provider, policies=[everything])
+    answer = ToolCall("c9", "final_result", {"growth": 0.12})
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
+        it.pre_model()
+        structured_answers(it, Message("assistant", "", (answer,)), [answer])
+    spans = list(span_exporter.get_finished_spans())
+    [dispatch] = [s for s in spans if s.name == c.SPAN_DISPATCH]
+    [iteration] = [s for s in spans if s.name == c.SPAN_ITERATION]
+    a = dispatch.attributes or {}
+    assert iteration.context.span_id == dispatch.parent.span_id  # type: ignore[union-attr]
+    assert (True, "final_result", "c9", "conv-1") == (
+        a.get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT),
+        a.get(c.ATTR_DISPATCH_FINAL_TOOL),
+        a.get(c.ATTR_GEN_AI_TOOL_CALL_ID),
+        a.get(c.ATTR_GEN_AI_CONVERSATION_ID),
+    )
+    assert None is a.get(c.ATTR_POLICY_WINNER)
+    assert [] == [s for s in spans if s.name == c.SPAN_SEAM_POST_MODEL]
 
 
 @pytest.mark.parametrize("fails", [False, True])
