@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import structlog
+from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -31,6 +32,22 @@ def _reset_telemetry_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(_TELEMETRY_ENV_PREFIX):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def global_providers_kept(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """For a test that runs an application's code in this process (a page's
+    snippet calling ``configure()``): the global providers it sets are
+    recorded here, never installed, so no later test inherits a provider the
+    snippet shut down."""
+    calls: list[str] = []
+    monkeypatch.setattr(
+        trace, "set_tracer_provider", lambda provider: calls.append("set_tracer_provider")
+    )
+    monkeypatch.setattr(
+        metrics, "set_meter_provider", lambda provider: calls.append("set_meter_provider")
+    )
+    return calls
 
 
 @pytest.fixture

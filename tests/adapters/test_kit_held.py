@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -99,6 +100,39 @@ def test_fail_records_the_error_and_the_span_ends_once_whoever_ends_it(
         (span.attributes or {}).get(c.ATTR_ERROR_TYPE),
         span.status.status_code,
     )
+    assert [] == seen
+
+
+class _Paused(Exception):
+    """A framework's pause (an interrupt): not a failure."""
+
+
+@pytest.mark.parametrize("leaves", ["returns", "raises", "pauses"])
+def test_current_parents_the_block_and_ends_the_span_with_what_the_block_raised(
+    leaves: str, span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    """The ``with`` form around a handler one hook calls: the span is current for
+    the block only; the block's exception is re-raised unchanged and ends the
+    span with its ``error.type`` (a pause ends it as stopped); a block that
+    returns leaves the span to :meth:`Held.stop`."""
+    genai = GenAISpans(tracer_provider)
+    seen, failed = _failures()
+    before = otel_context.get_current()
+    held = Held(lambda: genai.invoke_agent("lead"), what="test.current", failed=failed)
+    error: BaseException = {"raises": KeyError("k"), "pauses": _Paused()}.get(leaves, KeyError())
+    with contextlib.suppress(KeyError, _Paused), held.current(passes=(_Paused,)) as value:
+        assert value is trace.get_current_span()
+        tracer_provider.get_tracer("t").start_span("inside").end()
+        if leaves != "returns":
+            raise error
+    assert before is otel_context.get_current()
+    assert (leaves != "returns") == held.ended
+    held.stop()
+    spans = {s.name: s for s in span_exporter.get_finished_spans()}
+    agent = spans["invoke_agent lead"]
+    assert agent.context.span_id == spans["inside"].parent.span_id  # type: ignore[union-attr]
+    expected = ("KeyError", StatusCode.ERROR) if leaves == "raises" else (None, StatusCode.UNSET)
+    assert expected == ((agent.attributes or {}).get(c.ATTR_ERROR_TYPE), agent.status.status_code)
     assert [] == seen
 
 

@@ -22,6 +22,7 @@ from seamscope.adapters._kit import (
     plan_model,
     post_model,
     report_model_call,
+    structured_answers,
 )
 from seamscope.adapters._outputs import Outputs
 from seamscope.decisions import (
@@ -32,6 +33,7 @@ from seamscope.decisions import (
     ToolCall,
     ToolCallPolicy,
 )
+from seamscope.decisions.records import Compaction, OffloadMechanism
 from seamscope.loop import DecisionLayer
 from seamscope.telemetry import conventions as c
 
@@ -149,6 +151,73 @@ def test_a_small_or_non_text_output_is_left_as_it_is(tracer_provider: TracerProv
             it, missing, None, outputs=outputs, scope="s", usage=None
         )
     assert {} == outputs.offloaded("s")
+
+
+def test_a_re_read_of_a_compacted_result_is_a_recall_and_offload_false_skips_the_gate(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    """A framework's context editing cleared a result; the same call fetches it
+    again: ``reread`` names the compaction and the text is a recall's cost.
+    ``offload=False`` keeps a large output as it is (no gate)."""
+    layer = _layer(tracer_provider)
+    outputs = Outputs(8)
+    text = "x" * 80_000  # 20 000 tokens: above the gate's threshold
+    asked: list[ToolCall] = []
+
+    def reread(call: ToolCall) -> str | None:
+        asked.append(call)
+        return "cmp-1" if call.name == "report" else None
+
+    layer.ledger.record_compaction(
+        Compaction("cmp-1", OffloadMechanism.CONTEXT_EDITING, MODEL, 20_000.0, 2.25),
+        conversation_id="conv-1",
+    )
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
+        it.pre_model()
+        again, other = ToolCall("c1", "report", {}), ToolCall("c2", "search", {})
+        usage = ModelUsage(1000, 7)
+        for call in (again, other):
+            assert None is account_tool_output(
+                it,
+                call,
+                text,
+                outputs=outputs,
+                scope="s",
+                usage=usage,
+                offload=False,
+                reread=reread,
+            )
+    assert [again, other] == asked
+    assert {} == outputs.offloaded("s")
+    assert [] == [s for s in span_exporter.get_finished_spans() if s.name == c.SPAN_OFFLOAD_GATE]
+    (settlement,) = layer.end_conversation("conv-1")
+    per_token_in, per_token_out = Decimal(10) / 1_000_000, Decimal(30) / 1_000_000
+    assert ("cmp-1", 1) == (settlement.offload_id, settlement.recalls)
+    assert 20_000 * per_token_in + 7 * per_token_out == settlement.recall_cost
+
+
+def test_a_structured_answer_is_a_dispatch_under_the_iteration_that_no_policy_routes(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    everything = ToolCallPolicy("everything", match=lambda ctx: True, redirect_to="search")
+    layer = _layer(tracer_provider, policies=[everything])
+    answer = ToolCall("c9", "final_result", {"growth": 0.12})
+    with layer.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
+        it.pre_model()
+        structured_answers(it, Message("assistant", "", (answer,)), [answer])
+    spans = list(span_exporter.get_finished_spans())
+    [dispatch] = [s for s in spans if s.name == c.SPAN_DISPATCH]
+    [iteration] = [s for s in spans if s.name == c.SPAN_ITERATION]
+    a = dispatch.attributes or {}
+    assert iteration.context.span_id == dispatch.parent.span_id  # type: ignore[union-attr]
+    assert (True, "final_result", "c9", "conv-1") == (
+        a.get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT),
+        a.get(c.ATTR_DISPATCH_FINAL_TOOL),
+        a.get(c.ATTR_GEN_AI_TOOL_CALL_ID),
+        a.get(c.ATTR_GEN_AI_CONVERSATION_ID),
+    )
+    assert None is a.get(c.ATTR_POLICY_WINNER)
+    assert [] == [s for s in spans if s.name == c.SPAN_SEAM_POST_MODEL]
 
 
 @pytest.mark.parametrize("fails", [False, True])

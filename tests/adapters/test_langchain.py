@@ -36,6 +36,7 @@ from seamscope.decisions import (
     ToolCallPolicy,
     evaluate_offload_gate,
 )
+from seamscope.telemetry import TelemetryConfig
 from seamscope.telemetry import conventions as c
 
 from ._langchain_support import (
@@ -591,6 +592,31 @@ def test_without_a_thread_id_spans_share_one_trace_and_recall_works_within_the_r
     assert [] == [s.name for s in spans if c.ATTR_GEN_AI_CONVERSATION_ID in attrs(s)]
     # no conversation id: the gate decided, the ledger follows nothing
     assert 0 == len(layer.ledger)
+
+
+@pytest.mark.parametrize("capture", [True, False])
+def test_a_tools_answer_is_on_its_execute_tool_span_only_with_content_capture(
+    capture: bool, span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """The tool step's span is the kit's: with content capture on it records the
+    tool's answer, as every adapter's does; off, nothing of it."""
+    layer = make_layer(
+        tracer_provider,
+        meter_provider,
+        policies=(),
+        stages=(),
+        telemetry_config=TelemetryConfig(capture_content=capture),
+    )
+    script = [ai(("fetch_data", {"source": "sales", "rows": 3}, "f1")), ai(text="done")]
+    models, _ = scripted_models([OPUS], script)
+    agent = create_agent(
+        models[OPUS], Toolbox().tools(), middleware=[SeamscopeMiddleware(layer, models)]
+    )
+    agent.invoke({"messages": [HumanMessage("three sales rows")]})
+
+    [span] = [s for s in span_exporter.get_finished_spans() if s.name == "execute_tool fetch_data"]
+    expected = "3 rows of sales" if capture else None
+    assert expected == attrs(span).get(c.ATTR_TOOL_CALL_RESULT)
 
 
 def test_a_recall_cannot_read_another_conversation(

@@ -906,7 +906,9 @@ def _readme_snippet() -> str:
     return block
 
 
-def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_readme_snippet_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, global_providers_kept: list[str]
+) -> None:
     """The page's snippet as written, with only the two model objects replaced
     by scripted ones (and a dummy key, so that ``AsyncOpenAI()`` constructs; the
     SDK's tracing is off and no model uses the client)."""
@@ -927,6 +929,8 @@ def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         monkeypatch.delenv(name, raising=False)
     namespace: dict[str, Any] = {"SCRIPTED": models, "__name__": "readme"}
     exec(compile(source, SNIPPET_PAGE, "exec"), namespace)
+    # configure() set the global providers, as an application asks it to
+    assert ["set_tracer_provider", "set_meter_provider"] == global_providers_kept
 
     assert [mini, mini] == [m.model for m in calls]  # the sales policy's model
     assert ("big_report", "recall_tool_result") == (calls[0].tools[0], calls[1].tools[-1])

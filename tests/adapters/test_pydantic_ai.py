@@ -542,7 +542,10 @@ def test_structured_output(
     mode: str, span_exporter: InMemorySpanExporter, tracer_provider: Any
 ) -> None:
     """``final_result`` (pydantic-ai's output tool) is never selected, never sent to
-    the POST seam (a policy for it does not fire) and never counted as a tool run."""
+    the POST seam (a policy for it does not fire) and never counted as a tool run;
+    its call is a ``seamscope.dispatch`` span under the iteration, marked
+    ``structured_output``, dispatched as emitted (the rule LangChain's
+    ``ToolStrategy`` answer follows)."""
     grab = ToolCallPolicy(
         "grab_output", match=lambda ctx: True, when_tool="final_result", redirect_to="fetch_data"
     )
@@ -566,14 +569,69 @@ def test_structured_output(
         (m.model, m.tools, m.output_tools) for m in calls
     ]
     assert [("c1", "fetch_data")] == [(r.call_id, r.name) for r in box.runs]
+    answer = (
+        c.SPAN_ITERATION,
+        sorted(
+            [
+                (c.SPAN_SELECT_TOOLS, [(c.SPAN_STAGE, [])]),
+                (c.SPAN_SEAM_PRE_MODEL, []),
+                (f"chat {HAIKU}", []),
+                (c.SPAN_DISPATCH, []),
+            ],
+            key=lambda t: t[0],
+        ),
+    )
     assert tree(root(spans), spans) == (
         f"invoke_agent {AGENT}",
-        [iteration_tree(HAIKU, tools=["fetch_data"], dispatches=1), iteration_tree(HAIKU)],
+        [iteration_tree(HAIKU, tools=["fetch_data"], dispatches=1), answer],
     )
-    assert ["c1"] == [attrs(s)[c.ATTR_GEN_AI_TOOL_CALL_ID] for s in named(spans, c.SPAN_DISPATCH)]
+    dispatches = named(spans, c.SPAN_DISPATCH)
+    assert [("c1", None, "fetch_data"), ("c2", True, "final_result")] == [
+        (
+            attrs(s)[c.ATTR_GEN_AI_TOOL_CALL_ID],
+            attrs(s).get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT),
+            attrs(s)[c.ATTR_DISPATCH_FINAL_TOOL],
+        )
+        for s in dispatches
+    ]
+    assert "grab_output" not in attrs(dispatches[1]).values()
     assert all(
         "final_result" not in attrs(s)[c.ATTR_SELECTION_SELECTED]
         for s in named(spans, c.SPAN_SELECT_TOOLS)
+    )
+
+
+@pytest.mark.parametrize("mode", ["run", "run_stream"])
+def test_no_policy_redirects_the_structured_answer(
+    mode: str, span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """A catch-all redirect policy (every call of every tool) leaves pydantic-ai's
+    ``final_result`` alone: the caller's output is the same with and without
+    seamscope."""
+    steps = [step(call("final_result", {"quarter": "Q4", "growth": 0.3}, "c1"))]
+    everything = ToolCallPolicy("everything", match=lambda ctx: True, redirect_to="fetch_data")
+    layer = make_layer(tracer_provider, policies=[everything])
+    models, _ = scripted_models([OPUS], steps)
+    box = Toolbox()
+    seamscope = SeamscopeCapability(layer, {})
+    with_seamscope, _ = run(analyst(models[OPUS], box, seamscope, output_type=Report), "Q4", mode)
+    plain_models, _ = scripted_models([OPUS], steps)
+    tools = Toolbox().tools()
+    plain = Agent(
+        plain_models[OPUS],
+        name=AGENT,
+        instructions="You analyse sales.",
+        tools=[tools["fetch_data"]],
+        output_type=Report,
+    )
+    without, _ = run(plain, "Q4", mode)
+
+    assert Report(quarter="Q4", growth=0.3) == without == with_seamscope
+    assert [] == box.runs
+    [dispatch] = named(list(span_exporter.get_finished_spans()), c.SPAN_DISPATCH)
+    assert ("final_result", True) == (
+        attrs(dispatch)[c.ATTR_DISPATCH_FINAL_TOOL],
+        attrs(dispatch)[c.ATTR_DISPATCH_STRUCTURED_OUTPUT],
     )
 
 
@@ -782,7 +840,9 @@ def _readme_snippet() -> str:
     return block
 
 
-def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_readme_snippet_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, global_providers_kept: list[str]
+) -> None:
     """The page's snippet as written, with only the two model objects replaced
     by scripted ones (a dummy key, so that the OpenAI provider constructs; no
     model uses it)."""
@@ -803,6 +863,8 @@ def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         monkeypatch.delenv(name, raising=False)
     namespace: dict[str, Any] = {"SCRIPTED": models, "__name__": "readme"}
     exec(compile(source, SNIPPET_PAGE, "exec"), namespace)
+    # configure() set the global providers, as an application asks it to
+    assert ["set_tracer_provider", "set_meter_provider"] == global_providers_kept
 
     assert [mini, mini] == [m.model for m in calls]  # the sales policy's model
     assert ("big_report", RECALL_TOOL) == (calls[0].tools[0], calls[1].tools[-1])

@@ -803,8 +803,9 @@ def _structured_answers(
     ``structured_output`` is a call the model emitted to a tool the framework
     consumes itself (never handed to the tool runner: no tool ran for it,
     its dispatch is the call as emitted, no policy routed it), and it sits
-    under the iteration, outside the POST seam. (An adapter may also record
-    no span for it; none may claim it dispatched to the tool runner.)"""
+    under the iteration, outside the POST seam; and every such call the
+    model emitted has one (LangChain's ``ToolStrategy`` tool, pydantic-ai's
+    ``final_result``; the Agents SDK answers in plain JSON text, no call)."""
     out: list[str] = []
     flagged = [
         sp
@@ -835,6 +836,9 @@ def _structured_answers(
         if s.of(str(a.get(c.ATTR_GEN_AI_CONVERSATION_ID)), f"execute_tool {answer.name}"):
             out.append(f"{label}: an execute_tool span claims it was handed to the tool runner")
     ids = [_attrs(sp).get(c.ATTR_GEN_AI_TOOL_CALL_ID) for sp in flagged]
+    missing = [call_id for call_id in emitted if call_id not in ids]
+    if missing:
+        out.append(f"{where}: structured answers with no dispatch span: {missing}")
     if len(set(ids)) != len(ids):
         out.append(f"{where}: more than one structured answer span for a call: {ids}")
     return out

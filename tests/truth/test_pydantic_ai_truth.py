@@ -502,11 +502,14 @@ def test_structured_output_is_never_redirected_nor_a_tool_run(
     assert Weather(city="Oslo", celsius=4) == output
     assert [("run_block", "w0")] == [(r.name, r.call_id) for r in ground.tool_runs]
     dispatched = [
-        (s.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)
+        (
+            (s.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID),
+            (s.attributes or {}).get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT),
+        )
         for s in tel.spans()
         if s.name == c.SPAN_DISPATCH
     ]
-    assert ["w0"] == dispatched
+    assert [("w0", None), ("w1", True)] == dispatched
 
 
 # -- 64 concurrent conversations ---------------------------------------------------------------

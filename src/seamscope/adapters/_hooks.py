@@ -1,6 +1,7 @@
 """Small helpers the framework adapters' hooks share: contain seamscope's own
-failures, attach an OpenTelemetry context for one block, enter a telemetry
-context manager without letting it break the framework's code.
+failures, attach an OpenTelemetry context for one block, hold a telemetry
+``with`` scope around a block of one hook without letting it break the
+framework's code.
 
 Every helper takes the adapter's stdlib logger, so a failure is logged under
 the adapter's name (``seamscope.adapters.<framework>``).
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from opentelemetry import context as otel_context
 
 from seamscope._internal import telemetry_error
+from seamscope.adapters._kit import Held
 
 __all__ = ["attached", "contained", "failed"]
 
@@ -59,33 +61,20 @@ def contained(
     factory: Callable[[], contextlib.AbstractContextManager[_T]] | None,
     what: str,
     logger: logging.Logger,
+    *,
+    passes: tuple[type[BaseException], ...] = (),
 ) -> Iterator[_T | None]:
-    """Enter a telemetry context manager without letting it break the body.
+    """A telemetry ``with`` scope around a block of one hook that cannot break it
+    (the kit's :class:`~seamscope.adapters._kit.Held`, current for the block).
 
-    A failure to enter or exit is logged; the body's own exception is passed
-    to the manager (so the span records it) and re-raised unchanged.
+    A failure to enter or exit is logged as ``what``; the body's own exception
+    is recorded on the span and re-raised unchanged; one of ``passes`` (a
+    framework's pause, not a failure) ends the span as a normal exit.
     """
     if factory is None:
         yield None
         return
-    try:
-        manager = factory()
-        value = manager.__enter__()
-    except Exception:
-        failed(what, logger)
-        yield None
-        return
-    try:
+    held = Held(factory, what=what, failed=lambda hook: failed(hook, logger))
+    with held.current(passes) as value:
         yield value
-    except BaseException as exc:
-        try:
-            manager.__exit__(type(exc), exc, exc.__traceback__)
-        except BaseException as exit_exc:
-            if exit_exc is not exc:
-                failed(what, logger)
-        raise
-    else:
-        try:
-            manager.__exit__(None, None, None)
-        except Exception:
-            failed(what, logger)
+    held.stop()

@@ -257,6 +257,8 @@ def dispatch_attributes(record: DispatchRecord, limits: Limits) -> Attributes:
         attrs[c.ATTR_POLICY_WINNER] = limits.text(record.policy)
     if record.redirect_to:
         attrs[c.ATTR_DISPATCH_REDIRECT_TO] = limits.text(record.redirect_to)
+    if record.structured_output:
+        attrs[c.ATTR_DISPATCH_STRUCTURED_OUTPUT] = True
     if limits.capture:
         attrs[c.ATTR_DISPATCH_ARGS] = limits.content(_args(record.final.args))
     return attrs

@@ -11,7 +11,8 @@
   ``invoke_agent`` and open iteration held that way (``RunSpans``);
 * :mod:`._steps`: the loop's shared steps for the adapters built on
   ``DecisionLayer`` (``plan_model``: the PRE seam and one model rule;
-  ``report_model_call``; ``post_model``; ``ToolSpan``: the ``execute_tool``
+  ``report_model_call``; ``post_model``; ``structured_answers``: the
+  framework's structured-output calls, never routed; ``ToolSpan``: the ``execute_tool``
   span; ``account_tool_output``: recall cost, offload gate and the stub
   really sent);
 * from :mod:`seamscope.loop`: the one token estimator (``estimate_tokens``),
@@ -36,6 +37,7 @@ from seamscope.adapters._kit._steps import (
     plan_model,
     post_model,
     report_model_call,
+    structured_answers,
 )
 from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 
@@ -58,4 +60,5 @@ __all__ = [
     "report_model_call",
     "resolve_role",
     "resolve_scope",
+    "structured_answers",
 ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from opentelemetry import context as otel_context
@@ -81,6 +81,30 @@ class Held(Generic[_T]):
         """Whether the span was ended (or never started)."""
         with self._lock:
             return self._scope is None
+
+    @contextlib.contextmanager
+    def current(self, passes: tuple[type[BaseException], ...] = ()) -> Iterator[_T | None]:
+        """:attr:`context` made current for a block of one hook (the ``with``
+        form, for a span around a handler the hook calls): the block's own
+        exception ends the span with its ``error.type`` (one of ``passes``, a
+        pause rather than a failure, ends it as stopped) and is re-raised
+        unchanged; a block that returns leaves the span open for :meth:`stop`."""
+        token: contextvars.Token[otel_context.Context] | None = None
+        try:
+            token = otel_context.attach(self.context)
+        except Exception:
+            self._failed(f"{self._what}.context_attach")
+        try:
+            yield self.value
+        except BaseException as exc:
+            self.end(None if isinstance(exc, passes) else exc)
+            raise
+        finally:
+            if token is not None:
+                try:
+                    otel_context.detach(token)
+                except Exception:
+                    self._failed(f"{self._what}.context_detach")
 
     def stop(self) -> None:
         """End the span (a second stop or fail does nothing)."""

@@ -13,11 +13,14 @@ for its own decisions, so their spans are children of the iteration:
 * :func:`report_model_call`: a model call's usage on its chat span and in the
   ledger (the stubs its prompt carried);
 * :func:`post_model`: the POST seam over the emitted tool calls;
+* :func:`structured_answers`: the framework's structured-output answer calls,
+  one ``seamscope.dispatch`` span each, never routed;
 * :class:`ToolSpan`: an ``execute_tool`` span held from the tool's start to
   its end, its output recorded (content capture) when it answered;
 * :func:`account_tool_output`: after a tool ran, a recall's real cost, or the
   offload gate on a large text output (a fired offload keeps the output for
-  recall and gives the stub really sent, priced by the one token estimator).
+  recall and gives the stub really sent, priced by the one token estimator),
+  and a re-read of a result a compaction cleared.
 
 Each step lets the loop's own exceptions through and never raises one of
 its own beyond what :class:`~seamscope.loop.Iteration` raises: the caller
@@ -43,6 +46,13 @@ from seamscope.adapters._kit._models import (
 )
 from seamscope.adapters._outputs import Outputs
 from seamscope.decisions import ModelUsage, PostModelResult, PreModelResult, ToolCall
+from seamscope.decisions.records import (
+    DispatchRecord,
+    GuardResult,
+    PaletteVerdict,
+    Seam,
+    WinnerSource,
+)
 from seamscope.loop import RECALL_TOOL, ChatCall, Iteration, estimate_tokens, offload_stub
 
 __all__ = [
@@ -52,6 +62,7 @@ __all__ = [
     "plan_model",
     "post_model",
     "report_model_call",
+    "structured_answers",
 ]
 
 
@@ -130,6 +141,45 @@ def post_model(
         return iteration.post_model(emitted, calls=calls)
 
 
+def structured_answers(
+    iteration: Iteration,
+    emitted: Any,
+    answers: Sequence[ToolCall],
+    *,
+    context: otel_context.Context | None = None,
+) -> None:
+    """One ``seamscope.dispatch`` span per structured-output answer call (the
+    framework's own output tool: LangChain's ``ToolStrategy`` tool,
+    pydantic-ai's ``final_result``), under the iteration, its record marked
+    ``structured_output``. The framework consumes the call itself: it is never
+    handed to the tool runner (no ``execute_tool`` span) and never goes
+    through the POST seam, so no policy redirects it (a redirect would take
+    the caller's structured answer away); it dispatches as emitted."""
+    if not answers:
+        return
+    with _under(context):
+        observer = iteration.turn.layer.observer
+        ctx = iteration.context(Seam.POST_MODEL, emitted_message=emitted)
+        for index, call in enumerate(answers):
+            handle = observer.start_dispatch(ctx, index, call)
+            observer.end_dispatch(
+                handle,
+                DispatchRecord(
+                    index,
+                    call,
+                    call,
+                    None,
+                    None,
+                    GuardResult.NONE,
+                    False,
+                    False,
+                    PaletteVerdict.KEPT,
+                    WinnerSource.NONE,
+                    structured_output=True,
+                ),
+            )
+
+
 class ToolSpan:
     """An ``execute_tool`` span from a tool's start to its end (any task):
     :meth:`stop` with the tool's output (recorded only when content capture
@@ -158,6 +208,19 @@ class ToolSpan:
         """The context with the ``execute_tool`` span current."""
         return self._held.context
 
+    @property
+    def span(self) -> trace.Span | None:
+        """The ``execute_tool`` span (None when starting it failed)."""
+        return self._held.value
+
+    def current(
+        self, passes: tuple[type[BaseException], ...] = ()
+    ) -> contextlib.AbstractContextManager[trace.Span | None]:
+        """The span current for the tool's run inside one hook (:meth:`Held.current
+        <seamscope.adapters._kit.Held.current>`): what the run raises fails it
+        (one of ``passes`` stops it); :meth:`stop` after a run that returned."""
+        return self._held.current(passes)
+
     def stop(self, output: Any) -> None:
         span = self._held.value
         if span is not None and not self._held.ended:
@@ -184,6 +247,8 @@ def account_tool_output(
     scope: str,
     usage: ModelUsage | None,
     context: otel_context.Context | None = None,
+    offload: bool = True,
+    reread: Callable[[ToolCall], str | None] | None = None,
 ) -> str | None:
     """After a tool answered: the stub that replaces its output, or None.
 
@@ -194,7 +259,10 @@ def account_tool_output(
     output (``text``; None: not a text) at or above the gate's threshold is
     put to the offload gate; when it fires, ``outputs`` keeps the text for
     recall and the stub really sent is returned (the ledger prices that
-    stub, not the gate's assumed size).
+    stub, not the gate's assumed size); ``offload`` False: never (recalls and
+    re-reads are still accounted). ``reread``: the id of a compaction whose
+    cleared result this call fetches again (a framework's context editing),
+    else None; its text is then a real cost, as a recall's is.
     """
     with _under(context):
         if call.name == RECALL_TOOL:
@@ -208,7 +276,16 @@ def account_tool_output(
                     output_tokens=0 if usage is None else usage.output_tokens,
                 )
             return None
-        if text is None or estimate_tokens(text) < iteration.turn.layer.gate.threshold_tokens:
+        if text is None:
+            return None
+        compaction_id = None if reread is None else reread(call)
+        if compaction_id is not None:
+            iteration.recall(
+                compaction_id,
+                input_tokens=estimate_tokens(text),
+                output_tokens=0 if usage is None else usage.output_tokens,
+            )
+        if not offload or estimate_tokens(text) < iteration.turn.layer.gate.threshold_tokens:
             return None
         decision = iteration.offload(call, text)
         if not decision.fire or decision.offload_id is None:

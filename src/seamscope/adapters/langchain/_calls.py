@@ -21,9 +21,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from opentelemetry import context as otel_context
-
-from seamscope._internal import GenAISpans
+from seamscope._internal import GenAISpans, Invocation
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import BaseCallbackHandler, register_configure_hook
 from seamscope.adapters.langchain._runs import Run, failed
@@ -38,8 +36,9 @@ class DecisionCalls(BaseCallbackHandler):
     A chat model run (``on_chat_model_start``/``on_llm_start``) or a decision
     model run (``on_chain_start`` with ``run_type="llm"``, as
     ``BaseDecisionModel`` reports itself) opens a span under the run's
-    current OpenTelemetry context, in a private ``contextvars.Context`` (the
-    span is never made current in LangChain's); its end records the usage.
+    current OpenTelemetry context, held open (``GenAISpans.start_chat``: the
+    span is never made current in LangChain's context); its end records the
+    usage and stops it, or fails it with the run's error.
     A run inside one already followed (the chat model a decision model
     calls) is not counted twice.
     """
@@ -51,7 +50,7 @@ class DecisionCalls(BaseCallbackHandler):
         self._run = run
         self._parent = run.otel
         self._lock = threading.Lock()
-        self._open: dict[Any, tuple[Any, contextvars.Context, Any, str]] = {}
+        self._open: dict[Any, tuple[Invocation, str]] = {}
         self.calls: list[tuple[str, ModelUsage | None]] = []
 
     @property
@@ -114,23 +113,15 @@ class DecisionCalls(BaseCallbackHandler):
             model = _called_model(kwargs)
             turn = self._run.turn
             layer = turn.layer
-            scope = layer.genai.chat(
+            held = layer.genai.start_chat(
                 model,
+                parent=self._parent,
                 provider=layer.provider_name,
                 conversation_id=turn.conversation_id,
                 agent_name=layer.agent_name,
             )
-            context = contextvars.Context()
-            parent = self._parent
-
-            def enter() -> Any:
-                if parent is not None:
-                    otel_context.attach(parent)  # private context: never detached
-                return scope.__enter__()
-
-            span = context.run(enter)
             with self._lock:
-                self._open[run_id] = (scope, context, span, model)
+                self._open[run_id] = (held, model)
         except Exception:
             failed("langchain.watch.decision_model")
 
@@ -145,16 +136,16 @@ class DecisionCalls(BaseCallbackHandler):
             with self._lock:
                 entry = self._open.pop(run_id, None)
                 if entry is not None:
-                    self.calls.append((entry[3], usage))
+                    self.calls.append((entry[1], usage))
             if entry is None:
                 return
-            scope, context, span, _ = entry
+            held = entry[0]
             if usage is not None:
-                GenAISpans.record_usage(span, usage, response_model)
+                GenAISpans.record_usage(held.span, usage, response_model)
             if error is None:
-                context.run(scope.__exit__, None, None, None)
+                held.stop()
             else:
-                context.run(scope.__exit__, type(error), error, error.__traceback__)
+                held.fail(error)
         except Exception:
             failed("langchain.watch.decision_model")
 

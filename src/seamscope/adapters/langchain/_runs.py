@@ -19,15 +19,16 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from seamscope._internal import telemetry_error
+from seamscope.adapters import _hooks
 from seamscope.adapters._kit import RunSpans
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _translate as translate
+from seamscope.adapters.langchain._framework import GraphBubbleUp
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.decisions import ModelUsage
 from seamscope.telemetry import conventions as c
@@ -39,8 +40,11 @@ __all__ = [
     "Run",
     "Runs",
     "active_parent",
+    "contained",
     "failed",
 ]
+
+_T = TypeVar("_T")
 
 LOG = logging.getLogger("seamscope.adapters.langchain")
 """The adapter's stdlib logger (the package's name, whichever module logs)."""
@@ -63,10 +67,16 @@ def failed(hook: str) -> None:
     A ``seamscope.telemetry.error`` event names the hook and the error type;
     the traceback goes to the stdlib logger at DEBUG. Never raises.
     """
-    with contextlib.suppress(Exception):
-        error = sys.exc_info()[1]
-        telemetry_error(hook, error)
-        LOG.debug("seamscope: %s failed; the agent continues unchanged", hook, exc_info=True)
+    _hooks.failed(hook, LOG)
+
+
+def contained(
+    factory: Callable[[], contextlib.AbstractContextManager[_T]] | None, what: str
+) -> contextlib.AbstractContextManager[_T | None]:
+    """A telemetry ``with`` scope around a block of one hook that cannot break
+    it; an interrupt (``GraphBubbleUp``) pauses the run: the span ends as a
+    normal exit."""
+    return _hooks.contained(factory, what, LOG, passes=(GraphBubbleUp,))
 
 
 class _Abandoned(Exception):

@@ -13,14 +13,21 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 
 from seamscope._internal import record_error
-from seamscope.adapters._kit import RECALL_TOOL, estimate_tokens, offload_stub, plan_model
+from seamscope.adapters._kit import (
+    ToolSpan,
+    account_tool_output,
+    plan_model,
+    post_model,
+    report_model_call,
+    structured_answers,
+)
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
     Command,
@@ -31,15 +38,18 @@ from seamscope.adapters.langchain._framework import (
     ToolCallRequest,
     ToolMessage,
 )
-from seamscope.adapters.langchain._runs import LOG, Compactions, Outputs, Run, Runs, failed
+from seamscope.adapters.langchain._runs import (
+    LOG,
+    Compactions,
+    Outputs,
+    Run,
+    Runs,
+    contained,
+    failed,
+)
 from seamscope.adapters.langchain._tool_errors import TOOL_OUTCOME, ToolOutcome
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import (
-    DispatchRecord,
-    GuardResult,
-    PaletteVerdict,
-    Seam,
-    WinnerSource,
     tool_name,
 )
 from seamscope.loop import ChatCall, DecisionLayer, Iteration
@@ -70,47 +80,6 @@ class SeamscopeMiddleware(Protocol):
 
 
 __all__ = ["Attached", "ModelStep", "StepContext", "TailStep", "ToolStep"]
-
-_T = TypeVar("_T")
-
-
-@contextlib.contextmanager
-def _contained(
-    factory: Callable[[], contextlib.AbstractContextManager[_T]] | None, what: str
-) -> Iterator[_T | None]:
-    """Enter a telemetry context manager without letting it break the body.
-
-    A failure to enter or exit is logged; the body's own exception is passed
-    to the manager (so the span records it) and re-raised unchanged. An
-    interrupt (``GraphBubbleUp``) closes the manager as a normal exit.
-    """
-    if factory is None:
-        yield None
-        return
-    try:
-        manager = factory()
-        value = manager.__enter__()
-    except Exception:
-        failed(what)
-        yield None
-        return
-    try:
-        yield value
-    except BaseException as exc:
-        try:
-            if isinstance(exc, GraphBubbleUp):
-                manager.__exit__(None, None, None)
-            else:
-                manager.__exit__(type(exc), exc, exc.__traceback__)
-        except BaseException as exit_exc:
-            if exit_exc is not exc:
-                failed(what)
-        raise
-    else:
-        try:
-            manager.__exit__(None, None, None)
-        except Exception:
-            failed(what)
 
 
 class Attached:
@@ -176,9 +145,9 @@ class _ModelCallStep(_Step):
     def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
         it, name = self.iteration, self.model_name
         if it is None or name is None:
-            return _contained(None, "")
+            return contained(None, "")
         named = self.named
-        return _contained(lambda: it.chat(name, named=named), "langchain.chat_span")
+        return contained(lambda: it.chat(name, named=named), "langchain.chat_span")
 
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
         """Usage on the chat span and in the ledger, with what the request's
@@ -191,7 +160,8 @@ class _ModelCallStep(_Step):
             if call is None or usage is None or message is None:
                 return
             carried = (*translate.carried(self.request.messages), *self.compacted)
-            call.report(
+            report_model_call(
+                call,
                 usage,
                 response_model=translate.response_model(message),
                 carried=tuple(dict.fromkeys(carried)),
@@ -249,7 +219,7 @@ class ModelStep(_ModelCallStep):
     def chat(self) -> contextlib.AbstractContextManager[ChatCall | None]:
         if self.mw.watching:
             # watching: the model tail opens a chat span per real model call
-            return _contained(None, "")
+            return contained(None, "")
         return super().chat()
 
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
@@ -272,48 +242,16 @@ class ModelStep(_ModelCallStep):
             if it is not None and message is not None and routed:
                 # a structured-output call is LangChain's, consumed before this
                 # hook returns: never routed or rewritten
-                post = it.post_model(message, calls=[call for _, call in routed])
+                post = post_model(it, message, calls=[call for _, call in routed])
                 rewritten = translate.rewrite(message, post, [i for i, _ in routed])
                 if rewritten is not message:
                     response = translate.with_message(response, message, rewritten)
             answers = translate.structured_calls(message, self.structured)
             if it is not None and message is not None and answers:
-                _structured_answers(it, message, answers)
+                structured_answers(it, message, [translate.tool_call(raw) for raw in answers])
         except Exception:
             failed("langchain.after_model_call")
         return response
-
-
-def _structured_answers(it: Iteration, message: Any, answers: list[Any]) -> None:
-    """One ``seamscope.dispatch`` span per structured-output answer call, under
-    the iteration, with ``seamscope.dispatch.structured_output``: the model
-    emitted it and LangChain consumed it inside the model call. It is never
-    handed to the tool runner (no ``execute_tool`` span) and never goes
-    through the POST seam: no policy redirects it (a redirect would take the
-    caller's structured response away), so it dispatches as emitted."""
-    observer = it.turn.layer.observer
-    ctx = it.context(Seam.POST_MODEL, emitted_message=message)
-    for index, raw in enumerate(answers):
-        call = translate.tool_call(raw)
-        handle = observer.start_dispatch(ctx, index, call)
-        span = getattr(handle, "span", None)
-        if span is not None:
-            span.set_attribute(c.ATTR_DISPATCH_STRUCTURED_OUTPUT, True)
-        observer.end_dispatch(
-            handle,
-            DispatchRecord(
-                index,
-                call,
-                call,
-                None,
-                None,
-                GuardResult.NONE,
-                False,
-                False,
-                PaletteVerdict.KEPT,
-                WinnerSource.NONE,
-            ),
-        )
 
 
 class ToolStep(_Step):
@@ -323,6 +261,7 @@ class ToolStep(_Step):
         super().__init__(middleware)
         self.request = request
         self.call: ToolCall | None = None
+        self.tool: ToolSpan | None = None
         self.outcome: ToolOutcome | None = None
         self._outcome_token: contextvars.Token[ToolOutcome | None] | None = None
 
@@ -358,11 +297,18 @@ class ToolStep(_Step):
                 failed("langchain.after_tool_call")
         super().close()
 
-    def span(self) -> contextlib.AbstractContextManager[Any]:
+    @contextlib.contextmanager
+    def span(self) -> Iterator[Any]:
+        """The kit's ``execute_tool`` span around the tool's run (the handler the
+        hook calls), current for it; an interrupt ends it as a normal exit."""
         it, call = self.iteration, self.call
         if it is None or call is None:
-            return _contained(None, "")
-        return _contained(lambda: it.execute_tool(call), "langchain.execute_tool_span")
+            yield None
+            return
+        tool = ToolSpan(it, call, parent=None, what="langchain.execute_tool_span", failed=failed)
+        self.tool = tool
+        with tool.current(passes=(GraphBubbleUp,)) as span:
+            yield span
 
     def result(self, span: Any, result: ToolMessage | Command[Any]) -> None:
         """An error result (a handled exception, arguments the tool rejected) is a
@@ -388,61 +334,43 @@ class ToolStep(_Step):
             failed("langchain.tool_result")
 
     def finish(self, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
+        """The ``execute_tool`` span ends with the tool's answer; then the kit's
+        accounting: a recall's cost, a re-read of a result a watched context
+        editing cleared, or the offload gate (the stub really sent replaces
+        the answer's content)."""
+        text = None
+        try:
+            if isinstance(result, ToolMessage):
+                text = translate.offloadable_text(result)
+        except Exception:
+            failed("langchain.after_tool_call")
+        if self.tool is not None:
+            self.tool.stop(text if text is not None else result)
         try:
             run, it, call = self.run, self.iteration, self.call
             if run is None or it is None or call is None:
                 return result
-            if call.name == RECALL_TOOL:
-                self._account_recall(run, it, call)
+            compactions, scope = self.mw.compactions, run.scope
+            stub = account_tool_output(
+                it,
+                call,
+                text,
+                outputs=self.mw.outputs,
+                scope=scope,
+                usage=run.usage,
+                offload=self.mw.offload,
+                reread=(
+                    (lambda c: compactions.reread(scope, c.name, dict(c.args)))
+                    if self.mw.watching
+                    else None
+                ),
+            )
+            if stub is None or not isinstance(result, ToolMessage):
                 return result
-            if self.mw.watching and isinstance(result, ToolMessage):
-                self._account_reread(run, it, call, result)
-            if not self.mw.offload or not isinstance(result, ToolMessage):
-                return result
-            text = translate.offloadable_text(result)
-            if text is None or estimate_tokens(text) < self.mw.layer.gate.threshold_tokens:
-                return result
-            decision = it.offload(call, text)
-            if not decision.fire or decision.offload_id is None:
-                return result
-            stub = offload_stub(decision, call.name)
-            self.mw.outputs.keep(decision.offload_id, run.scope, call.id, text, stub)
             return translate.with_content(result, stub)
         except Exception:
             failed("langchain.after_tool_call")
             return result
-
-    def _account_reread(
-        self, run: Run, iteration: Iteration, call: ToolCall, result: ToolMessage
-    ) -> None:
-        """A call of the same tool with the same arguments as a result context
-        editing cleared from the prompt fetches that data again: a re-read (an
-        error result fetches nothing)."""
-        text = translate.offloadable_text(result)
-        if text is None:
-            return
-        compaction_id = self.mw.compactions.reread(run.scope, call.name, dict(call.args))
-        if compaction_id is None:
-            return
-        usage = run.usage
-        iteration.recall(
-            compaction_id,
-            input_tokens=estimate_tokens(text),
-            output_tokens=0 if usage is None else usage.output_tokens,
-        )
-
-    def _account_recall(self, run: Run, iteration: Iteration, call: ToolCall) -> None:
-        """A recall of a stored output is a real cost: its text comes back as input."""
-        offload_id = translate.recall_id(call)
-        text = self.mw.outputs.lookup(offload_id, run.scope)
-        if text is None:
-            return
-        usage = run.usage
-        iteration.recall(
-            offload_id,
-            input_tokens=estimate_tokens(text),
-            output_tokens=0 if usage is None else usage.output_tokens,
-        )
 
 
 class TailStep(_ModelCallStep):

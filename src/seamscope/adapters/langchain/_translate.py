@@ -13,8 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from seamscope.adapters._kit import RECALL_TOOL, ModelChoice, model_name_of
-from seamscope.adapters._kit import choose_model as kit_choose_model
+from seamscope.adapters._kit import RECALL_TOOL, model_name_of
 from seamscope.adapters.langchain._framework import (
     AIMessage,
     BaseChatModel,
@@ -31,18 +30,15 @@ from seamscope.decisions import ModelConfig, ModelUsage, PostModelResult, ToolCa
 from seamscope.decisions.records import tool_name
 
 __all__ = [
-    "ModelChoice",
     "bindable",
     "carried",
     "is_error_result",
     "is_summary",
-    "model_label",
     "model_name",
     "named_model",
     "routed_calls",
     "structured_calls",
     "structured_tools",
-    "choose_model",
     "last_ai",
     "offered",
     "offloadable_text",
@@ -128,24 +124,6 @@ def model_name(model: Any) -> str | None:
     """A LangChain chat model's own name: ``model_name``/``model``/``model_id``,
     else the name it gives its traces (``ls_model_name``)."""
     return model_name_of(model, ls_model_name)
-
-
-def choose_model(
-    chosen: str, default: str, models: Mapping[str, BaseChatModel], current: BaseChatModel
-) -> ModelChoice:
-    """The instance for the PRE seam's ``chosen`` name, else the request's ``current``
-    (the kit's one rule, with LangChain's model names)."""
-    return kit_choose_model(chosen, default, models, current, name_of=model_name)
-
-
-def model_label(
-    model: Any,
-    chosen: tuple[Any, str] | None,
-    models: Mapping[str, BaseChatModel],
-    default: str,
-) -> str:
-    """The name of the model instance a request really runs on (:func:`named_model`)."""
-    return named_model(model, chosen, models, default)[0]
 
 
 def named_model(

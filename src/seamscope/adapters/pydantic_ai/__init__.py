@@ -79,8 +79,10 @@ Decisions and differences from the reference loop
   and retry prompts as tool messages). At the POST seam the just-emitted
   assistant message is the last one.
 * Output tools (``final_result`` for a structured ``output_type``) are not
-  selected (pydantic-ai binds them), never go through the POST seam and
-  are never counted as tool runs.
+  selected (pydantic-ai binds them), never go through the POST seam (no
+  policy redirects them) and are never counted as tool runs: each such call
+  is a ``seamscope.dispatch`` span with ``seamscope.dispatch.structured_output``,
+  as LangChain's ``ToolStrategy`` answer is.
 * The PRE seam's default model (or a name not in ``models``) means the
   request's own model: the ``chat`` span names the model that really ran,
   and a name that is not in ``models`` is logged

@@ -42,6 +42,7 @@ from seamscope.adapters._kit import (
     report_model_call,
     resolve_role,
     resolve_scope,
+    structured_answers,
 )
 from seamscope.adapters.pydantic_ai import _translate as translate
 from seamscope.adapters.pydantic_ai._framework import (
@@ -372,6 +373,8 @@ class _RunCapability(AbstractCapability[Any]):
         try:
             output_tools = [t.name for t in request_context.model_request_parameters.output_tools]
             message, calls, positions = translate.emitted(response, output_tools)
+            answers = translate.output_calls(response, output_tools)
+            structured_answers(it, message, answers, context=run.otel)
             if not calls:
                 return response
             post = post_model(it, message, calls=calls, context=run.otel)

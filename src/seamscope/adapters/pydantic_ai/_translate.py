@@ -34,6 +34,7 @@ __all__ = [
     "messages",
     "offered",
     "offloadable_text",
+    "output_calls",
     "recall_id",
     "rewrite",
     "usage",
@@ -148,6 +149,17 @@ def emitted(
             texts.append(part.content)
     message = Message("assistant", "".join(texts), tuple(every))
     return (message, tuple(calls), tuple(positions))
+
+
+def output_calls(response: ModelResponse, output_tools: Iterable[str]) -> tuple[ToolCall, ...]:
+    """The response's calls of an output tool (``final_result`` for a structured
+    ``output_type``): the structured answer the agent consumes itself."""
+    names = frozenset(output_tools)
+    return tuple(
+        _tool_call(part)
+        for part in response.parts
+        if type(part) is ToolCallPart and part.tool_name in names
+    )
 
 
 def rewrite(

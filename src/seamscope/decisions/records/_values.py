@@ -336,7 +336,10 @@ class DispatchRecord:
     when no policy won). ``guard`` is the winner's guard verdict, or when no
     policy won, the verdict of the last matched policy whose guard stopped it.
     ``source`` says who shaped the call that reached the palette gate:
-    ``policy``, ``adopter`` or ``none``.
+    ``policy``, ``adopter`` or ``none``. ``structured_output``: the call is the
+    framework's structured-output answer (LangChain's ``ToolStrategy`` tool,
+    pydantic-ai's ``final_result``): the framework consumes it itself, so it
+    is never routed, rewritten or handed to the tool runner.
     """
 
     index: int
@@ -353,6 +356,7 @@ class DispatchRecord:
     errors: tuple[ContainedError, ...] = ()
     duration_s: float = field(default=0.0, compare=False)
     passed_over: PassedOver = _NOTHING_PASSED_OVER
+    structured_output: bool = False
 
     @property
     def rewritten(self) -> bool:
