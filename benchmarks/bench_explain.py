@@ -23,7 +23,8 @@ in one trace (many copies of the demo's turns under one trace id) beside
 the small ones, to show memory follows the largest trace and not the file.
 
 With ``--instructions-mb N`` (and valgrind installed) it also counts the
-instructions of each run on the first N MB of the file with
+instructions of each run on the first N MB of the demo's output (of the
+synthetic file with ``--demo-seeds 0``) with
 ``valgrind --tool=callgrind``, once with and once without the start-up (a
 run on a one-line file is subtracted): a count the host's load does not
 reach, where the wall and CPU times of a shared machine vary by tens of
@@ -217,18 +218,23 @@ def instructions(argv: list[str]) -> int:
     return int(found.group(1))
 
 
-def count_instructions(main_file: Path, trace_id: str, size_mb: float, workdir: Path) -> None:
-    """The instruction table: explain's runs against the bare pass, on ``size_mb`` MB."""
+def count_instructions(
+    main_file: Path, trace_id: str | None, size_mb: float, workdir: Path
+) -> None:
+    """The instruction table: explain's runs against the bare pass, on the first
+    ``size_mb`` MB of ``main_file`` (``trace_id`` None: a trace from their middle)."""
     part, tiny = workdir / "explain-bench-part.jsonl", workdir / "explain-bench-one.jsonl"
     with main_file.open(encoding="utf-8") as source, part.open("w", encoding="utf-8") as out:
         written = 0
         for line in source:
             out.write(line)
-            if not tiny.exists():
+            if not written:
                 tiny.write_text(line, encoding="utf-8")
             written += len(line)
             if written >= size_mb * 1e6:
                 break
+    if trace_id is None:
+        trace_id = _middle_trace_id(part)
     rows = {
         "bare": [sys.executable, "-c", BARE],
         "text": EXPLAIN,
@@ -240,7 +246,10 @@ def count_instructions(main_file: Path, trace_id: str, size_mb: float, workdir: 
         for k, argv in rows.items()
     }
     bare, bare_start = counts["bare"]
-    print(f"\ninstructions (valgrind --tool=callgrind) on the first {written / 1e6:.1f} MB:\n")
+    print(
+        f"\ninstructions (valgrind --tool=callgrind) on the first {written / 1e6:.1f} MB of "
+        f"{main_file.name}:\n"
+    )
     print("| run | instructions | ratio | ratio without start-up |")
     print("|---|---:|---:|---:|")
     labels = {
@@ -367,8 +376,11 @@ def run(
             cells += [f"{by_wall:.2f}", f"{by_cpu:.2f}", verdict]
         cells.append(f"{peaks[key]:.0f}{'' if peaks[key] < 300 else ' MISSED'}")
         print("| " + " | ".join(cells) + " |")
-    if instructions_mb:
-        count_instructions(main_file, trace_id, instructions_mb, workdir)
+    if instructions_mb:  # on the demo's output when there is one (its shape is the target's)
+        if demo is not None:
+            count_instructions(demo, None, instructions_mb, workdir)
+        else:
+            count_instructions(main_file, trace_id, instructions_mb, workdir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,7 +134,7 @@ class Conversation:
     def ordered(self) -> list[Event]:
         """The events by time (ties in reading order); unmarked chats dropped
         when the conversation is marked."""
-        self.events.sort(key=lambda e: (e[0], e[1]))
+        self.events.sort()  # (time, reading order): never equal, events never compared
         out: list[Event] = []
         for _, _, event in self.events:
             if self.marked and type(event) is Chat and event.carried is None:
@@ -144,11 +144,15 @@ class Conversation:
 
 
 def _value(raw: Any) -> Any:
+    """An ``AnyValue`` as a Python value (None as None)."""
     if type(raw) is not dict:
         return raw
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in raw:
-            return raw[key]
+    if "stringValue" in raw:
+        return raw["stringValue"]
+    if "boolValue" in raw:
+        return raw["boolValue"]
+    if "doubleValue" in raw:
+        return raw["doubleValue"]
     if "intValue" in raw:
         return int(raw["intValue"])
     if "arrayValue" in raw:
@@ -208,15 +212,14 @@ class _Attrs:
             self._raw = {a["key"]: a.get("value") for a in items if a.get("key") in _READ}
 
     def get(self, key: str) -> Any:
-        raw = self._raw.get(key)
-        return None if raw is None else _value(raw)
+        return _value(self._raw.get(key))
 
     def text(self, key: str, default: str = "") -> str:
-        value = self.get(key)
+        value = _value(self._raw.get(key))
         return value if type(value) is str else default
 
     def int(self, key: str, default: int | None = 0) -> int | None:
-        value = self.get(key)
+        value = _value(self._raw.get(key))
         if type(value) is int:
             return value
         if type(value) is float and value.is_integer():
@@ -224,11 +227,11 @@ class _Attrs:
         return default
 
     def number(self, key: str) -> float | None:
-        value = self.get(key)
+        value = _value(self._raw.get(key))
         return value if type(value) in (int, float) else None
 
     def float(self, key: str) -> float:
-        value = self.get(key)
+        value = _value(self._raw.get(key))
         return float(value) if type(value) in (int, float) else 0.0
 
 

@@ -520,6 +520,7 @@ def _write(
         _write_json(shown, numbers, options, console.file, spill, problems, outcome)
         return
     written = False
+    plain = _plain(console)  # asked once: rich's answer reads the environment each time
     for info in shown:
         kept = info.output
         if kept.payload is None or (kept.kind == "turn" and not options.turns):
@@ -530,7 +531,7 @@ def _write(
             outcome.turns_shown += 1
         text = spill.get(kept.payload)
         number = numbers.get(info.trace_id, 0)
-        if _plain(console):
+        if plain:
             head = f"turn {number}{kept.tail}\n" if kept.kind == "turn" else ""
             console.file.write(f"{head}{text}\n\n")
         else:

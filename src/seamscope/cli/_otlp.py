@@ -163,8 +163,13 @@ def _int_in(raw: Any, bounds: tuple[int, int], what: str) -> int:
 
 def _time(raw: Any, what: str) -> int:
     """A time in nanoseconds (0 when absent); the usual decimal string inline."""
-    if type(raw) is str and 0 < len(raw) < 20 and raw.isascii() and raw.isdigit():
-        return int(raw)  # under 20 digits: within 64 bits
+    if type(raw) is str and 0 < len(raw) < 20:  # under 20 digits: within 64 bits if >= 0
+        try:
+            value = int(raw)
+        except ValueError:
+            raise _Bad(f"{what} is not an integer ({raw!r})") from None
+        if value >= 0:
+            return value
     return _int_in(raw or 0, _UINT64, what)
 
 

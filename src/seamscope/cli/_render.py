@@ -51,7 +51,7 @@ _MAX_DEPTH = 48  # levels of a plain span tree
 def _t(value: Any) -> str:
     """Text from a file, safe to print: a string, control characters escaped."""
     text = value if type(value) is str else ("?" if value is None else str(value))
-    if _CONTROL.search(text):
+    if not text.isprintable() and _CONTROL.search(text):  # control characters are not
         text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return text
 
@@ -461,21 +461,29 @@ def span_tree(trace_id: str, rows: list[dict[str, Any]]) -> Node:
 
 def plain_lines(node: Node) -> Iterator[str]:
     """The tree as text lines with its guides, without styles."""
-    first, *rest = "".join(text for text, _ in node.label).split("\n")
-    yield first
-    yield from rest
-    stack: list[tuple[Node, str, bool]] = [
-        (child, "", i == len(node.children) - 1) for i, child in enumerate(node.children)
-    ][::-1]
+    yield from _text(node).split("\n")
+    stack = _below(node, "")
     while stack:
         current, prefix, last = stack.pop()
-        head, *more = "".join(text for text, _ in current.label).split("\n")
+        head, *more = _text(current).split("\n")
         yield f"{prefix}{'└── ' if last else '├── '}{head}"
         inner = prefix + ("    " if last else "│   ")
         for extra in more:
             yield inner + extra
-        kids = current.children
-        stack.extend((kid, inner, i == len(kids) - 1) for i, kid in reversed(list(enumerate(kids))))
+        if current.children:
+            stack += _below(current, inner)
+
+
+def _text(node: Node) -> str:
+    return "".join([text for text, _ in node.label])
+
+
+def _below(node: Node, prefix: str) -> list[tuple[Node, str, bool]]:
+    """``node``'s children to visit, the first last (a stack), each with whether it is
+    its parent's last child."""
+    kids = node.children
+    end = len(kids) - 1
+    return [(kid, prefix, i == end) for i, kid in enumerate(kids)][::-1]
 
 
 def _rich(node: Node) -> Tree:

@@ -280,9 +280,7 @@ def replay(
     ledgers = (real,) if cf is None else (real, cf)
     gates = iter(decided)
     for ev in events:
-        kind = type(ev)
-        if kind is Chat:
-            assert isinstance(ev, Chat)
+        if type(ev) is Chat:
             for ledger in ledgers:
                 ledger.record_model_call(key, model=ev.model, usage=ev.usage, carried=ev.carried)
             quote = counterfactual_pricing.lookup(ev.model) if out.newly_fired else None
@@ -293,11 +291,9 @@ def replay(
                         new.savings += Decimal(repr(new.gate.output_tokens)) * rate
                         new.stub_cost += to_decimal(new.decision.stub_tokens) * rate
                         new.turns += 1
-        elif kind is Gate:
-            assert isinstance(ev, Gate)
+        elif type(ev) is Gate:
             _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing, stubs)
-        elif kind is Recall:
-            assert isinstance(ev, Recall)
+        elif type(ev) is Recall:
             for ledger in ledgers:
                 ledger.record_recall(
                     key,
@@ -306,8 +302,7 @@ def replay(
                     input_tokens=ev.input_tokens,
                     output_tokens=ev.output_tokens,
                 )
-        elif kind is Compact:
-            assert isinstance(ev, Compact)
+        elif type(ev) is Compact:
             out.compactions += 1
             real.record_compaction(
                 _compaction(ev, ev.horizon, ev.recall_probability, realized_pricing),
@@ -321,8 +316,7 @@ def replay(
                 )
                 compaction = _compaction(ev, h, p, counterfactual_pricing)
                 cf.record_compaction(compaction, conversation_id=key)
-        elif kind is Settle:
-            assert isinstance(ev, Settle)
+        elif type(ev) is Settle:
             out.recorded.append(ev)
             trigger = _trigger(ev.trigger)
             out.realized.extend(real.settle(key, trigger=trigger))
