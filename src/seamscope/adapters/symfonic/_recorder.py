@@ -42,13 +42,12 @@ from seamscope._internal import (
     telemetry_error,
 )
 from seamscope.adapters._kit import estimate_tokens
+from seamscope.adapters.symfonic._state import _Call, _Iteration, _Run
 from seamscope.adapters.symfonic._translate import (
     _REACT_NODE,
     _RECALL_TOOL,
-    _Dispatch,
     _dispatch_record,
     _final_calls,
-    _Group,
     _recalled_tokens,
     _stubs,
     _usage,
@@ -113,58 +112,6 @@ run in between, synchronously, in the same context.
 
 _TOOL_ERROR = re.compile(r"Error: ([A-Za-z_][A-Za-z0-9_.]*)\(")
 """LangGraph's ToolNode text for a tool that raised: ``Error: {exc!r}`` (the class name)."""
-
-
-# --------------------------------------------------------------------------
-# The span map: one run per ``agent.run``, its current iteration.
-# --------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(eq=False)
-class _Iteration:
-    """One call of symfonic's react node: its spans and what its seams gathered."""
-
-    index: int
-    span: trace.Span
-    ctx: otel_context.Context
-    pre_done: bool = False
-    model: str | None = None
-    chat: trace.Span | None = None
-    groups: list[_Group] = dataclasses.field(default_factory=list)
-    dispatches: list[_Dispatch] = dataclasses.field(default_factory=list)
-    post_messages: tuple[Any, ...] | None = None
-    post_role: str | None = None
-    flushed: bool = False
-    adopter_drops: dict[str, str] = dataclasses.field(default_factory=dict)
-    dispatching: str | None = None  # the call id symfonic's dispatch chain is on
-    tools: dict[str, trace.Span] = dataclasses.field(default_factory=dict)
-    # the offload ledger: offloads whose stub this iteration's prompt carried,
-    # the model call's output tokens, and the recalls it emitted (call id ->
-    # offload id)
-    carried: list[CarriedStub] | None = None
-    output_tokens: int = 0
-    recall_output_charged: bool = False
-    recalls: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(eq=False)
-class _Run:
-    """One ``agent.run`` (one user turn): its ``invoke_agent`` span and iteration."""
-
-    run_id: str
-    span: trace.Span | None
-    ctx: otel_context.Context
-    conversation_id: str | None
-    iterations: int = 0
-    current: _Iteration | None = None
-    error_type: str | None = None
-
-
-@dataclasses.dataclass(eq=False)
-class _Call:
-    """One call of the instrumented ``agent.run``: the runs symfonic started under it."""
-
-    runs: list[str] = dataclasses.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------
