@@ -81,7 +81,7 @@ from seamscope.decisions.selection import SelectionContext, SelectionStage
 from seamscope.telemetry import _attributes as a
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._accounts import annotate_span, record_account
-from seamscope.telemetry._arguments import check_telemetry_options
+from seamscope.telemetry._arguments import check_observer_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
@@ -203,7 +203,7 @@ class OTelObserver:
             raise TypeError(
                 f"OTelObserver.config must be a TelemetryConfig, got {type(config).__name__}"
             )
-        check_telemetry_options(
+        check_observer_options(
             "OTelObserver",
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
