@@ -20,9 +20,8 @@ from seamscope.decisions._seams import (
     ToolCallDispatchCallback,
     contained_error,
 )
-from seamscope.telemetry._arguments import check_telemetry_options
 from seamscope.telemetry._config import TelemetryConfig
-from seamscope.telemetry._configure import TelemetryHandle
+from seamscope.telemetry._configure import TelemetryHandle, check_telemetry_options
 from seamscope.telemetry._genai import GenAISpans, Invocation, error_type, record_error
 from seamscope.telemetry._logging import log_event, telemetry_error
 from seamscope.telemetry._observer import OTelObserver

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from seamscope.decisions import _checks as _c
 from seamscope.decisions._observer import check_observer
 
-__all__ = ["check_configure", "check_endpoint", "check_telemetry_options"]
+__all__ = ["check_configure", "check_endpoint", "check_observer_options"]
 
 OWNER = "configure"
 _HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+):\d{1,5}")
@@ -121,13 +121,9 @@ def check_endpoint(endpoint: str, protocol: str) -> None:
         raise ValueError(str(_c.fail(OWNER, "otlp_endpoint", expected, endpoint)))
 
 
-_UNSET: Any = object()
-
-
-def check_telemetry_options(
+def check_observer_options(
     owner: str,
     *,
-    telemetry: Any = _UNSET,
     tracer_provider: Any = None,
     meter_provider: Any = None,
     telemetry_config: Any = None,
@@ -139,17 +135,12 @@ def check_telemetry_options(
     """Refuse a wrong type for any telemetry option given to ``owner``
     (``DecisionLayer``, ``instrument_symfonic``, ``OTelObserver``; None is
     always accepted): TypeError naming the owner and the field, never a
-    later ``AttributeError`` deep inside."""
+    later ``AttributeError`` deep inside. The ``telemetry`` option (a
+    TelemetryHandle) is checked by ``_configure.check_telemetry_options``,
+    where the handle is defined, which then calls this."""
     from seamscope.decisions import OffloadLedger
     from seamscope.telemetry._config import TelemetryConfig
-    from seamscope.telemetry._configure import TelemetryHandle
 
-    if telemetry is not _UNSET and telemetry is not None and not isinstance(
-        telemetry, TelemetryHandle
-    ):
-        raise TypeError(
-            str(_c.fail(owner, "telemetry", "the TelemetryHandle configure() returns", telemetry))
-        )
     _c.interface(
         owner,
         "tracer_provider",

@@ -55,7 +55,12 @@ from urllib.parse import unquote
 
 from opentelemetry import metrics, trace
 
-from seamscope.telemetry._arguments import check_configure, check_endpoint
+from seamscope.decisions import _checks as _c
+from seamscope.telemetry._arguments import (
+    check_configure,
+    check_endpoint,
+    check_observer_options,
+)
 from seamscope.telemetry._config import TelemetryConfig, _env_int
 from seamscope.telemetry._export import (
     EXPORT_ERROR_INTERVAL_S,
@@ -77,6 +82,7 @@ __all__ = [
     "ENV_SHUTDOWN_TIMEOUT",
     "FlushResult",
     "TelemetryHandle",
+    "check_telemetry_options",
     "configure",
 ]
 
@@ -541,6 +547,19 @@ def _exemplar_filter(env: Mapping[str, str]) -> Any:
     if name == "trace_based":
         return TraceBasedExemplarFilter()
     return None
+
+
+def check_telemetry_options(owner: str, *, telemetry: Any = None, **options: Any) -> None:
+    """Refuse a wrong type for any telemetry option given to ``owner``: the
+    ``telemetry`` handle here, where :class:`TelemetryHandle` is defined, the
+    others by :func:`~seamscope.telemetry._arguments.check_observer_options`
+    (same keywords). None is always accepted; a refusal is a TypeError naming
+    the owner and the field."""
+    if telemetry is not None and not isinstance(telemetry, TelemetryHandle):
+        raise TypeError(
+            str(_c.fail(owner, "telemetry", "the TelemetryHandle configure() returns", telemetry))
+        )
+    check_observer_options(owner, **options)
 
 
 def configure(

@@ -87,7 +87,7 @@ from seamscope.telemetry._accounts import (
     record_evidence,
     record_shadow,
 )
-from seamscope.telemetry._arguments import check_telemetry_options
+from seamscope.telemetry._arguments import check_observer_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
@@ -209,7 +209,7 @@ class OTelObserver:
             raise TypeError(
                 f"OTelObserver.config must be a TelemetryConfig, got {type(config).__name__}"
             )
-        check_telemetry_options(
+        check_observer_options(
             "OTelObserver",
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
