@@ -27,7 +27,8 @@ Reliability (docs/reliability.md): ``flush()`` and ``shutdown()`` return
 within a timeout (``shutdown_timeout_millis``, else ``SEAMSCOPE_SHUTDOWN_TIMEOUT``
 in milliseconds, else 5000) whatever the collector does, and return a
 :class:`FlushResult` that says what was exported and dropped; the exit hook
-is the same bounded shutdown. Every exporter built here is wrapped (see
+is the same bounded shutdown. Every exporter (built by
+:mod:`seamscope.telemetry._exporters`) is wrapped (see
 :mod:`seamscope.telemetry._export`): a failed batch is a rate-limited
 ``seamscope.telemetry.error`` event instead of the SDK's log lines.
 
@@ -41,38 +42,34 @@ OTLP exporter specification says; an error about them never shows a value.
 from __future__ import annotations
 
 import atexit
-import logging
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from opentelemetry import metrics, trace
 
 from seamscope.decisions import _checks as _c
-from seamscope.telemetry._arguments import (
-    check_configure,
-    check_endpoint,
-    check_observer_options,
-)
+from seamscope.telemetry._arguments import check_configure, check_observer_options
 from seamscope.telemetry._config import TelemetryConfig, _env_int
 from seamscope.telemetry._export import (
     EXPORT_ERROR_INTERVAL_S,
-    SDK_LOGS,
-    CountingSpanProcessor,
     FlushResult,
-    GuardedMetricExporter,
-    GuardedSpanExporter,
-    Tally,
     install_sdk_log_filter,
     merge,
-    metric_preferences,
+)
+from seamscope.telemetry._exporters import (
+    Exports,
+    Guard,
+    env_true,
+    exemplar_filter,
+    otlp_targets,
+    positive_millis,
+    prometheus_reader,
 )
 from seamscope.telemetry._logging import RateLimit, telemetry_error
 from seamscope.telemetry._observer import OTelObserver
@@ -86,20 +83,11 @@ __all__ = [
     "configure",
 ]
 
-_log = logging.getLogger("seamscope.telemetry")
-
 ENV_SHUTDOWN_TIMEOUT = "SEAMSCOPE_SHUTDOWN_TIMEOUT"
 DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 5000
 """The bound of ``shutdown()``, of the exit hook and (by default) of ``flush()``."""
 
-_SUPPORTED_PROTOCOLS = ("http/protobuf", "grpc")
 _TRACE_FILE_MODES = ("w", "a")
-_GRPC_EXTRA = "pip install 'seamscope[grpc]'"
-# an HTTP header name (RFC 9110 token)
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-Guard = GuardedSpanExporter | GuardedMetricExporter
 
 
 def _join(threads: Sequence[threading.Thread], deadline: float) -> bool:
@@ -370,185 +358,6 @@ def _sdk(provider: Any, method: str) -> Callable[..., Any]:
     return found
 
 
-def _env_true(environ: Mapping[str, str], name: str) -> bool:
-    return environ.get(name, "").strip().lower() == "true"
-
-
-def _parse_headers(raw: str | None, name: str) -> dict[str, str]:
-    """``key=value,...`` from the variable ``name``: keys are HTTP header names,
-    values are percent-decoded (the OTLP exporter specification). A
-    malformed entry raises ValueError naming its position, never its text."""
-    headers: dict[str, str] = {}
-    if not raw:
-        return headers
-    entries = raw.split(",")
-    for index, item in enumerate(entries, 1):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        where = f"{name}: entry {index} of {len(entries)}"
-        if not sep or not _TOKEN.fullmatch(key):
-            raise ValueError(
-                f"{where} is not key=value with a header name as key (its text is not shown)"
-            )
-        try:
-            decoded = unquote(value.strip(), errors="strict")
-        except UnicodeDecodeError:
-            raise ValueError(
-                f"{where}: the value of {key!r} is not percent-encoded UTF-8 "
-                "(the value is not shown)"
-            ) from None
-        if _CONTROL.search(decoded):
-            raise ValueError(
-                f"{where}: the value of {key!r} contains a control character "
-                "(the value is not shown)"
-            )
-        headers[key.lower()] = decoded
-    return headers
-
-
-def _signal_headers(
-    given: Mapping[str, str] | None, env: Mapping[str, str], signal: str
-) -> dict[str, str]:
-    """Headers for one signal: the argument, else ``OTEL_EXPORTER_OTLP_{SIGNAL}_HEADERS``,
-    else ``OTEL_EXPORTER_OTLP_HEADERS`` (the signal's variable replaces the general one)."""
-    if given is not None:
-        return {str(key).lower(): str(value) for key, value in given.items()}
-    name = f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS"
-    if env.get(name):
-        return _parse_headers(env[name], name)
-    return _parse_headers(env.get("OTEL_EXPORTER_OTLP_HEADERS"), "OTEL_EXPORTER_OTLP_HEADERS")
-
-
-def _protocol(given: str | None, env: Mapping[str, str], signal: str, used: bool) -> str:
-    """The OTLP protocol of ``signal``; ValueError saying why when it is ``used``
-    and not one the SDK has an exporter for."""
-    raw = (
-        given
-        or env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    protocol = raw.strip().lower()
-    if not used:
-        return protocol
-    if protocol == "http/json":
-        raise ValueError(
-            "configure: otlp_protocol 'http/json' is not supported: the OpenTelemetry "
-            "Python SDK has no OTLP/HTTP JSON exporter; use 'http/protobuf' or 'grpc'"
-        )
-    if protocol not in _SUPPORTED_PROTOCOLS:
-        raise ValueError(
-            f"configure: otlp_protocol {raw!r} is not supported; use 'http/protobuf' or 'grpc'"
-        )
-    return protocol
-
-
-def _positive_millis(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"configure: {name} must be a number, got {type(value).__name__}")
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"configure: {name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def _export_timeout_s(given: float | None, env: Mapping[str, str], signal: str) -> float | None:
-    """Seconds one export (with the SDK's retries) may take: the argument (ms),
-    else ``OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT``/``OTEL_EXPORTER_OTLP_TIMEOUT``
-    in ``env``, read in seconds as the Python SDK reads them; None leaves it
-    to the SDK (the process environment, else 10 s)."""
-    if given is not None:
-        return _positive_millis("export_timeout_millis", given) / 1000
-    for name in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
-        raw = env.get(name)
-        if not raw:
-            continue
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            value = 0.0
-        if value > 0:
-            return value
-        _log.warning("ignoring %s=%r: expected a number of seconds > 0", name, raw)
-        return None
-    return None
-
-
-def _grpc_module(signal: str) -> Any:
-    """The SDK's OTLP/gRPC exporter module for ``signal``; ImportError naming the extra."""
-    import importlib
-
-    name = "trace_exporter" if signal == "traces" else "metric_exporter"
-    try:
-        return importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{name}")
-    except ImportError as exc:
-        raise ImportError(
-            f"configure: OTLP/gRPC needs opentelemetry-exporter-otlp-proto-grpc: {_GRPC_EXTRA}"
-        ) from exc
-
-
-def _endpoint(
-    base: str | None, signal: str, explicit: str | None, protocol: str = "http/protobuf"
-) -> str | None:
-    if explicit:
-        return explicit
-    if base:
-        return base if protocol == "grpc" else base.rstrip("/") + f"/v1/{signal}"
-    return None
-
-
-def _tls_by_default(
-    protocol: str, endpoint: str, env: Mapping[str, str], signal: str = "traces"
-) -> bool:
-    """Whether the SDK's OTLP/gRPC exporter speaks TLS to ``endpoint`` because
-    it has no scheme (``http://`` is plaintext, ``https://`` is TLS, a bare
-    ``host:port`` is TLS unless ``OTEL_EXPORTER_OTLP_[{signal}_]INSECURE``
-    is true)."""
-    if protocol != "grpc" or "://" in endpoint:
-        return False
-    names = (f"OTEL_EXPORTER_OTLP_{signal.upper()}_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE")
-    return not any(_env_true(os.environ, name) or _env_true(env, name) for name in names)
-
-
-def _bsp_sizes() -> tuple[int, int]:
-    """The span queue and batch sizes, read as the SDK reads them (from the
-    process environment ``OTEL_BSP_MAX_QUEUE_SIZE`` and
-    ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``, else 2048 and 512), and passed to it
-    explicitly so the pending count knows the queue's bound."""
-    sizes = []
-    for name, default in (
-        ("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
-        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
-    ):
-        raw = os.environ.get(name)
-        try:
-            sizes.append(default if raw is None else int(raw))
-        except ValueError:
-            _log.warning("ignoring %s=%r: expected an int", name, raw)
-            sizes.append(default)
-    return sizes[0], sizes[1]
-
-
-def _exemplar_filter(env: Mapping[str, str]) -> Any:
-    """The exemplar filter ``OTEL_METRICS_EXEMPLAR_FILTER`` names in ``env``;
-    None leaves the SDK's default (it reports an unknown name itself)."""
-    from opentelemetry.sdk.metrics import (
-        AlwaysOffExemplarFilter,
-        AlwaysOnExemplarFilter,
-        TraceBasedExemplarFilter,
-    )
-
-    name = env.get("OTEL_METRICS_EXEMPLAR_FILTER", "").strip().lower()
-    if name == "always_on":
-        return AlwaysOnExemplarFilter()
-    if name == "always_off":
-        return AlwaysOffExemplarFilter()
-    if name == "trace_based":
-        return TraceBasedExemplarFilter()
-    return None
-
-
 def check_telemetry_options(owner: str, *, telemetry: Any = None, **options: Any) -> None:
     """Refuse a wrong type for any telemetry option given to ``owner``: the
     ``telemetry`` handle here, where :class:`TelemetryHandle` is defined, the
@@ -624,10 +433,10 @@ def configure(
     if shutdown_timeout_millis is None:
         bound = _env_int(ENV_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_MILLIS, 1, env)
     else:
-        bound = math.ceil(_positive_millis("shutdown_timeout_millis", shutdown_timeout_millis))
+        bound = math.ceil(positive_millis("shutdown_timeout_millis", shutdown_timeout_millis))
     if export_timeout_millis is not None:
-        _positive_millis("export_timeout_millis", export_timeout_millis)
-    if _env_true(env, "OTEL_SDK_DISABLED"):
+        positive_millis("export_timeout_millis", export_timeout_millis)
+    if env_true(env, "OTEL_SDK_DISABLED"):
         observer = OTelObserver(
             tracer_provider=trace.NoOpTracerProvider(),
             meter_provider=metrics.NoOpMeterProvider(),
@@ -635,16 +444,9 @@ def configure(
         )
         return TelemetryHandle(None, None, observer, enabled=False, shutdown_timeout_millis=bound)
 
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from seamscope.telemetry._bounded import (
-        GRPC_TLS_HINT,
-        BoundedMeterProvider,
-        BoundedTracerProvider,
-        session_for,
-    )
+    from seamscope.telemetry._bounded import BoundedMeterProvider, BoundedTracerProvider
 
     if prometheus_port is not None and (
         isinstance(prometheus_port, bool)
@@ -652,20 +454,7 @@ def configure(
         or not 0 <= prometheus_port <= 65535
     ):
         raise ValueError(f"configure: prometheus_port must be 0..65535, got {prometheus_port!r}")
-    base = otlp_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    explicit_traces = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    traces_protocol = _protocol(otlp_protocol, env, "traces", bool(base or explicit_traces))
-    if otlp_endpoint:
-        check_endpoint(otlp_endpoint, traces_protocol)
-    traces_endpoint = _endpoint(base, "traces", explicit_traces, traces_protocol)
-    explicit_metrics = None if otlp_endpoint else env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    metrics_protocol = _protocol(
-        otlp_protocol, env, "metrics", otlp_metrics and bool(base or explicit_metrics)
-    )
-    metrics_endpoint = _endpoint(base, "metrics", explicit_metrics, metrics_protocol)
-    push_metrics = bool(otlp_metrics and metrics_endpoint)
-    traces_headers = _signal_headers(otlp_headers, env, "traces") if traces_endpoint else {}
-    metrics_headers = _signal_headers(otlp_headers, env, "metrics") if push_metrics else {}
+    targets = otlp_targets(otlp_endpoint, otlp_protocol, otlp_headers, otlp_metrics, env)
 
     # precedence: arguments, then the given environment, then defaults. The
     # SDK's own detector reads os.environ; values taken from ``environ`` are
@@ -686,112 +475,35 @@ def configure(
 
     install_sdk_log_filter()
     limiter = RateLimit(EXPORT_ERROR_INTERVAL_S)
-    guards: list[Guard] = []
     # the exit hook is ours (bounded); the SDK's own would wait 30 s per provider
     tracer_provider = BoundedTracerProvider(
         resource=resource, sampler=sampler, id_generator=id_generator, shutdown_on_exit=False
     )
     for processor in extra_span_processors:
         tracer_provider.add_span_processor(processor)
-    queue_size, batch_size = _bsp_sizes()
-
-    def add_spans(exporter: Any, kind: str, target: str, hint: str | None = None) -> None:
-        tally = Tally(
-            "traces", kind, target, limiter, capacity=queue_size + batch_size, hint=hint
-        )
-        guard = GuardedSpanExporter(exporter, tally)
-        guards.append(guard)
-        processor = BatchSpanProcessor(
-            guard, max_queue_size=queue_size, max_export_batch_size=batch_size
-        )
-        tracer_provider.add_span_processor(CountingSpanProcessor(processor, guard.tally))
-
-    if traces_endpoint:
-        timeout = _export_timeout_s(export_timeout_millis, env, "traces")
-        # the SDK's header-parsing warnings would show values: held back
-        with SDK_LOGS.capture():
-            if traces_protocol == "grpc":
-                span_exporter: Any = _grpc_module("traces").OTLPSpanExporter(
-                    endpoint=traces_endpoint, headers=traces_headers, timeout=timeout
-                )
-            else:
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-                    OTLPSpanExporter,
-                )
-
-                span_exporter = OTLPSpanExporter(
-                    endpoint=traces_endpoint,
-                    headers=traces_headers,
-                    timeout=timeout,
-                    session=session_for("traces"),
-                )
-        add_spans(
-            span_exporter,
-            f"otlp/{traces_protocol.split('/')[0]}",
-            traces_endpoint,
-            GRPC_TLS_HINT if _tls_by_default(traces_protocol, traces_endpoint, env) else None,
-        )
+    exports = Exports(tracer_provider, limiter, env, export_timeout_millis)
+    if targets.traces_endpoint:
+        exports.otlp_spans(targets)
     trace_path: Path | None = None
     if trace_file is not None:
-        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-
         trace_path = Path(trace_file)
-        if trace_file_mode == "w":
-            trace_path.write_bytes(b"")
-        add_spans(FileSpanExporter(str(trace_path)), "file", str(trace_path))
+        exports.file_spans(trace_path, trace_file_mode)
 
-    exemplar_filter = _exemplar_filter(env)
+    exemplars = exemplar_filter(env)
     readers: list[Any] = []
     server: tuple[Any, Any] | None = None
     address = None
     if prometheus_port is not None:
-        from prometheus_client import REGISTRY, start_http_server
-
-        registry = prometheus_registry if prometheus_registry is not None else REGISTRY
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
-
-        readers.append(PrometheusMetricReader(registry=registry))
-        http_server, thread = start_http_server(prometheus_port, prometheus_host, registry=registry)
-        address = (prometheus_host, int(http_server.server_address[1]))
-        server = (http_server, thread)
-    if push_metrics:
-        timeout = _export_timeout_s(export_timeout_millis, env, "metrics")
-        temporality, aggregation = metric_preferences(env)
-        options: dict[str, Any] = {
-            "endpoint": metrics_endpoint,
-            "headers": metrics_headers,
-            "timeout": timeout,
-            "preferred_temporality": temporality,
-            "preferred_aggregation": aggregation,
-        }
-        with SDK_LOGS.capture():
-            if metrics_protocol == "grpc":
-                metric_exporter: Any = _grpc_module("metrics").OTLPMetricExporter(**options)
-            else:
-                from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-                    OTLPMetricExporter,
-                )
-
-                metric_exporter = OTLPMetricExporter(**options, session=session_for("metrics"))
-        tls = _tls_by_default(metrics_protocol, str(metrics_endpoint), env, "metrics")
-        metric_guard = GuardedMetricExporter(
-            metric_exporter,
-            Tally(
-                "metrics",
-                f"otlp/{metrics_protocol.split('/')[0]}",
-                str(metrics_endpoint),
-                limiter,
-                hint=GRPC_TLS_HINT if tls else None,
-            ),
-            temporality,
-            aggregation,
+        reader, address, server = prometheus_reader(
+            prometheus_port, prometheus_host, prometheus_registry
         )
-        guards.append(metric_guard)
-        readers.append(PeriodicExportingMetricReader(metric_guard))
+        readers.append(reader)
+    if targets.push_metrics:
+        readers.append(exports.otlp_metrics(targets))
     meter_provider = BoundedMeterProvider(
         resource=resource,
         metric_readers=readers,
-        exemplar_filter=exemplar_filter,
+        exemplar_filter=exemplars,
         shutdown_on_exit=False,
     )
 
@@ -807,10 +519,10 @@ def configure(
         observer,
         prometheus_address=address,
         trace_file=trace_path,
-        push_metrics=push_metrics,
+        push_metrics=targets.push_metrics,
         shutdown_timeout_millis=bound,
         _server=server,
-        _guards=tuple(guards),
+        _guards=tuple(exports.guards),
         _limiter=limiter,
     )
     tracer_provider.bind(handle)

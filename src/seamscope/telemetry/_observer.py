@@ -34,7 +34,8 @@ What is recorded, and how much (see ``_attributes`` for the bounds):
 
 Nothing here raises into the loop: every hook catches, logs
 ``seamscope.telemetry.error`` and carries on, and a span a hook opened is
-always ended and its context detached, whatever failed in between. With the
+always ended and its context detached, whatever failed in between (the
+span handles and the iteration scope are in ``_spans``). With the
 no-op OpenTelemetry API (``NoOpTracerProvider``/``NoOpMeterProvider``, as
 ``configure()`` passes under ``OTEL_SDK_DISABLED``) span and metric work is
 skipped entirely.
@@ -45,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -92,6 +92,7 @@ from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
 from seamscope.telemetry._logging import log_event, telemetry_error
 from seamscope.telemetry._middleware import record_middleware_decision
+from seamscope.telemetry._spans import Handle, IterationScope, close_span, open_span
 
 __all__ = ["OTelObserver"]
 
@@ -99,89 +100,6 @@ _INTERNAL = SpanKind.INTERNAL
 # evaluations counted per policy; the others per seam and result only
 _PER_POLICY = frozenset({PolicyResult.MATCHED, PolicyResult.ERROR})
 _MAX_REMEMBERED_LABELS = 4096
-
-
-class _Handle:
-    """An open span, its context token and its start clock (util-genai's
-    invocation object, in small)."""
-
-    __slots__ = ("done", "recording", "repeat", "span", "start", "token")
-
-    def __init__(self, span: trace.Span, token: object) -> None:
-        self.span = span
-        self.token = token
-        self.recording = span.is_recording()
-        self.start = 0.0
-        self.repeat = False  # a gate call re-deciding an output already decided
-        self.done = False
-
-
-# The open iteration scope travels in the OpenTelemetry context (a value of the
-# context, like the current span), so the decision spans opened inside it can be
-# ended when an exception the core does not contain (KeyboardInterrupt,
-# SystemExit) leaves their hooks half run.
-_SCOPE_KEY = otel_context.create_key("iteration_scope")
-
-
-class _IterationScope(contextlib.AbstractContextManager[object]):
-    """The context manager :meth:`OTelObserver.iteration` returns."""
-
-    __slots__ = ("_agent", "_conversation", "_handle", "_index", "_observer", "opened")
-
-    def __init__(
-        self, observer: OTelObserver, index: int, conversation: str | None, agent: str | None
-    ) -> None:
-        self._observer = observer
-        self._index = index
-        self._conversation = conversation
-        self._agent = agent
-        self._handle: _Handle | None = None
-        self.opened: list[_Handle] = []  # the decision spans opened inside this iteration
-
-    def __enter__(self) -> object:
-        observer = self._observer
-        try:
-            self._handle = observer._open(
-                c.SPAN_ITERATION,
-                {c.ATTR_ITERATION_INDEX: self._index},
-                self._conversation,
-                self._agent,
-                scope=self,
-            )
-            return self._handle.span
-        except Exception as exc:
-            telemetry_error("iteration", exc)
-            return trace.INVALID_SPAN
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        handle = self._handle
-        if handle is None:
-            return
-        if exc is not None:
-            # decision spans an uncontained exception left open (their end hook
-            # never ran): end them with the error, innermost first
-            for inner in reversed(self.opened):
-                if not inner.done:
-                    inner.done = True
-                    _fail(inner, exc)
-                    with contextlib.suppress(Exception):
-                        inner.span.end()
-            _fail(handle, exc)
-        self.opened.clear()
-        self._observer._finish("iteration", handle)
-
-
-def _fail(handle: _Handle, exc: BaseException) -> None:
-    if handle.recording:
-        with contextlib.suppress(Exception):
-            name = type(exc).__qualname__
-            handle.span.set_attribute(c.ATTR_ERROR_TYPE, name)
-            handle.span.set_status(Status(StatusCode.ERROR, name))
 
 
 class OTelObserver:
@@ -244,7 +162,7 @@ class OTelObserver:
         gives the span). The loop's exceptions cross it unchanged."""
         if self._spans_off:
             return contextlib.nullcontext()
-        return _IterationScope(self, index, conversation_id, agent_name)
+        return IterationScope(self._tracer, self._limits.text, index, conversation_id, agent_name)
 
     def capture(self, target: object, key: str, value: object) -> None:
         """Set a content attribute (``seamscope.content.*``) on ``target`` (a span
@@ -253,7 +171,7 @@ class OTelObserver:
         if not self.config.capture_content:
             return
         try:
-            span = target.span if isinstance(target, _Handle) else target
+            span = target.span if isinstance(target, Handle) else target
             if isinstance(span, trace.Span) and span.is_recording():
                 span.set_attribute(key, self._limits.content(value))
         except Exception as exc:
@@ -261,40 +179,15 @@ class OTelObserver:
 
     # -- helpers -------------------------------------------------------------------
 
-    def _open(
-        self,
-        name: str,
-        attributes: dict[str, Any],
-        conversation: str | None,
-        agent: str | None,
-        scope: _IterationScope | None = None,
-    ) -> _Handle:
-        """Start a span with ``attributes`` plus the conversation and agent, and
-        make it current. ``scope``: the iteration scope this span opens (else
-        the span joins the open iteration scope, if any)."""
-        text = self._limits.text
-        if conversation:
-            attributes[c.ATTR_GEN_AI_CONVERSATION_ID] = text(conversation)
-        if agent:
-            attributes[c.ATTR_GEN_AI_AGENT_NAME] = text(agent)
-        span = self._tracer.start_span(name, kind=_INTERNAL, attributes=attributes)
-        ctx = trace.set_span_in_context(span)
-        if scope is not None:
-            ctx = otel_context.set_value(_SCOPE_KEY, scope, ctx)
-        handle = _Handle(span, otel_context.attach(ctx))
-        if scope is None:
-            open_scope = otel_context.get_value(_SCOPE_KEY, ctx)
-            if isinstance(open_scope, _IterationScope):
-                open_scope.opened.append(handle)
-        return handle
-
     def _start(
         self, hook: str, name: str, attributes: dict[str, Any], ctx: object
-    ) -> _Handle | None:
+    ) -> Handle | None:
         if self._spans_off:
             return None
         try:
-            return self._open(
+            return open_span(
+                self._tracer,
+                self._limits.text,
                 name,
                 attributes,
                 getattr(ctx, "conversation_id", None),
@@ -303,43 +196,6 @@ class OTelObserver:
         except Exception as exc:
             telemetry_error(hook, exc)
             return None
-
-    def _finish(self, hook: str, handle: _Handle) -> None:
-        """Detach and end: always, and each step on its own (never raises)."""
-        if handle.done:
-            return
-        handle.done = True
-        # a token holds the context it was made in: drop it once used
-        token, handle.token = handle.token, None
-        try:
-            otel_context.detach(token)  # type: ignore[arg-type]
-        except Exception as exc:
-            telemetry_error(hook, exc)
-        try:
-            handle.span.end()
-        except Exception as exc:
-            telemetry_error(hook, exc)
-
-    def _close(
-        self,
-        hook: str,
-        handle: object,
-        build: Callable[[], tuple[a.Attributes, Sequence[a.Event]]],
-    ) -> None:
-        """Set the end attributes and events ``build()`` gives on an open decision
-        span (built only when it records), then end it."""
-        if not isinstance(handle, _Handle):
-            return
-        try:
-            if handle.recording:
-                attributes, events = build()
-                span = handle.span
-                span.set_attributes(attributes)
-                for name, attrs in events:
-                    span.add_event(name, attrs)
-        except Exception as exc:
-            telemetry_error(hook, exc)
-        self._finish(hook, handle)
 
     def _measure(self, hook: str, record: Callable[[], None]) -> None:
         """Run ``record()`` (metric measurements) when metrics are on; its
@@ -470,7 +326,7 @@ class OTelObserver:
             self._add(tools, len(result.tools), selected)
 
         self._measure("end_selection", record)
-        self._close(
+        close_span(
             "end_selection", handle, lambda: (a.selection_attributes(result, self._limits), ())
         )
 
@@ -514,13 +370,13 @@ class OTelObserver:
                 )
 
         def build() -> tuple[a.Attributes, Sequence[a.Event]]:
-            if record.error is not None and isinstance(handle, _Handle):
+            if record.error is not None and isinstance(handle, Handle):
                 handle.span.set_status(Status(StatusCode.ERROR, record.error.error_type))
             return a.stage_attributes(record, self._limits), ()
 
         self._measure("end_stage", measure)
         self._note("end_stage", log)
-        self._close("end_stage", handle, build)
+        close_span("end_stage", handle, build)
 
     # -- seams -------------------------------------------------------------------------
 
@@ -547,7 +403,7 @@ class OTelObserver:
 
         self._measure("end_pre_model", measure)
         self._note("end_pre_model", lambda: self._log_errors(result.evaluations, result.errors))
-        self._close("end_pre_model", handle, build)
+        close_span("end_pre_model", handle, build)
 
     def start_post_model(self, ctx: DispatchContext, calls: tuple[ToolCall, ...]) -> object:
         attrs: dict[str, Any] = {c.ATTR_SEAM: Seam.POST_MODEL.value}
@@ -593,7 +449,7 @@ class OTelObserver:
             self._duration(c.DecisionKind.POST_MODEL, result.duration_s)
 
         self._measure("end_post_model", measure)
-        self._close(
+        close_span(
             "end_post_model", handle, lambda: ({c.ATTR_SEAM_REWRITTEN: result.rewritten}, ())
         )
 
@@ -653,7 +509,7 @@ class OTelObserver:
             return attrs, events + self._error_events(record.errors)
 
         self._note("end_dispatch", log)
-        self._close("end_dispatch", handle, build)
+        close_span("end_dispatch", handle, build)
 
     # -- offload gate ----------------------------------------------------------------
 
@@ -671,7 +527,9 @@ class OTelObserver:
                     attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = text(call.tool_call_id)
                 if call.tool_name:
                     attrs[c.ATTR_GEN_AI_TOOL_NAME] = text(call.tool_name)
-            handle = self._open(
+            handle = open_span(
+                self._tracer,
+                text,
                 c.SPAN_OFFLOAD_GATE,
                 attrs,
                 None if call is None else call.conversation_id,
@@ -686,7 +544,7 @@ class OTelObserver:
 
     def end_offload_gate(self, handle: object, decision: OffloadGateDecision) -> object:
         """Record the decision; the link returned is the gate span's context."""
-        first = not (isinstance(handle, _Handle) and handle.repeat)
+        first = not (isinstance(handle, Handle) and handle.repeat)
         predicted = first and decision.fire and decision.net_saving_usd > 0
 
         def measure() -> None:
@@ -714,7 +572,7 @@ class OTelObserver:
                     decision.net_saving_usd,
                     {c.ATTR_GEN_AI_REQUEST_MODEL: model},
                 )
-            if isinstance(handle, _Handle):
+            if isinstance(handle, Handle):
                 self._duration(c.DecisionKind.OFFLOAD_GATE, time.perf_counter() - handle.start)
 
         def log() -> None:
@@ -731,9 +589,9 @@ class OTelObserver:
         self._measure("end_offload_gate", measure)
         self._note("end_offload_gate", log)
         link = None
-        if isinstance(handle, _Handle):
+        if isinstance(handle, Handle):
             link = self._note("end_offload_gate", handle.span.get_span_context)
-        self._close(
+        close_span(
             "end_offload_gate", handle, lambda: (a.gate_attributes(decision, self._limits), ())
         )
         return link
