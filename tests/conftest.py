@@ -7,6 +7,7 @@ structlog's global configuration beyond :func:`structlog.testing.capture_logs`.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +19,15 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported and built at collection lives until the run ends: frozen, the
+    cyclic garbage collector no longer walks it, so a collection during a test (and the
+    ``gc.collect()`` calls that make finalizers run on time) costs what the tests allocated.
+    Measured: the 64-conversation LangChain test went from 19 s to 7 s of CPU."""
+    gc.freeze()
+
 
 _TELEMETRY_ENV = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",)
 _TELEMETRY_ENV_PREFIX = "SEAMSCOPE_"
