@@ -365,7 +365,7 @@ def _line(row: dict[str, Any], min_offloads: int) -> str:
 
 def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> int:
     def usage(message: str) -> int:
-        err.print(f"error: {message}", markup=False, highlight=False)
+        err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
         return 2
 
     query, problem = jaeger_source(args)
@@ -383,10 +383,10 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
     except UnreadableInput as exc:
         return usage(str(exc))
     except JaegerError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 1
     for source, line, message in reader.problems:
-        err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
+        err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False, soft_wrap=True)
     if not evidence:
         where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
         return usage(f"{where}: no settled offload of the gate to learn from")
