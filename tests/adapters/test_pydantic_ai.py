@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import metrics, trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
@@ -799,6 +800,10 @@ def test_readme_snippet_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         source = re.sub(pattern, f"SCRIPTED[{name!r}]", source)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-offline-test")
+    # the snippet, a program, makes its providers the global ones; this test process must
+    # not keep them (a later test's global-API spans would end on its shut-down provider)
+    monkeypatch.setattr(trace, "set_tracer_provider", lambda provider: None)
+    monkeypatch.setattr(metrics, "set_meter_provider", lambda provider: None)
     for name in ("OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER"):
         monkeypatch.delenv(name, raising=False)
     namespace: dict[str, Any] = {"SCRIPTED": models, "__name__": "readme"}
