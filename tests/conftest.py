@@ -29,6 +29,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pyproject runs the suite on pytest-xdist workers (``-n auto``). Each module under
+    tests/e2e/ is one unit of work, run whole by one worker, so the real processes its
+    module-scoped fixtures start (Prometheus, Alertmanager, Phoenix, Jaeger, collectors)
+    start once; every other test is a unit of its own. The units of several tests (the
+    end-to-end modules, which mostly wait on their processes) are handed out first.
+    (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest 9.2
+    no longer lets pytest-xdist 3.8 tag the node ids it groups by.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EndToEndModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module.startswith("tests/e2e/") else nodeid
+
+    return EndToEndModules(config, log)
+
+
 _TELEMETRY_ENV = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",)
 _TELEMETRY_ENV_PREFIX = "SEAMSCOPE_"
 
