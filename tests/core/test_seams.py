@@ -293,8 +293,16 @@ def test_post_policy_rewrites_the_call_and_keeps_its_id_and_args() -> None:
     ) == router.post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
 
 
+def _when_tool_id(when_tool: Any) -> str:
+    """A set's names sorted: the id is the same in every process (pytest-xdist's workers
+    compare their collections; a set's repr follows the process's hash seed)."""
+    if isinstance(when_tool, frozenset):
+        return "{" + ", ".join(map(repr, sorted(when_tool))) + "}"
+    return repr(when_tool)
+
+
 @pytest.mark.parametrize(
-    "when_tool", [None, "run_block", frozenset({"run_block", "run_sql"})], ids=repr
+    "when_tool", [None, "run_block", frozenset({"run_block", "run_sql"})], ids=_when_tool_id
 )
 def test_post_when_tool_admits_the_emitted_tool(when_tool: Any) -> None:
     router = SeamRouter(
@@ -304,7 +312,9 @@ def test_post_when_tool_admits_the_emitted_tool(when_tool: Any) -> None:
     assert (ToolCall("call_1", "fetch_data", RUN_BLOCK.args),) == result.calls
 
 
-@pytest.mark.parametrize("when_tool", ["run_sql", frozenset({"run_sql", "deploy"})], ids=repr)
+@pytest.mark.parametrize(
+    "when_tool", ["run_sql", frozenset({"run_sql", "deploy"})], ids=_when_tool_id
+)
 def test_post_when_tool_mismatch_skips_without_calling_match(when_tool: Any) -> None:
     match = Predicate(True)
     router = SeamRouter(

@@ -18,11 +18,12 @@ are checked by ``test_symfonic_truth.py`` through the same harness).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from agents import Agent as SDKAgent
+from agents import set_tracing_disabled
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -51,6 +52,16 @@ PRICING = PricingTable(
     use_genai_prices=False,
 )
 PALETTE_STAGE = RolePaletteStage(resolver=lambda role: PALETTE)
+
+
+@pytest.fixture(autouse=True)
+def _sdk_tracing_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The SDK's own exporter posts to OpenAI when a key is set: no key, tracing off."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
+
 
 # a policy whose model no adapter here can call
 TO_SONNET = ToolCallPolicy(

@@ -230,7 +230,7 @@ class _Problems:
             return
         self._repeats[problem.message] = [0, problem.line]
         self.kept.append(problem)
-        self.err.print(f"error: {problem.describe(self.source)}", markup=False, highlight=False)
+        self.err.print(f"error: {problem.describe(self.source)}", markup=False, highlight=False, soft_wrap=True)
 
     def close(self, *, log_file: bool = False) -> None:
         """Say what was counted; ``log_file``: the caller says the file is a log."""
@@ -240,6 +240,7 @@ class _Problems:
                 + (f" (and {self.log_lines - 1} more such lines)" if self.log_lines > 1 else ""),
                 markup=False,
                 highlight=False,
+                soft_wrap=True,
             )
             self._first_log_line = 0  # said; a second close() says nothing more
         for message, (repeats, last) in self._repeats.items():
@@ -249,6 +250,7 @@ class _Problems:
                     f"{'line' if repeats == 1 else 'lines'} (the last: line {last}): {message}",
                     markup=False,
                     highlight=False,
+                    soft_wrap=True,
                 )
         self._repeats = {m: [0, last] for m, (_, last) in self._repeats.items()}
         if self._unnamed:
@@ -256,6 +258,7 @@ class _Problems:
                 f"error: {self.source}: {self._unnamed} more lines or spans skipped (not named)",
                 markup=False,
                 highlight=False,
+                soft_wrap=True,
             )
             self._unnamed = 0
 
