@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL, ReActAgent
@@ -101,7 +102,12 @@ async def async_apply(tools: Any, ctx: Any) -> None:
 
 
 def layer(**kw: Any) -> DecisionLayer:
-    return DecisionLayer(**{"default_model": "m", **kw})
+    """A valid layer unless ``kw`` breaks it; with a no-op tracer provider unless the row
+    gives its own telemetry (so a row that builds a layer to refuse something else is not
+    also warned that its spans go nowhere)."""
+    own = kw.keys() & {"telemetry", "tracer_provider", "observer"}
+    quiet = {} if own else {"tracer_provider": trace.NoOpTracerProvider()}
+    return DecisionLayer(**{"default_model": "m", **quiet, **kw})
 
 
 def agent(**kw: Any) -> ReActAgent:

@@ -66,3 +66,28 @@ def test_a_layer_built_without_any_tracer_provider_says_so_once() -> None:
     assert (0, 1) == (done.returncode, done.stderr.count("RuntimeWarning: DecisionLayer")), (
         done.stderr
     )
+
+
+def test_a_refused_layer_says_only_why_it_was_refused() -> None:
+    """Bad configuration and no provider: the ValueError, and no RuntimeWarning
+    about spans of a layer that was never built."""
+    import subprocess
+    import sys
+
+    script = (
+        "import warnings\n"
+        "warnings.simplefilter('default')\n"
+        "from seamscope.adapters import DecisionLayer\n"
+        "try:\n"
+        "    DecisionLayer(default_model='claude-opus-4-6', recall_probability=1.5)\n"
+        "except ValueError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert (0, True, 0) == (
+        done.returncode,
+        done.stdout.startswith("refused: DecisionLayer"),
+        done.stderr.count("RuntimeWarning"),
+    ), (done.stdout, done.stderr)

@@ -186,18 +186,12 @@ class DecisionLayer:
         for field, items in (("policies", policies), ("stages", stages)):
             if isinstance(items, str | bytes) or not isinstance(items, Iterable):
                 raise checks.fail("DecisionLayer", field, "a sequence (not a str)", items)
-        if (
+        # said once the layer is built (a refused construction says only why)
+        spans_go_nowhere = (
             observer is None
             and tracer_provider is None
             and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-        ):
-            warnings.warn(
-                "DecisionLayer: no tracer provider was given and none is set globally: "
-                "spans go nowhere until one is (pass telemetry=configure(...) or "
-                "tracer_provider=...)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        )
         if telemetry_config is not None and not isinstance(telemetry_config, TelemetryConfig):
             raise TypeError(
                 "DecisionLayer.telemetry_config must be a TelemetryConfig, got "
@@ -256,6 +250,14 @@ class DecisionLayer:
             if isinstance(limits, TelemetryConfig)
             else TelemetryConfig.create().max_attribute_length,
         )
+        if spans_go_nowhere:
+            warnings.warn(
+                "DecisionLayer: no tracer provider was given and none is set globally: "
+                "spans go nowhere until one is (pass telemetry=configure(...) or "
+                "tracer_provider=...)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     @contextlib.contextmanager
     def turn(
