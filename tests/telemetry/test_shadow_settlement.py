@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -358,3 +359,47 @@ def test_explain_shows_each_conversations_shadow_settlement(tmp_path: Path) -> N
     # one conversation: its line alone
     only = _explain(trace, "--conversation", "conv-1").splitlines()
     assert ["shadow conv-1"] == [line[:13] for line in only if line.startswith("shadow ")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "trigger"),
+    [({"idle_turns": 2}, SettleTrigger.IDLE), ({"max_conversations": 1}, SettleTrigger.EVICTED)],
+    ids=["idle", "evicted"],
+)
+def test_a_shadow_settlement_forced_by_another_conversation_is_a_root_span(
+    tracer_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    kwargs: dict[str, Any],
+    trigger: SettleTrigger,
+) -> None:
+    shadow = OffloadGate(pricing=PRICING, large_offload_threshold_tokens=1000)
+    observer = OTelObserver(tracer_provider=tracer_provider)
+    gate = OffloadGate(
+        pricing=PRICING, shadow=shadow, observer=observer, id_factory=lambda: "off-1"
+    )
+    ledger = OffloadLedger(pricing=PRICING, observer=observer, **kwargs)
+    tracer = tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("turn A"):
+        decision, link = gate.evaluate_linked(20_000.0, "m", GateCall("A", tool_name="fetch"))
+        ledger.record_offload(decision, conversation_id="A", link=link, tool_name="fetch")
+    with tracer.start_as_current_span("turn B") as turn_b:
+        for _ in range(4):  # two rounds of the two conversations
+            ledger.record_model_call("B", model="m", usage=ModelUsage(100))
+    (settled,) = ledger.shadow_settlements
+    assert ("A", trigger) == (settled.conversation_id, settled.trigger)
+    spans = span_exporter.get_finished_spans()
+    gate_span = ts.one(spans, c.SPAN_OFFLOAD_GATE)
+    live = ts.one(spans, c.SPAN_OFFLOAD_SETTLE)
+    span = ts.one(spans, c.SPAN_OFFLOAD_SHADOW_SETTLE)
+    # as A's live settlement: no parent, neither B's trace nor A's, linked to A's gate
+    assert (None, None) == (span.parent, live.parent)
+    assert span.context.trace_id not in {
+        turn_b.get_span_context().trace_id,
+        gate_span.context.trace_id,
+    }
+    assert [gate_span.context] == [x.context for x in span.links]
+    assert ("A", trigger.value, ("exact",)) == (
+        span.attributes[c.ATTR_GEN_AI_CONVERSATION_ID],
+        span.attributes[c.ATTR_OFFLOAD_SETTLE_TRIGGER],
+        tuple(span.attributes[c.ATTR_OFFLOAD_SHADOW_BASIS]),
+    )

@@ -519,9 +519,7 @@ def shadow_settlements(tree: TraceTree) -> list[dict[str, Any]]:
                 "conversation_id": a.text(c.ATTR_GEN_AI_CONVERSATION_ID),
                 "trigger": a.text(c.ATTR_OFFLOAD_SETTLE_TRIGGER),
                 "realized_net_saving_usd": a.number(c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD),
-                "shadow_exact_net_saving_usd": a.number(
-                    c.ATTR_OFFLOAD_SHADOW_EXACT_NET_SAVING_USD
-                ),
+                "shadow_exact_net_saving_usd": a.number(c.ATTR_OFFLOAD_SHADOW_EXACT_NET_SAVING_USD),
                 "shadow_expected_net_saving_usd": a.number(
                     c.ATTR_OFFLOAD_SHADOW_EXPECTED_NET_SAVING_USD
                 ),

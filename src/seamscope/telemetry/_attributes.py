@@ -338,7 +338,5 @@ def shadow_settlement_attributes(s: ShadowSettlement, limits: Limits) -> Attribu
         c.ATTR_OFFLOAD_SHADOW_EXPECTED_HIGH_USD: float(high),
         c.ATTR_OFFLOAD_SHADOW_BASIS: bases,
         c.ATTR_OFFLOAD_SHADOW_NO_LONGER_FIRED: limits.names(s.no_longer_fired),
-        c.ATTR_OFFLOAD_SHADOW_NEWLY_FIRED: limits.names(
-            [o.tool_name or "" for o in s.offloads]
-        ),
+        c.ATTR_OFFLOAD_SHADOW_NEWLY_FIRED: limits.names([o.tool_name or "" for o in s.offloads]),
     }
