@@ -12,7 +12,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.telemetry import _support as ts
 from tests.telemetry._support import metric_points
 
 from seamscope.adapters import DecisionLayer, ReActAgent
@@ -246,3 +250,156 @@ def test_the_shadows_savings_and_costs_are_counted_by_model_tool_and_basis(
             expected.savings - expected.expected_net_saving
         ),
     } == points[c.METRIC_OFFLOAD_SHADOW_COSTS.name]
+
+
+def test_a_shadow_settlement_is_a_span_beside_the_live_settlement(
+    tracer_provider: Any, span_exporter: InMemorySpanExporter
+) -> None:
+    # fetch fires either way (exact), search only in the shadow (expected)
+    shadow = OffloadGate(pricing=PRICING, large_offload_threshold_tokens=1000)
+    gate = OffloadGate(pricing=PRICING, shadow=shadow, id_factory=lambda: "off-1")
+    observer = OTelObserver(tracer_provider=tracer_provider)
+    ledger = OffloadLedger(pricing=PRICING, observer=observer)
+    tracer = tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("turn") as turn:
+        for tool, tokens in (("search", 10_000.0), ("fetch", 20_000.0)):
+            with tracer.start_as_current_span("gate") as gate_span:
+                decision = gate.evaluate(tokens, "m", GateCall("conv", tool_name=tool))
+            ledger.record_offload(
+                decision, conversation_id="conv", tool_name=tool, link=gate_span.get_span_context()
+            )
+        ledger.record_model_call("conv", model="m", usage=ModelUsage(30_000))
+        ledger.record_model_call("conv", model="m", usage=ModelUsage(30_000))
+        ledger.end_conversation("conv")
+    (s,) = ledger.shadow_settlements
+    low, high = s.expected_range
+    spans = span_exporter.get_finished_spans()
+    live = ts.one(spans, c.SPAN_OFFLOAD_SETTLE)
+    span = ts.one(spans, c.SPAN_OFFLOAD_SHADOW_SETTLE)
+    assert trace.SpanKind.INTERNAL is span.kind
+    assert span.parent is not None and live.parent is not None
+    assert (turn.get_span_context().span_id, live.context.trace_id) == (
+        span.parent.span_id,
+        span.context.trace_id,
+    )
+    # linked to the gate span of the offload that fires either way, as the live one is
+    assert [link.context for link in live.links] == [link.context for link in span.links]
+    assert {
+        c.ATTR_GEN_AI_CONVERSATION_ID: "conv",
+        c.ATTR_OFFLOAD_SETTLE_TRIGGER: "conversation_end",
+        c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD: float(s.realized_net_saving),
+        c.ATTR_OFFLOAD_SHADOW_EXACT_NET_SAVING_USD: float(s.exact_net_saving),
+        c.ATTR_OFFLOAD_SHADOW_EXPECTED_NET_SAVING_USD: float(s.expected_net_saving),
+        c.ATTR_OFFLOAD_SHADOW_EXPECTED_LOW_USD: float(low),
+        c.ATTR_OFFLOAD_SHADOW_EXPECTED_HIGH_USD: float(high),
+        c.ATTR_OFFLOAD_SHADOW_BASIS: ("exact", "expected"),
+        c.ATTR_OFFLOAD_SHADOW_NO_LONGER_FIRED: (),
+        c.ATTR_OFFLOAD_SHADOW_NEWLY_FIRED: ("search",),
+    } == ts.attrs(span)
+    # live and shadow disagree: the shadow's search offload is expected to save more
+    assert s.expected_net_saving > 0 and low < s.expected_net_saving < high
+    assert s.exact_net_saving + s.expected_net_saving != s.realized_net_saving
+
+
+def _explain(trace: Path, *args: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert 0 == main(["explain", str(trace), *args])
+    return out.getvalue()
+
+
+def test_explain_shows_each_conversations_shadow_settlement(tmp_path: Path) -> None:
+    priors = tmp_path / "priors.toml"
+    priors.write_text(PRIORS, encoding="utf-8")
+    trace = tmp_path / "trace.jsonl"
+    ledger = _run_scenario(trace, _shadow_gate(priors), conversations=2)
+    live = {s.conversation_id: s for s in ledger.shadow_settlements}
+    # the shadow's settle span sits where the conversation's live settle spans do
+    spans = [
+        span
+        for line in trace.read_text(encoding="utf-8").splitlines()
+        for resource in json.loads(line).get("resourceSpans", [])
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    shadow_spans = [sp for sp in spans if sp["name"] == c.SPAN_OFFLOAD_SHADOW_SETTLE]
+    settle_spans = [sp for sp in spans if sp["name"] == c.SPAN_OFFLOAD_SETTLE]
+    assert 2 == len(shadow_spans) and settle_spans
+    assert {sp.get("parentSpanId") or None for sp in shadow_spans} == {
+        sp.get("parentSpanId") or None for sp in settle_spans
+    }
+    text = _explain(trace).splitlines()
+    first, second = live["conv-0"], live["conv-1"]
+    assert first.exact_net_saving != first.realized_net_saving  # they disagree
+    # the summary closes with one line per conversation: realized vs shadow
+    assert [
+        "shadow conv-0: realized +$0.0228 vs shadow exact +$0.0858 + expected +$0.0005 "
+        "[+$0.0005, +$0.0005]",
+        "shadow conv-1: realized +$0.0228 vs shadow exact +$0.0858 + expected +$0.0005 "
+        "[+$0.0005, +$0.0005]",
+    ] == [line for line in text if line.startswith("shadow ")]
+    assert any(line.startswith("offload economics: predicted vs realized") for line in text)
+    assert text[-2].startswith("shadow conv-0:") and text[-1].startswith("shadow conv-1:")
+    doc = json.loads(_explain(trace, "--format", "json"))
+    assert [
+        {
+            "conversation_id": conversation,
+            "trigger": "conversation_end",
+            "realized_net_saving_usd": float(s.realized_net_saving),
+            "shadow_exact_net_saving_usd": float(s.exact_net_saving),
+            "shadow_expected_net_saving_usd": float(s.expected_net_saving),
+            "shadow_expected_range_usd": [float(v) for v in s.expected_range],
+            "basis": ["exact", "expected"],
+            "no_longer_fired": list(s.no_longer_fired),
+            "newly_fired": ["hydrate_context", "fetch_data"],
+        }
+        for conversation, s in (("conv-0", first), ("conv-1", second))
+    ] == doc["shadow_settlements"]
+    assert 0 == doc["traces_without_decisions"]["count"]
+    # one conversation: its line alone
+    only = _explain(trace, "--conversation", "conv-1").splitlines()
+    assert ["shadow conv-1"] == [line[:13] for line in only if line.startswith("shadow ")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "trigger"),
+    [({"idle_turns": 2}, SettleTrigger.IDLE), ({"max_conversations": 1}, SettleTrigger.EVICTED)],
+    ids=["idle", "evicted"],
+)
+def test_a_shadow_settlement_forced_by_another_conversation_is_a_root_span(
+    tracer_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    kwargs: dict[str, Any],
+    trigger: SettleTrigger,
+) -> None:
+    shadow = OffloadGate(pricing=PRICING, large_offload_threshold_tokens=1000)
+    observer = OTelObserver(tracer_provider=tracer_provider)
+    gate = OffloadGate(
+        pricing=PRICING, shadow=shadow, observer=observer, id_factory=lambda: "off-1"
+    )
+    ledger = OffloadLedger(pricing=PRICING, observer=observer, **kwargs)
+    tracer = tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("turn A"):
+        decision, link = gate.evaluate_linked(20_000.0, "m", GateCall("A", tool_name="fetch"))
+        ledger.record_offload(decision, conversation_id="A", link=link, tool_name="fetch")
+    with tracer.start_as_current_span("turn B") as turn_b:
+        for _ in range(4):  # two rounds of the two conversations
+            ledger.record_model_call("B", model="m", usage=ModelUsage(100))
+    (settled,) = ledger.shadow_settlements
+    assert ("A", trigger) == (settled.conversation_id, settled.trigger)
+    spans = span_exporter.get_finished_spans()
+    gate_span = ts.one(spans, c.SPAN_OFFLOAD_GATE)
+    live = ts.one(spans, c.SPAN_OFFLOAD_SETTLE)
+    span = ts.one(spans, c.SPAN_OFFLOAD_SHADOW_SETTLE)
+    # as A's live settlement: no parent, neither B's trace nor A's, linked to A's gate
+    assert (None, None) == (span.parent, live.parent)
+    assert span.context.trace_id not in {
+        turn_b.get_span_context().trace_id,
+        gate_span.context.trace_id,
+    }
+    assert [gate_span.context] == [x.context for x in span.links]
+    assert ("A", trigger.value, ("exact",)) == (
+        span.attributes[c.ATTR_GEN_AI_CONVERSATION_ID],
+        span.attributes[c.ATTR_OFFLOAD_SETTLE_TRIGGER],
+        tuple(span.attributes[c.ATTR_OFFLOAD_SHADOW_BASIS]),
+    )

@@ -33,6 +33,7 @@ from seamscope.cli._otlp import LOG_LINE, Problem, SpanRecord, id_needles, text_
 from seamscope.cli._render import (
     Node,
     plain_lines,
+    shadow_lines,
     span_tree,
     tool_tree,
     turn_label_tail,
@@ -44,6 +45,7 @@ from seamscope.cli._traces import Collector, TraceInfo, reread
 from seamscope.cli._views import (
     assemble,
     settlements,
+    shadow_settlements,
     span_rows,
     tool_story,
     turn_view,
@@ -182,6 +184,7 @@ class Outcome:
     late: int = 0
     without_decisions: list[TraceInfo] = field(default_factory=list)
     settlements: list[dict[str, Any]] = field(default_factory=list)
+    shadows: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -192,6 +195,7 @@ class _Kept:
     kind: str = ""  # "turn" or "spans"
     tail: str = ""  # text mode: the turn label after "turn N"
     settlements: list[dict[str, Any]] = field(default_factory=list)
+    shadows: list[dict[str, Any]] = field(default_factory=list)
     stories: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     duplicates: int = 0
@@ -312,9 +316,13 @@ class _Finisher:
         kept = _Kept(problems=tree.problems, duplicates=tree.duplicates)
         info.output = kept
         kept.settlements = settlements(tree)
+        kept.shadows = shadow_settlements(tree)
         if options.conversation:
             kept.settlements = [
                 s for s in kept.settlements if s.get("conversation_id") == options.conversation
+            ]
+            kept.shadows = [
+                s for s in kept.shadows if s.get("conversation_id") == options.conversation
             ]
         turn = turn_view(tree, trace_id=info.trace_id, turn=0, conversation_id=info.conversation_id)
         if turn is not None:
@@ -331,7 +339,12 @@ class _Finisher:
                     {"iteration": it["index"], "story": tool_story(it, options.tool)} for it in its
                 ]
             kept.payload = self.spill.put(self._turn_payload(turn, kept))
-        elif options.trace_id and not kept.settlements and not info.has_settlement:
+        elif (
+            options.trace_id
+            and not kept.settlements
+            and not kept.shadows
+            and not info.has_settlement
+        ):
             rows = span_rows(tree)
             kept.kind = "spans"
             text = (
@@ -517,6 +530,7 @@ def _write(
         kept: _Kept = info.output
         outcome.duplicates += kept.duplicates
         outcome.settlements.extend(kept.settlements)
+        outcome.shadows.extend(kept.shadows)
         for problem in kept.problems:
             problems(problem)
     if options.format == "json":
@@ -539,11 +553,14 @@ def _write(
             console.file.write(f"{head}{text}\n\n")
         else:
             write_tree(console, _node(json.loads(text), kept.kind, number, options))
-    if not written and not (options.trace_id and outcome.settlements):
+    if not written and not (options.trace_id and (outcome.settlements or outcome.shadows)):
         console.print("no matching turns")
     show_table = options.settlements and not (options.only_redirects or options.tool)
     if outcome.settlements and show_table:
         write_settlements(console, outcome.settlements)
+    if outcome.shadows and show_table:
+        for line in shadow_lines(outcome.shadows):
+            console.print(line, markup=False, highlight=False)
     for note in _notes(outcome, options):
         console.print(note, markup=False, highlight=False)
 
@@ -610,6 +627,8 @@ def _write_json(
         )
     out.write("\n]")
     tail: dict[str, Any] = {"settlements": outcome.settlements}
+    if outcome.shadows:
+        tail["shadow_settlements"] = outcome.shadows
     if options.tool:
         tail["tool"] = {"name": options.tool, "story": stories}
     tail["traces_without_decisions"] = {

@@ -31,6 +31,7 @@ __all__ = [
     "plain_lines",
     "plain_settlements",
     "render_settlements",
+    "shadow_lines",
     "span_tree",
     "tool_tree",
     "turn_label_tail",
@@ -574,6 +575,22 @@ def plain_settlements(settlements: list[dict[str, Any]]) -> list[str]:
         *(line(row, "│") for row in rows),
         rule("└", "─", "┴", "┘"),
     ]
+
+
+def shadow_lines(shadows: list[dict[str, Any]]) -> list[str]:
+    """One line per shadow settlement: what the conversation realized beside
+    what the shadow configuration would have (exact + expected [low, high])."""
+    lines = []
+    for s in shadows:
+        low, high = [*(s.get("shadow_expected_range_usd") or []), None, None][:2]
+        lines.append(
+            f"shadow {_t(s.get('conversation_id'))}: realized "
+            f"{usd(s.get('realized_net_saving_usd'), True)} vs shadow exact "
+            f"{usd(s.get('shadow_exact_net_saving_usd'), True)} + expected "
+            f"{usd(s.get('shadow_expected_net_saving_usd'), True)} "
+            f"[{usd(low, True)}, {usd(high, True)}]"
+        )
+    return lines
 
 
 def write_settlements(console: Console, settlements: list[dict[str, Any]]) -> None:

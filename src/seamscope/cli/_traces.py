@@ -56,6 +56,9 @@ __all__ = [
     "reread",
 ]
 
+_SETTLE_SPANS = frozenset({c.SPAN_OFFLOAD_SETTLE, c.SPAN_OFFLOAD_SHADOW_SETTLE})
+"""Spans that make a trace a settlement's (shown in the closing summary, not as undecided)."""
+
 IDLE_LINES = 16
 """Lines without a span of an open trace after which it is finished."""
 OPEN_BYTES = 32 * 1024 * 1024
@@ -96,7 +99,7 @@ class TraceInfo:
             self.start_ns = start
         if name == c.SPAN_ITERATION:
             self.has_iteration = True
-        elif name == c.SPAN_OFFLOAD_SETTLE:
+        elif name in _SETTLE_SPANS:
             self.has_settlement = True
         if is_root and self.root_name is None:
             self.root_name = name
@@ -118,7 +121,7 @@ class TraceInfo:
             is_root = span.parent_span_id is None
             if name == c.SPAN_ITERATION:
                 self.has_iteration = True
-            elif name == c.SPAN_OFFLOAD_SETTLE:
+            elif name in _SETTLE_SPANS:
                 self.has_settlement = True
             elif not is_root:
                 continue

@@ -37,6 +37,7 @@ __all__ = [
     "middleware_story",
     "number",
     "settlements",
+    "shadow_settlements",
     "span_rows",
     "tool_names",
     "tool_story",
@@ -501,6 +502,34 @@ def settlements(tree: TraceTree) -> list[dict[str, Any]]:
                 "cache_delta_usd": a.number(c.ATTR_OFFLOAD_CACHE_DELTA_USD),
                 "turns_carried": a.number(c.ATTR_OFFLOAD_TURNS_CARRIED),
                 "recalls": a.number(c.ATTR_OFFLOAD_RECALLS),
+            }
+        )
+    return out
+
+
+def shadow_settlements(tree: TraceTree) -> list[dict[str, Any]]:
+    """The trace's shadow settlements (one per conversation settled), in walk order."""
+    out = []
+    for _, span in tree.order:
+        if span.name != c.SPAN_OFFLOAD_SHADOW_SETTLE:
+            continue
+        a = _values(span, tree)
+        out.append(
+            {
+                "conversation_id": a.text(c.ATTR_GEN_AI_CONVERSATION_ID),
+                "trigger": a.text(c.ATTR_OFFLOAD_SETTLE_TRIGGER),
+                "realized_net_saving_usd": a.number(c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD),
+                "shadow_exact_net_saving_usd": a.number(c.ATTR_OFFLOAD_SHADOW_EXACT_NET_SAVING_USD),
+                "shadow_expected_net_saving_usd": a.number(
+                    c.ATTR_OFFLOAD_SHADOW_EXPECTED_NET_SAVING_USD
+                ),
+                "shadow_expected_range_usd": [
+                    a.number(c.ATTR_OFFLOAD_SHADOW_EXPECTED_LOW_USD),
+                    a.number(c.ATTR_OFFLOAD_SHADOW_EXPECTED_HIGH_USD),
+                ],
+                "basis": a.texts(c.ATTR_OFFLOAD_SHADOW_BASIS),
+                "no_longer_fired": a.texts(c.ATTR_OFFLOAD_SHADOW_NO_LONGER_FIRED),
+                "newly_fired": a.texts(c.ATTR_OFFLOAD_SHADOW_NEWLY_FIRED),
             }
         )
     return out

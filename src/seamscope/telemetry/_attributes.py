@@ -31,6 +31,7 @@ from seamscope.decisions.records import (
     PreModelResult,
     SelectionResult,
     Settlement,
+    ShadowSettlement,
     StageRecord,
 )
 from seamscope.telemetry import conventions as c
@@ -318,4 +319,24 @@ def settlement_attributes(s: Settlement, limits: Limits) -> Attributes:
         c.ATTR_OFFLOAD_HORIZON: s.horizon,
         c.ATTR_OFFLOAD_RECALL_PROBABILITY: s.recall_probability,
         c.ATTR_OFFLOAD_MECHANISM: s.mechanism.value,
+    }
+
+
+def shadow_settlement_attributes(s: ShadowSettlement, limits: Limits) -> Attributes:
+    """A shadow settlement: the live net beside the shadow's exact and expected ones."""
+    low, high = s.expected_range
+    bases = ([c.ShadowBasis.EXACT.value] if s.settlements else []) + (
+        [c.ShadowBasis.EXPECTED.value] if s.offloads else []
+    )
+    return {
+        c.ATTR_GEN_AI_CONVERSATION_ID: limits.text(s.conversation_id),
+        c.ATTR_OFFLOAD_SETTLE_TRIGGER: s.trigger.value,
+        c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD: float(s.realized_net_saving),
+        c.ATTR_OFFLOAD_SHADOW_EXACT_NET_SAVING_USD: float(s.exact_net_saving),
+        c.ATTR_OFFLOAD_SHADOW_EXPECTED_NET_SAVING_USD: float(s.expected_net_saving),
+        c.ATTR_OFFLOAD_SHADOW_EXPECTED_LOW_USD: float(low),
+        c.ATTR_OFFLOAD_SHADOW_EXPECTED_HIGH_USD: float(high),
+        c.ATTR_OFFLOAD_SHADOW_BASIS: bases,
+        c.ATTR_OFFLOAD_SHADOW_NO_LONGER_FIRED: limits.names(s.no_longer_fired),
+        c.ATTR_OFFLOAD_SHADOW_NEWLY_FIRED: limits.names([o.tool_name or "" for o in s.offloads]),
     }

@@ -701,11 +701,32 @@ class OTelObserver:
             telemetry_error("on_offload_settled", exc)
 
     def on_shadow_settled(self, settlement: ShadowSettlement) -> None:
-        """The shadow configuration's savings and costs on a settled conversation."""
+        """The shadow configuration's savings and costs on a settled conversation,
+        and a ``seamscope.offload.shadow_settle`` span placed as the conversation's
+        live settle spans are: under the current span, or in a trace of its own
+        when another conversation's activity (idle, evicted) settled it; linked
+        to the gate spans of the offloads that fire either way."""
+        s = settlement
         try:
             if self._metrics_on:
-                record_shadow(
-                    settlement, instruments=self.instruments, add=self._add, label=self._label
+                record_shadow(s, instruments=self.instruments, add=self._add, label=self._label)
+            if not self._spans_off:
+                links = [
+                    Link(x.link)
+                    for x in s.settlements
+                    if isinstance(x.link, trace.SpanContext) and x.link.is_valid
+                ]
+                parent = (
+                    otel_context.Context()
+                    if s.trigger in (SettleTrigger.IDLE, SettleTrigger.EVICTED)
+                    else None
                 )
+                self._tracer.start_span(
+                    c.SPAN_OFFLOAD_SHADOW_SETTLE,
+                    context=parent,
+                    kind=_INTERNAL,
+                    attributes=a.shadow_settlement_attributes(s, self._limits),
+                    links=links,
+                ).end()
         except Exception as exc:
             telemetry_error("on_shadow_settled", exc)

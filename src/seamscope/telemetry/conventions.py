@@ -154,7 +154,13 @@ __all__ = [
     "ATTR_OFFLOAD_PRIOR_SOURCE",
     "ATTR_OFFLOAD_PRIORS_VERSION",
     "ATTR_OFFLOAD_SHADOW_BASIS",
+    "ATTR_OFFLOAD_SHADOW_EXACT_NET_SAVING_USD",
+    "ATTR_OFFLOAD_SHADOW_EXPECTED_HIGH_USD",
+    "ATTR_OFFLOAD_SHADOW_EXPECTED_LOW_USD",
+    "ATTR_OFFLOAD_SHADOW_EXPECTED_NET_SAVING_USD",
     "ATTR_OFFLOAD_SHADOW_FIRE",
+    "ATTR_OFFLOAD_SHADOW_NEWLY_FIRED",
+    "ATTR_OFFLOAD_SHADOW_NO_LONGER_FIRED",
     "ATTR_OFFLOAD_SHADOW_NET_SAVING_USD",
     "ATTR_OFFLOAD_SHADOW_REASON_CODE",
     "EVENT_OFFLOAD_RECALLED",
@@ -265,6 +271,7 @@ __all__ = [
     "SPAN_ITERATION",
     "SPAN_OFFLOAD_GATE",
     "SPAN_OFFLOAD_SETTLE",
+    "SPAN_OFFLOAD_SHADOW_SETTLE",
     "SPAN_SEAM_POST_MODEL",
     "SPAN_SEAM_PRE_MODEL",
     "SPAN_SELECT_TOOLS",
@@ -326,6 +333,8 @@ SPAN_COMPACTION: Final = "seamscope.compaction"
 """A framework middleware's compaction (context editing, a summary), priced like an offload."""
 SPAN_OFFLOAD_SETTLE: Final = "seamscope.offload.settle"
 """A fired offload settled by the ledger; linked to its gate span."""
+SPAN_OFFLOAD_SHADOW_SETTLE: Final = "seamscope.offload.shadow_settle"
+"""A shadow config's counterfactual on one settled conversation, beside its live settle spans."""
 
 SPANS: Final = (
     SPAN_ITERATION,
@@ -337,6 +346,7 @@ SPANS: Final = (
     SPAN_OFFLOAD_GATE,
     SPAN_COMPACTION,
     SPAN_OFFLOAD_SETTLE,
+    SPAN_OFFLOAD_SHADOW_SETTLE,
 )
 
 # --------------------------------------------------------------------------
@@ -534,7 +544,21 @@ ATTR_OFFLOAD_SHADOW_NET_SAVING_USD: Final = "seamscope.offload.shadow.net_saving
 ATTR_OFFLOAD_SHADOW_REASON_CODE: Final = "seamscope.offload.shadow.reason_code"
 """The shadow configuration's closed reason (:class:`OffloadReasonCode`)."""
 ATTR_OFFLOAD_SHADOW_BASIS: Final = "seamscope.offload.shadow.basis"
-"""Metric attribute: how a shadow settlement's amount is known (:class:`ShadowBasis`)."""
+"""How a shadow settlement's amount is known (:class:`ShadowBasis`); string[] on its span."""
+ATTR_OFFLOAD_SHADOW_EXACT_NET_SAVING_USD: Final = "seamscope.offload.shadow.exact_net_saving_usd"
+"""float USD: the shadow's exact net on the conversation (what fires either way, compactions)."""
+ATTR_OFFLOAD_SHADOW_EXPECTED_NET_SAVING_USD: Final = (
+    "seamscope.offload.shadow.expected_net_saving_usd"
+)
+"""float USD: the shadow's expected net from the offloads only it would have fired."""
+ATTR_OFFLOAD_SHADOW_EXPECTED_LOW_USD: Final = "seamscope.offload.shadow.expected_low_usd"
+"""float USD: the low end of the expected net's range (every such offload recalled once)."""
+ATTR_OFFLOAD_SHADOW_EXPECTED_HIGH_USD: Final = "seamscope.offload.shadow.expected_high_usd"
+"""float USD: the high end of the expected net's range (no such offload recalled)."""
+ATTR_OFFLOAD_SHADOW_NO_LONGER_FIRED: Final = "seamscope.offload.shadow.no_longer_fired"
+"""string[]: the live offload ids the shadow would not have fired."""
+ATTR_OFFLOAD_SHADOW_NEWLY_FIRED: Final = "seamscope.offload.shadow.newly_fired"
+"""string[]: the tools whose outputs only the shadow would have offloaded, one per offload."""
 ATTR_OFFLOAD_ACTIVE: Final = "seamscope.offload.active"
 """Metric attribute ``"true"``/``"false"``: the conversation has a live offload."""
 ATTR_OFFLOAD_MECHANISM: Final = "seamscope.offload.mechanism"
