@@ -640,6 +640,8 @@ ADAPTER_REFUSED: list[Bad] = [
     Bad("layer-dict-telemetry-config", lambda: layer(telemetry_config={}), T, "DecisionLayer",
         "telemetry_config"),
     Bad("layer-str-ledger", lambda: layer(ledger="x"), T, "DecisionLayer", "ledger"),
+    Bad("layer-str-reuse-selection", lambda: layer(reuse_selection="yes"), V, "DecisionLayer",
+        "reuse_selection"),
     Bad("agent-str-layer", lambda: agent(layer="x"), V, "ReActAgent", "layer"),
     Bad("agent-str-chat", lambda: agent(chat="x"), V, "ReActAgent", "chat"),
     Bad("agent-str-tools", lambda: agent(tools="ab"), V, "ReActAgent", "tools"),

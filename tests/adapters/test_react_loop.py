@@ -21,8 +21,12 @@ from seamscope.decisions import (
     ModelConfig,
     ModelUsage,
     RolePaletteStage,
+    SelectionContext,
+    StageOutcome,
     ToolCall,
     ToolCallPolicy,
+    ToolCatalog,
+    ToolSpec,
 )
 from seamscope.telemetry import conventions as c
 
@@ -338,3 +342,191 @@ def test_bad_configuration_fails_fast_naming_the_field(layer: DecisionLayer) -> 
         DecisionLayer(default_model="m", recall_probability=1.5)
     with pytest.raises(ValueError, match="horizon"):
         DecisionLayer(default_model="m", horizon=-1)
+
+
+# selection reuse (opt-in) --------------------------------------------------------
+
+
+class CountingStage:
+    """A real stage: keeps the tools in its palette and counts its runs."""
+
+    name = "counting"
+    protects_forced = True
+
+    def __init__(self, palette: tuple[str, ...]) -> None:
+        self.palette = palette
+        self.calls = 0
+
+    def apply(self, tools: tuple[Any, ...], ctx: SelectionContext) -> StageOutcome:
+        self.calls += 1
+        return StageOutcome.select([t for t in tools if t in self.palette], "palette")
+
+
+def _reuse_layer(
+    tracer_provider: Any, meter_provider: Any, *, reuse: bool, **kw: Any
+) -> tuple[DecisionLayer, CountingStage]:
+    stage = CountingStage(("search", "fetch_data"))
+    layer = DecisionLayer(
+        default_model="claude-opus-4-6",
+        stages=[stage],
+        agent_name="analyst",
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        reuse_selection=reuse,
+        **kw,
+    )
+    return layer, stage
+
+
+def _select_twice(
+    layer: DecisionLayer,
+    first: list[str],
+    second: list[str],
+    *,
+    role: str = "analyst",
+    second_role: str | None = None,
+) -> tuple[Any, Any]:
+    messages: list[Any] = [Message("user", "find it")]
+    with layer.turn("conv-r", messages, role=role) as turn:
+        with turn.iteration() as it:
+            one = it.select_tools(first)
+        messages.append(Message("assistant", "calling"))
+        if second_role is not None:
+            turn.role = second_role
+        with turn.iteration() as it:
+            two = it.select_tools(second)
+    return one, two
+
+
+def _stage_outcome_adds(metric_reader: Any) -> int:
+    data = metric_reader.get_metrics_data()
+    total = 0
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name == c.METRIC_STAGE_OUTCOMES.name:
+                    total += sum(int(p.value) for p in metric.data.data_points)
+    return total
+
+
+TOOLS = ["run_block", "search", "fetch_data", "shell"]
+
+
+def test_reuse_skips_the_stages_when_the_inputs_are_unchanged(
+    tracer_provider: Any, meter_provider: Any, span_exporter: Any, metric_reader: Any
+) -> None:
+    layer, stage = _reuse_layer(tracer_provider, meter_provider, reuse=True)
+    one, two = _select_twice(layer, TOOLS, list(TOOLS))  # an equal list, another object
+    assert 1 == stage.calls  # the second iteration ran no stage
+    assert ("search", "fetch_data") == one.selected == two.selected
+    assert (False, True) == (one.reused, two.reused)
+    assert one.records == two.records
+    spans = span_exporter.get_finished_spans()
+    selects = _by_name(spans, c.SPAN_SELECT_TOOLS)
+    assert 2 == len(selects)
+    assert 1 == len(_by_name(spans, c.SPAN_STAGE))  # the first iteration's only
+    first, second = (dict(s.attributes or {}) for s in selects)
+    assert c.ATTR_SELECTION_REUSED not in first
+    assert True is second.pop(c.ATTR_SELECTION_REUSED)
+    for key in (c.ATTR_SELECTION_OFFERED, c.ATTR_SELECTION_SELECTED, c.ATTR_SELECTION_DROPPED):
+        assert first[key] == second[key]
+    assert ("run_block", "search", "fetch_data", "shell") == second[c.ATTR_SELECTION_OFFERED]
+    assert ("run_block", "shell") == second[c.ATTR_SELECTION_DROPPED]
+    # the reused selection's span sits in its own iteration
+    iterations = _by_name(spans, c.SPAN_ITERATION)
+    assert selects[1].parent is not None
+    assert iterations[1].context.span_id == selects[1].parent.span_id
+    assert 1 == _stage_outcome_adds(metric_reader)  # no stage outcome for the reuse
+
+
+@pytest.mark.parametrize(
+    ("second", "second_role", "why"),
+    [
+        (["search", "run_block", "fetch_data", "shell"], None, "another order"),
+        (["run_block", "search", "fetch_data"], None, "a tool fewer"),
+        (list(TOOLS), "auditor", "another role"),
+    ],
+)
+def test_any_input_changed_runs_the_stages_again(
+    tracer_provider: Any,
+    meter_provider: Any,
+    span_exporter: Any,
+    second: list[str],
+    second_role: str | None,
+    why: str,
+) -> None:
+    layer, stage = _reuse_layer(tracer_provider, meter_provider, reuse=True)
+    _, two = _select_twice(layer, TOOLS, second, second_role=second_role)
+    assert 2 == stage.calls, why
+    assert not two.reused
+    spans = span_exporter.get_finished_spans()
+    assert 2 == len(_by_name(spans, c.SPAN_STAGE))
+    assert all(
+        c.ATTR_SELECTION_REUSED not in (s.attributes or {})
+        for s in _by_name(spans, c.SPAN_SELECT_TOOLS)
+    )
+
+
+def test_a_changed_agent_catalog_or_fixed_tool_runs_the_stages_again(
+    tracer_provider: Any, meter_provider: Any
+) -> None:
+    catalog = ToolCatalog([ToolSpec("search"), ToolSpec("fetch_data")])
+    layer, stage = _reuse_layer(tracer_provider, meter_provider, reuse=True, catalog=catalog)
+    with layer.turn("conv-k", [Message("user", "go")], role="analyst") as turn:
+        with turn.iteration() as it:
+            it.select_tools(TOOLS)
+        turn.agent_name = "auditor"  # a handoff
+        with turn.iteration() as it:
+            assert not it.select_tools(TOOLS).reused
+        with turn.iteration() as it:
+            assert it.select_tools(TOOLS).reused
+        layer.catalog = ToolCatalog([ToolSpec("search")])
+        with turn.iteration() as it:
+            assert not it.select_tools(TOOLS).reused
+        with turn.iteration() as it:
+            assert not it.select_tools(TOOLS, fixed=["final_answer"]).reused
+    assert 4 == stage.calls
+    # a new turn starts afresh
+    with layer.turn("conv-k", [Message("user", "again")], role="analyst") as turn:
+        with turn.iteration() as it:
+            assert not it.select_tools(TOOLS).reused
+    assert 5 == stage.calls
+
+
+def test_unnamed_tools_are_never_reused(tracer_provider: Any, meter_provider: Any) -> None:
+    layer, stage = _reuse_layer(tracer_provider, meter_provider, reuse=True)
+    unnamed = object()
+    _select_twice(layer, ["search", unnamed], ["search", unnamed])  # type: ignore[list-item]
+    assert 2 == stage.calls
+
+
+def _span_shapes(spans: tuple[ReadableSpan, ...]) -> list[tuple[str, dict[str, Any]]]:
+    return [(s.name, dict(s.attributes or {})) for s in spans]
+
+
+def test_reuse_off_records_what_it_always_did(
+    tracer_provider: Any, meter_provider: Any, span_exporter: Any
+) -> None:
+    plain, plain_stage = _reuse_layer(tracer_provider, meter_provider, reuse=False)
+    _select_twice(plain, TOOLS, list(TOOLS))
+    off = _span_shapes(span_exporter.get_finished_spans())
+    span_exporter.clear()
+    default = DecisionLayer(
+        default_model="claude-opus-4-6",
+        stages=[CountingStage(("search", "fetch_data"))],
+        agent_name="analyst",
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
+    assert default.reuse_selection is False
+    one, two = _select_twice(default, TOOLS, list(TOOLS))
+    assert 2 == plain_stage.calls
+    assert (False, False) == (one.reused, two.reused)
+    assert off == _span_shapes(span_exporter.get_finished_spans())
+    assert 2 == len([n for n, _ in off if n == c.SPAN_STAGE])
+    assert not any(c.ATTR_SELECTION_REUSED in attrs for _, attrs in off)
+
+
+def test_reuse_selection_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match=r"DecisionLayer\.reuse_selection"):
+        DecisionLayer(default_model="m", reuse_selection="yes")  # type: ignore[arg-type]

@@ -334,6 +334,8 @@ def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
         head = f"  {len(sel['offered'])} offered → {len(sel['selected'])} selected"
         if sel.get("forced_tool"):
             head += f", forced {_t(sel['forced_tool'])}"
+        if sel.get("reused"):
+            head += " (reused)"
         branch = node.add(("select_tools", "cyan"), (head, ""))
         for stage in sel["stages"]:
             branch.add(*_stage(stage))

@@ -214,7 +214,7 @@ def _stage(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
 
 def _selection(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
     a = _values(span, tree)
-    return {
+    view: dict[str, Any] = {
         "offered": a.texts(c.ATTR_SELECTION_OFFERED),
         "selected": a.texts(c.ATTR_SELECTION_SELECTED),
         "dropped": a.texts(c.ATTR_SELECTION_DROPPED),
@@ -226,6 +226,10 @@ def _selection(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
             if s.name == c.SPAN_STAGE and _MIDDLEWARE not in s.attributes
         ],
     }
+    if a.flag(c.ATTR_SELECTION_REUSED):
+        # only when set: the view of a trace without it is unchanged
+        view["reused"] = True
+    return view
 
 
 def _dispatch(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:

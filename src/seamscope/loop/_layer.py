@@ -89,6 +89,7 @@ from seamscope.decisions.records import (
     OffloadMechanism,
     PricingSource,
     Seam,
+    tool_name,
 )
 from seamscope.loop._stub import offload_stub
 from seamscope.loop._tokens import estimate_tokens
@@ -119,6 +120,17 @@ class DecisionLayer:
     providers are the ones passed, or the global API's. ``offload_priors``
     and ``offload_shadow`` go to the :class:`OffloadGate` as ``priors`` and
     ``shadow``.
+
+    ``reuse_selection`` (default False): within one turn, an iteration whose
+    selection inputs are those of the previous iteration (the offered tool
+    names in order, the fixed tools' names, the role, the forced tool, the
+    agent and the catalog object) gets the previous
+    :class:`SelectionResult` back without running the stages
+    (``result.reused`` is True; the ``seamscope.select_tools`` span is
+    recorded with ``seamscope.selection.reused``, and no stage span). Valid
+    only for stages that decide from these inputs alone: a stage that reads
+    the messages or the state, or calls a resolver whose answer may change
+    within a turn, must not be reused, which is why it is opt-in.
     """
 
     def __init__(
@@ -145,7 +157,9 @@ class DecisionLayer:
         offload_id_factory: Callable[[], str] | None = None,
         offload_priors: Priors | str | os.PathLike[str] | None = None,
         offload_shadow: OffloadGate | None = None,
+        reuse_selection: bool = False,
     ) -> None:
+        checks.flag("DecisionLayer", "reuse_selection", reuse_selection)
         check_telemetry_options(
             "DecisionLayer", tracer_provider=tracer_provider, meter_provider=meter_provider
         )
@@ -241,6 +255,7 @@ class DecisionLayer:
             ledger = OffloadLedger(pricing=pricing, observer=self.observer)
         self.ledger = ledger
         self.catalog = catalog
+        self.reuse_selection = reuse_selection
         self.agent_name = agent_name
         self.provider_name = provider_name
         limits = telemetry_config or getattr(self.observer, "config", None)
@@ -308,6 +323,9 @@ class Turn:
         self.state: Mapping[str, Any] = {} if state is None else state
         self.scope = scope
         self.iterations = 0
+        self.last_selection: tuple[_SelectionKey, SelectionResult] | None = None
+        """The last selection of this turn and what it was selected from
+        (read when the layer's ``reuse_selection`` is on)."""
         self.agent_name: str | None = None
         """The agent running the next iterations when it is not the layer's
         (a framework's handoff); None: the layer's ``agent_name``."""
@@ -446,7 +464,17 @@ class Iteration:
             conversation_id=turn.conversation_id,
             agent_name=turn.agent,
         )
-        self.selection = turn.layer.pipeline.run(tools, ctx, fixed=fixed)
+        layer = turn.layer
+        if not layer.reuse_selection:
+            self.selection = layer.pipeline.run(tools, ctx, fixed=fixed)
+            return self.selection
+        key = _selection_key(tools, fixed, ctx, layer.catalog)
+        last = turn.last_selection
+        if key is not None and last is not None and _same_inputs(last[0], key):
+            self.selection = layer.pipeline.reuse(last[1], tools, ctx)
+        else:
+            self.selection = layer.pipeline.run(tools, ctx, fixed=fixed)
+        turn.last_selection = None if key is None else (key, self.selection)
         return self.selection
 
     def pre_model(self) -> PreModelResult:
@@ -671,6 +699,38 @@ class Iteration:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
             )
+
+
+_SelectionKey = tuple[
+    tuple[str, ...], tuple[str, ...], str | None, str | None, str | None, ToolCatalog | None
+]
+
+
+def _names(tools: object) -> tuple[str, ...] | None:
+    """The tools' names in order; None (never reused) when the tools are not a
+    list or tuple or when one has no name (two unnamed tools cannot be told apart)."""
+    if not isinstance(tools, list | tuple):
+        return None
+    names = tuple([t if type(t) is str else tool_name(t) for t in tools])
+    if any(n is None for n in names):
+        return None
+    return tuple([n for n in names if n is not None])
+
+
+def _selection_key(
+    tools: object, fixed: object, ctx: SelectionContext, catalog: ToolCatalog | None
+) -> _SelectionKey | None:
+    """What a selection is reused on; None when it cannot be compared."""
+    offered = _names(tools)
+    fixed_names = _names(fixed)
+    if offered is None or fixed_names is None:
+        return None
+    return (offered, fixed_names, ctx.role, ctx.forced_tool, ctx.agent_name, catalog)
+
+
+def _same_inputs(last: _SelectionKey, key: _SelectionKey) -> bool:
+    """The same names, role, forced tool and agent, and the very catalog object."""
+    return last[:5] == key[:5] and last[5] is key[5]
 
 
 def _as_str(value: object) -> str:

@@ -130,6 +130,8 @@ def selection_attributes(result: SelectionResult, limits: Limits) -> Attributes:
     }
     if result.forced_tool:
         attrs[c.ATTR_SELECTION_FORCED_TOOL] = limits.text(result.forced_tool)
+    if result.reused:
+        attrs[c.ATTR_SELECTION_REUSED] = True
     return attrs
 
 

@@ -176,6 +176,7 @@ __all__ = [
     "ATTR_SELECTION_FORCED_TOOL",
     "ATTR_SELECTION_OFFERED",
     "ATTR_SELECTION_REINSTATED",
+    "ATTR_SELECTION_REUSED",
     "ATTR_SELECTION_SELECTED",
     "ATTR_SELECTION_SET",
     "ATTR_STAGE_DEGRADED",
@@ -405,6 +406,9 @@ ATTR_SELECTION_FORCED_TOOL: Final = "seamscope.selection.forced_tool"
 """The forced tool for this iteration, or absent when none."""
 ATTR_SELECTION_REINSTATED: Final = "seamscope.selection.reinstated"
 """bool: the forced tool was dropped by a protects_forced stage and reinstated."""
+ATTR_SELECTION_REUSED: Final = "seamscope.selection.reused"
+"""bool: no stage ran; the previous iteration's selection was reused, its inputs unchanged.
+Set by ``DecisionLayer(reuse_selection=True)``; absent when the stages ran."""
 ATTR_SELECTION_OFFERED_COUNT: Final = "seamscope.selection.offered_count"
 """int: how many tools were offered (the array keeps at most ``max_array_length``)."""
 ATTR_SELECTION_SELECTED_COUNT: Final = "seamscope.selection.selected_count"

@@ -493,6 +493,11 @@ class SelectionResult:
     records: tuple[StageRecord, ...]
     offered: tuple[str, ...]
     duration_s: float = field(default=0.0, compare=False)
+    reused: bool = field(default=False, compare=False)
+    """True: no stage ran; this is the previous iteration's selection, reused
+    because its inputs had not changed (``DecisionLayer(reuse_selection=True)``).
+    ``records`` are then the previous run's stage records; an observer records
+    the selection but no stage."""
 
     @property
     def selected(self) -> tuple[str, ...]:

@@ -126,6 +126,28 @@ class SelectionPipeline:
             allowed.update(id(self._catalog.bindable(n)) for n in self._catalog)
         return allowed
 
+    def reuse(
+        self,
+        previous: SelectionResult,
+        tools: Sequence[Any],
+        ctx: SelectionContext | None = None,
+    ) -> SelectionResult:
+        """``previous`` again, with no stage run: the caller found this
+        iteration's selection inputs unchanged. The observer records the
+        selection (``reused`` set on the result it reads) and no stage.
+
+        Valid only for stages that decide from the inputs the caller compared
+        (a stage that reads the messages or the state may decide otherwise
+        on a later iteration)."""
+        start = time.perf_counter()
+        ctx = SelectionContext() if ctx is None else ctx
+        ctx = replace(ctx, offered=_offered_tools(tools))
+        obs = self._observer
+        handle = obs.start_selection(ctx, previous.offered)
+        result = replace(previous, reused=True, duration_s=time.perf_counter() - start)
+        obs.end_selection(handle, result)
+        return result
+
     def run(
         self,
         tools: Sequence[Any],
