@@ -182,3 +182,15 @@ def test_ctrl_c_during_explain_is_one_line_and_exit_130(
         if reader.poll() is None:
             reader.kill()
     assert (EXIT_INTERRUPTED, "", "interrupted\n") == (reader.returncode, out, err)
+
+
+@pytest.mark.parametrize("command", ["explain", "whatif", "calibrate"])
+def test_an_error_naming_a_long_path_is_one_line_through_a_pipe(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Standard error is a pipe here (200 columns): each message stays one line, so a
+    path longer than that is still whole (a script can grep it)."""
+    missing = tmp_path / ("d" * 230) / "missing.jsonl"
+    assert 2 == main([command, str(missing)])
+    lines = capsys.readouterr().err.splitlines()
+    assert [True] == [str(missing) in line for line in lines], lines

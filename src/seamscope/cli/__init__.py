@@ -52,13 +52,13 @@ __all__ = ["EXIT_INTERRUPTED", "main", "run"]
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
-def _console(stream: object, *, record: bool = False) -> Console:
+def _console(stream: object, *, record: bool = False, soft_wrap: bool = False) -> Console:
     width = None if getattr(stream, "isatty", lambda: False)() else 200
     return Console(
         file=stream,  # type: ignore[arg-type]
         width=width,
         highlight=False,
-        soft_wrap=False,
+        soft_wrap=soft_wrap,
         record=record,
     )
 
@@ -120,12 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             commands = next(
                 a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
             ).choices
-            commands.get(args.command, parser).error(
-                f"unrecognized arguments: {' '.join(extra)}"
-            )
+            commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
-    err = _console(sys.stderr)
+    # messages, one per line: never broken at the 200 columns of a pipe (a long path stays whole)
+    err = _console(sys.stderr, soft_wrap=True)
     svg = getattr(args, "svg", None)
     if svg and Path(svg).is_dir():
         err.print(f"error: --svg {svg} is a folder; name the file to write", markup=False)

@@ -416,7 +416,7 @@ def _line(row: dict[str, Any], min_offloads: int) -> str:
 
 def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> int:
     def usage(message: str) -> int:
-        err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {message}", markup=False, highlight=False)
         return 2
 
     if args.prometheus is not None:
@@ -448,16 +448,14 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
             with opened_inputs(args.files) as handles:
                 evidence, reader = calibrate(handles, query)
             for source, line, message in reader.problems:
-                err.print(
-                    f"error: {source}:{line}: {message}", markup=False, highlight=False, soft_wrap=True
-                )
+                err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
             problems = reader.problem_count
             where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
             sources = [name for name, _ in handles] or [f"{args.jaeger} service {args.service}"]
     except UnreadableInput as exc:
         return usage(str(exc))
     except (JaegerError, PrometheusError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {exc}", markup=False, highlight=False)
         return 1
     if not evidence:
         return usage(f"{where}: no settled offload of the gate to learn from")

@@ -234,7 +234,7 @@ class _Problems:
             return
         self._repeats[problem.message] = [0, problem.line]
         self.kept.append(problem)
-        self.err.print(f"error: {problem.describe(self.source)}", markup=False, highlight=False, soft_wrap=True)
+        self.err.print(f"error: {problem.describe(self.source)}", markup=False, highlight=False)
 
     def close(self, *, log_file: bool = False) -> None:
         """Say what was counted; ``log_file``: the caller says the file is a log."""
@@ -244,7 +244,6 @@ class _Problems:
                 + (f" (and {self.log_lines - 1} more such lines)" if self.log_lines > 1 else ""),
                 markup=False,
                 highlight=False,
-                soft_wrap=True,
             )
             self._first_log_line = 0  # said; a second close() says nothing more
         for message, (repeats, last) in self._repeats.items():
@@ -254,15 +253,13 @@ class _Problems:
                     f"{'line' if repeats == 1 else 'lines'} (the last: line {last}): {message}",
                     markup=False,
                     highlight=False,
-                    soft_wrap=True,
-                )
+                    )
         self._repeats = {m: [0, last] for m, (_, last) in self._repeats.items()}
         if self._unnamed:
             self.err.print(
                 f"error: {self.source}: {self._unnamed} more lines or spans skipped (not named)",
                 markup=False,
                 highlight=False,
-                soft_wrap=True,
             )
             self._unnamed = 0
 
@@ -380,7 +377,7 @@ def _open(path: str) -> TextIO:
 
 
 def _usage(err: Console, message: str) -> int:
-    err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"error: {message}", markup=False, highlight=False)
     return 2
 
 
