@@ -136,12 +136,10 @@ def test_an_agent_tool_runs_as_its_own_invoke_agent_under_the_tools_span(
     assert "i1" == (search.attributes or {})[c.ATTR_GEN_AI_TOOL_CALL_ID]
 
 
-def test_an_agent_tool_whose_run_fails_still_ends_its_spans_under_the_tool(
-    span_exporter: InMemorySpanExporter, tracer_provider: Any
-) -> None:
-    """The nested run's tool raises with no failure handler (``fatal``): the
-    nested run fails and the agent tool answers the outer model with an error
-    message; the nested run's spans end under the agent tool's span."""
+def _run_a_nested_run_whose_tool_raises(tracer_provider: Any) -> tuple[Any, Toolbox, Any]:
+    """The lead's agent tool runs a researcher whose tool ``fatal`` raises with no
+    failure handler; the lead answers from the agent tool's error message. The run's
+    result, the tools' ground truth and the models' call log."""
     models, log = scripted_models(
         ["outer-m", "inner-m"],
         [
@@ -159,6 +157,16 @@ def test_an_agent_tool_whose_run_fails_still_ends_its_spans_under_the_tool(
     )
     layer = DecisionLayer(default_model="outer-m", agent_name=LEAD, tracer_provider=tracer_provider)
     result = SeamscopeRunner(layer).run_sync(lead, "How did Q3 go?")
+    return result, box, log
+
+
+def test_an_agent_tool_whose_run_fails_still_ends_its_spans_under_the_tool(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """The nested run's tool raises with no failure handler (``fatal``): the
+    nested run fails and the agent tool answers the outer model with an error
+    message; the nested run's spans end under the agent tool's span."""
+    result, box, log = _run_a_nested_run_whose_tool_raises(tracer_provider)
 
     assert "Could not research." == result.final_output
     assert [("fatal", True)] == [(r.name, r.raised) for r in box.runs]  # ground truth
@@ -234,23 +242,7 @@ def test_a_failing_nested_run_ends_with_the_error_its_tool_raised(
     """The nested agent's tool raises KeyError with no failure handler: the
     agent tool's failure function answers the outer model, but the nested
     run failed with what the user's tool raised."""
-    models, _ = scripted_models(
-        ["outer-m", "inner-m"],
-        [
-            step(call("researcher", {"input": "q3"}, "o1")),
-            step(call("fatal", {"query": "q3"}, "i1")),
-            step(text("Could not research.")),
-        ],
-    )
-    box = Toolbox()
-    researcher = Agent(name="researcher", model=models["inner-m"], tools=[box.tools()["fatal"]])
-    lead = Agent(
-        name=LEAD,
-        model=models["outer-m"],
-        tools=[researcher.as_tool("researcher", "Research a question.")],
-    )
-    layer = DecisionLayer(default_model="outer-m", agent_name=LEAD, tracer_provider=tracer_provider)
-    result = SeamscopeRunner(layer).run_sync(lead, "How did Q3 go?")
+    result, box, _ = _run_a_nested_run_whose_tool_raises(tracer_provider)
 
     assert "Could not research." == result.final_output
     assert [("fatal", True)] == [(r.name, r.raised) for r in box.runs]  # ground truth
