@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from seamscope.decisions._policy import DispatchContext, ToolCallPolicy
     from seamscope.decisions._pricing import ModelPrice, PricingTable
     from seamscope.decisions._seams import SeamRouter
+    from seamscope.decisions._store import OffloadStore
     from seamscope.decisions.records import (
         ModelConfig,
         ModelUsage,
@@ -69,6 +70,7 @@ __all__ = [
     "OffloadGateDecision",
     "OffloadGateInputs",
     "OffloadLedger",
+    "OffloadStore",
     "PolicyStage",
     "PostModelResult",
     "PreModelResult",
@@ -107,6 +109,7 @@ _HOME = {
     "OffloadGateDecision": "records",
     "OffloadGateInputs": "records",
     "OffloadLedger": "_ledger",
+    "OffloadStore": "_store",
     "PolicyStage": "selection",
     "PostModelResult": "records",
     "PreModelResult": "records",

@@ -59,10 +59,18 @@ if TYPE_CHECKING:
         PolicyResult,
         PricingSource,
         PriorSource,
+        RecallStatus,
         Seam,
         SettleTrigger,
         StageOutcomeKind,
         WinnerSource,
+    )
+    from seamscope.decisions.records._stored import (
+        AccountDelta,
+        AccountTotals,
+        ClaimedOffload,
+        Recalled,
+        StoredOffload,
     )
     from seamscope.decisions.records._values import (
         ContainedError,
@@ -82,6 +90,10 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AccountDelta",
+    "AccountTotals",
+    "ClaimedOffload",
+    "StoredOffload",
     "DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS",
     "DEFAULT_RECALL_INPUT_TOKENS",
     "DEFAULT_RECALL_OUTPUT_TOKENS",
@@ -114,6 +126,8 @@ __all__ = [
     "PricingSource",
     "PriorSource",
     "RecallAccount",
+    "RecallStatus",
+    "Recalled",
     "Seam",
     "SelectionResult",
     "SettleTrigger",
@@ -132,6 +146,12 @@ __all__ = [
 
 # public name -> the module of the package that defines it
 _HOME = {
+    "AccountDelta": "_stored",
+    "AccountTotals": "_stored",
+    "ClaimedOffload": "_stored",
+    "Recalled": "_stored",
+    "RecallStatus": "_enums",
+    "StoredOffload": "_stored",
     "CarriedStub": "_economics",
     "Compaction": "_economics",
     "CompactionAccount": "_economics",

@@ -20,6 +20,7 @@ __all__ = [
     "OffloadMechanism",
     "MiddlewareDecisionKind",
     "SettleTrigger",
+    "RecallStatus",
 ]
 
 
@@ -97,6 +98,10 @@ class OffloadReasonCode(enum.StrEnum):
     UNPRICED_MODEL = "unpriced_model"
     NET_POSITIVE = "net_positive"
     NET_NOT_POSITIVE = "net_not_positive"
+    STORE_FAILED = "store_failed"
+    """The gate's verdict was to fire, but the offload store did not keep the
+    content (down, slow, full): no offload was made, the output stays in the
+    prompt."""
 
 
 class PriorSource(enum.StrEnum):
@@ -168,3 +173,17 @@ class SettleTrigger(enum.StrEnum):
     EXPLICIT = "explicit"
     IDLE = "idle"
     EVICTED = "evicted"
+    EXPIRED = "expired"
+    """The offload store's retention (its TTL) ended for the output."""
+
+
+class RecallStatus(enum.StrEnum):
+    """What an offload store answered for a recall."""
+
+    FOUND = "found"
+    EXPIRED = "expired"
+    """Past the store's TTL: the content is gone (said with when)."""
+    EVICTED = "evicted"
+    """Dropped by the store's size bound (said with when)."""
+    UNKNOWN = "unknown"
+    """No such offload in this conversation (another conversation's id included)."""
