@@ -25,6 +25,7 @@ from seamscope.adapters._kit import (
     structured_answers,
 )
 from seamscope.adapters._outputs import Outputs
+from seamscope.stores import MemoryStore
 from seamscope.decisions import (
     Message,
     ModelConfig,
@@ -102,20 +103,21 @@ def test_a_fired_offload_keeps_the_output_and_the_ledger_prices_the_stub_really_
     tracer_provider: TracerProvider,
 ) -> None:
     layer = _layer(tracer_provider)
-    outputs = Outputs(8)
+    outputs = Outputs(MemoryStore(max_items=8))
     text = "x" * 80_000  # 20 000 tokens: above the gate's threshold
     call = ToolCall("c1", "report", {})
     with layer.turn("conv-1", [Message("user", "hi")]) as turn:
         with turn.iteration() as it:
             it.pre_model()
             stub = account_tool_output(it, call, text, outputs=outputs, scope="conv-1", usage=None)
-            offloads = outputs.offloaded("conv-1")
+            offloads = outputs.held("conv-1")
             assert ["c1"] == list(offloads)
             offload_id = offloads["c1"].offload_id
             assert stub == offloads["c1"].stub
             assert stub is not None
-            assert text == outputs.lookup(offload_id, "conv-1")
-            assert None is outputs.lookup(offload_id, "conv-2")  # another scope reads nothing
+            assert text == outputs.answer("conv-1", "r1", offload_id)
+            # another conversation reads nothing
+            assert outputs.answer("conv-2", "r2", offload_id).startswith("error: no offloaded")
             assert offload_id in stub
         with turn.iteration() as it:
             it.pre_model()
@@ -124,10 +126,11 @@ def test_a_fired_offload_keeps_the_output_and_the_ledger_prices_the_stub_really_
                     chat, ModelUsage(1000, 10), response_model="", carried=[offload_id]
                 )
             recall = ToolCall("c2", RECALL_TOOL, {"offload_id": offload_id})
+            assert text == outputs.answer("conv-1", "c2", offload_id)  # the recall tool's answer
             assert None is account_tool_output(
                 it, recall, None, outputs=outputs, scope="conv-1", usage=ModelUsage(1000, 10)
             )
-            assert outputs.expanded(offload_id)
+            assert None is outputs.outcome("c2")  # taken by the accounting step
     (settlement,) = layer.end_conversation("conv-1")
     per_token_in = Decimal(10) / Decimal(1_000_000)
     stub_tokens = Decimal(str(estimate_tokens(stub)))
@@ -139,7 +142,7 @@ def test_a_fired_offload_keeps_the_output_and_the_ledger_prices_the_stub_really_
 
 def test_a_small_or_non_text_output_is_left_as_it_is(tracer_provider: TracerProvider) -> None:
     layer = _layer(tracer_provider)
-    outputs = Outputs(8)
+    outputs = Outputs(MemoryStore(max_items=8))
     with layer.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
         call = ToolCall("c1", "report", {})
         assert None is account_tool_output(
@@ -150,7 +153,7 @@ def test_a_small_or_non_text_output_is_left_as_it_is(tracer_provider: TracerProv
         assert None is account_tool_output(
             it, missing, None, outputs=outputs, scope="s", usage=None
         )
-    assert {} == outputs.offloaded("s")
+    assert {} == outputs.held("s")
 
 
 def test_a_re_read_of_a_compacted_result_is_a_recall_and_offload_false_skips_the_gate(
@@ -160,7 +163,7 @@ def test_a_re_read_of_a_compacted_result_is_a_recall_and_offload_false_skips_the
     again: ``reread`` names the compaction and the text is a recall's cost.
     ``offload=False`` keeps a large output as it is (no gate)."""
     layer = _layer(tracer_provider)
-    outputs = Outputs(8)
+    outputs = Outputs(MemoryStore(max_items=8))
     text = "x" * 80_000  # 20 000 tokens: above the gate's threshold
     asked: list[ToolCall] = []
 
@@ -188,7 +191,7 @@ def test_a_re_read_of_a_compacted_result_is_a_recall_and_offload_false_skips_the
                 reread=reread,
             )
     assert [again, other] == asked
-    assert {} == outputs.offloaded("s")
+    assert {} == outputs.held("s")
     assert [] == [s for s in span_exporter.get_finished_spans() if s.name == c.SPAN_OFFLOAD_GATE]
     (settlement,) = layer.end_conversation("conv-1")
     per_token_in, per_token_out = Decimal(10) / 1_000_000, Decimal(30) / 1_000_000

@@ -38,6 +38,7 @@ PINNED: dict[str, dict[str, str]] = {
         "UNPRICED_MODEL": "unpriced_model",
         "NET_POSITIVE": "net_positive",
         "NET_NOT_POSITIVE": "net_not_positive",
+        "STORE_FAILED": "store_failed",
     },
     "PricingSource": {
         "OVERRIDE": "override",
@@ -72,6 +73,13 @@ PINNED: dict[str, dict[str, str]] = {
         "EXPLICIT": "explicit",
         "IDLE": "idle",
         "EVICTED": "evicted",
+        "EXPIRED": "expired",
+    },
+    "RecallStatus": {
+        "FOUND": "found",
+        "EXPIRED": "expired",
+        "EVICTED": "evicted",
+        "UNKNOWN": "unknown",
     },
     "CacheUsage": {"READ": "read", "WRITE": "write", "UNCACHED": "uncached"},
     "ShadowBasis": {"EXACT": "exact", "EXPECTED": "expected"},

@@ -5,6 +5,7 @@ started on 127.0.0.1 by the modules beside this file."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
             from seamscope.stores import RedisStore
 
             server = request.getfixturevalue("redis_server")
-            store = RedisStore(server.url, prefix=f"t{id(tmp_path)}-{n}:", **options)
+            store = RedisStore(server.url, prefix=f"t{uuid.uuid4().hex}:", **options)
         elif kind == "langgraph-memory":
             from langgraph.store.memory import InMemoryStore
 
@@ -71,7 +72,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
 
             server = request.getfixturevalue("postgres_server")
             store = LangGraphStore(
-                server.store(), namespace=("t", str(id(tmp_path)), str(n)), **options
+                server.store(), namespace=("t", uuid.uuid4().hex), **options
             )
         made.append(store)
         return store

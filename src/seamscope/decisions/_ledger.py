@@ -79,17 +79,23 @@ Money is exact :class:`~decimal.Decimal` USD; no I/O, no telemetry import.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from seamscope.decisions import _checks as _c
 from seamscope.decisions._observer import DecisionObserver, check_observer, guard_observer
 from seamscope.decisions._pricing import DEFAULT_PRICING, ModelPrice, PricingTable, to_decimal
+from seamscope.decisions._store import OffloadStore
 from seamscope.decisions.records import (
+    AccountDelta,
     CarriedStub,
+    ClaimedOffload,
     Compaction,
     CompactionAccount,
     ModelCallAccount,
@@ -169,6 +175,7 @@ class _Conversation:
     shadow: _Conversation | None = None  # the shadow's exact accounts
     shadow_new: list[_ShadowNew] = field(default_factory=list)
     shadow_dropped: list[str] = field(default_factory=list)
+    store: OffloadStore | None = None  # a shared store keeps this conversation's offloads
 
     def shadowed(self) -> _Conversation:
         """The shadow's accounts, started as a copy of this conversation's."""
@@ -331,6 +338,107 @@ def cache_disruption(
     return shortfall * delta if delta > 0 else _ZERO
 
 
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """An offload a shared store keeps, to settle through the store's claim
+    (the whole fleet's accounts); ``trigger`` None: IDLE, or EXPIRED when its
+    retention ended."""
+
+    conversation_id: str | None
+    offload_id: str
+    trigger: SettleTrigger | None
+    store: OffloadStore
+    local: _Offload | None = None
+
+
+_Due = Settlement | _Claim
+_Snapshot = dict[str, tuple[Decimal, Decimal, Decimal, int, int]]
+
+
+def _shared(store: object) -> OffloadStore | None:
+    """``store`` when it is a store other processes see, else None."""
+    if store is None:
+        return None
+    try:
+        return store if isinstance(store, OffloadStore) and store.shared else None
+    except Exception:
+        return None
+
+
+def _adopt(conv: _Conversation, stubs: Iterable[object], *, recalled: bool) -> None:
+    """Follow, from here on, the store-held offloads another worker made whose
+    stub this prompt holds (their accounts from here go to the store)."""
+    for item in stubs:
+        if not isinstance(item, CarriedStub) or item.offload is None:
+            continue
+        if item.offload_id in conv.offloads:
+            continue
+        rec = item.offload
+        conv.offloads[item.offload_id] = _Offload(
+            rec.offload_id,
+            rec.model,
+            to_decimal(rec.output_tokens),
+            rec.stub_tokens,
+            rec.predicted_net_saving,
+            rec.horizon,
+            rec.recall_probability,
+            None,
+            tool_name=rec.tool_name,
+            recalled=recalled,
+        )
+
+
+def _snapshot(conv: _Conversation) -> _Snapshot:
+    return {
+        k: (o.savings, o.stub_cost, o.cache_cost, o.turns, o.remaining)
+        for k, o in conv.offloads.items()
+        if o.mechanism is OffloadMechanism.SEAMSCOPE_GATE
+    }
+
+
+def _deltas(before: _Snapshot, conv: _Conversation) -> list[AccountDelta]:
+    """What one model call added to each store-held offload's accounts."""
+    out: list[AccountDelta] = []
+    for key, (savings, stub, cache, turns, remaining) in before.items():
+        off = conv.offloads.get(key)
+        if off is None:
+            continue
+        delta = AccountDelta(
+            key,
+            savings=off.savings - savings,
+            stub_cost=off.stub_cost - stub,
+            cache_cost=off.cache_cost - cache,
+            turns=off.turns - turns,
+            remaining=off.remaining - remaining,
+        )
+        if delta.turns or delta.remaining or delta.cache_cost:
+            out.append(delta)
+    return out
+
+
+def _claimed(claim: _Claim, got: ClaimedOffload, trigger: SettleTrigger) -> Settlement:
+    rec, totals = got.offload, got.totals
+    return Settlement(
+        offload_id=rec.offload_id,
+        conversation_id=rec.conversation_id,
+        model=rec.model,
+        trigger=trigger,
+        predicted_net_saving=rec.predicted_net_saving,
+        realized_savings=totals.savings,
+        stub_carry_cost=totals.stub_cost,
+        recall_cost=totals.recall_cost,
+        cache_disruption_cost=totals.cache_cost,
+        turns_carried=totals.turns,
+        recalls=totals.recalls,
+        horizon=rec.horizon,
+        recall_probability=rec.recall_probability,
+        link=None if claim.local is None else claim.local.link,
+        mechanism=OffloadMechanism.SEAMSCOPE_GATE,
+        tool_name=rec.tool_name,
+        remaining_turns=totals.remaining,
+    )
+
+
 class OffloadLedger:
     """Follows fired offloads and settles their realized net saving.
 
@@ -349,6 +457,8 @@ class OffloadLedger:
         idle_turns: int = 50,
         max_conversations: int = 10_000,
         max_offloads_per_conversation: int = 256,
+        idle_seconds: float = 900.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if pricing is not None and not isinstance(pricing, PricingTable):
             raise _c.fail("OffloadLedger", "pricing", "a PricingTable or None", pricing)
@@ -359,6 +469,18 @@ class OffloadLedger:
         self._max_offloads = _positive(
             "max_offloads_per_conversation", max_offloads_per_conversation
         )
+        if (
+            isinstance(idle_seconds, bool)
+            or not isinstance(idle_seconds, int | float)
+            or not math.isfinite(idle_seconds)
+            or idle_seconds <= 0
+        ):
+            raise _c.fail("OffloadLedger", "idle_seconds", "a finite number > 0", idle_seconds)
+        if not callable(clock):
+            raise _c.fail("OffloadLedger", "clock", "a callable returning Unix seconds", clock)
+        self._idle_seconds = float(idle_seconds)
+        self._clock = clock
+        self._swept: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
         self._observer = guard_observer(observer)
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
         self._tick = 0
@@ -383,6 +505,7 @@ class OffloadLedger:
         link: object = None,
         stub_tokens: float | None = None,
         tool_name: str | None = None,
+        store: OffloadStore | None = None,
     ) -> None:
         """Start following a fired offload (a decision that did not fire is
         ignored, unless its shadow would have fired: see the module docstring).
@@ -391,7 +514,10 @@ class OffloadLedger:
         decision; the settlement carries it back. ``stub_tokens``: the size of
         the stub really sent (chars / 4); None: the gate's assumed size.
         ``tool_name``: the tool whose output it is (on the settlement; None:
-        the shadow verdict's, if any).
+        the shadow verdict's, if any). ``store``: the offload store that keeps
+        it; when other processes see it, the offload's accounts accumulate
+        there and it is settled through the store's claim (exactly once,
+        fleet-wide: see :meth:`settle`).
         """
         if not isinstance(decision, OffloadGateDecision):
             _contained("record_offload", "decision", decision)
@@ -420,10 +546,13 @@ class OffloadLedger:
             link,
             tool_name=tool_name,
         )
-        due: list[Settlement] = []
+        due: list[_Due] = []
+        shared = _shared(store)
         with self._lock:
             if shadow is not None:  # the shadow's accounts start before this offload
                 self._touch(conversation_id, due).shadowed()
+            if shared is not None:
+                self._touch(conversation_id, due).store = shared
             _, more = self._follow(conversation_id, offload, again=True)
             due.extend(more)
             conv = self._conversations.get(conversation_id)
@@ -462,7 +591,7 @@ class OffloadLedger:
             shadow.recall_probability,
             hop,
         )
-        due: list[Settlement] = []
+        due: list[_Due] = []
         with self._lock:
             conv = self._touch(conversation_id, due)
             conv.shadowed()
@@ -528,6 +657,8 @@ class OffloadLedger:
         model: str,
         usage: ModelUsage,
         carried: Iterable[str | CarriedStub] | None = None,
+        present: Iterable[CarriedStub] = (),
+        store: OffloadStore | None = None,
     ) -> ModelCallAccount:
         """A later model call of the conversation, with its token usage.
 
@@ -537,21 +668,36 @@ class OffloadLedger:
         that one offload, never as one id per character. A
         :class:`CarriedStub` describes an offload this process did not see
         decided (another worker served that turn): its saving and stub
-        cost are realized here, but only the process that recorded the
-        offload settles it.
+        cost are realized here; with its ``offload`` record (from a shared
+        ``store``) this ledger follows it from now on as its own, its
+        accounts go to the store and any worker can settle it.
+        ``present``: store-held offloads whose stub the prompt holds but whose
+        output a recall brought back (not carried; their remaining turns count).
+
+        With a shared ``store``, idle offloads are settled by wall-clock time
+        (``idle_seconds`` without activity anywhere in the fleet, or past
+        their retention), checked at most every ``idle_seconds / 4`` here.
         """
         conversation_id = _key("record_model_call", conversation_id)
         model = _text("record_model_call", "model", model)
         if not isinstance(usage, ModelUsage):
             _contained("record_model_call", "usage", usage)
             usage = ModelUsage()
-        due: list[Settlement] = []
+        due: list[_Due] = []
         price = self._price(model)
+        shared = _shared(store)
         with self._lock:
             self._tick += 1
             conv = self._touch(conversation_id, due)
             if isinstance(carried, str | CarriedStub):
                 carried = (carried,)
+            if shared is not None:
+                conv.store = shared
+                if carried is not None:
+                    carried = tuple(carried)
+                    _adopt(conv, carried, recalled=False)
+                _adopt(conv, present, recalled=True)
+            before = _snapshot(conv) if conv.store is not None else None
             active, saving, stub, cache, shares, live = _account(conv, price, usage, carried)
             carried_ids = tuple(o.offload_id for o in live) if active else ()
             carried_stubs = tuple(float(o.stub_tokens) for o in live) if active else ()
@@ -562,6 +708,8 @@ class OffloadLedger:
                     new.savings += to_decimal(new.output_tokens) * price.input_rate
                     new.stub_cost += new.stub_tokens * price.input_rate
                     new.turns += 1
+            written = conv.store
+            deltas = [] if before is None else _deltas(before, conv)
             due.extend(self._expire(conversation_id))
         account = ModelCallAccount(
             conversation_id,
@@ -576,6 +724,10 @@ class OffloadLedger:
             carried_stubs,
         )
         self._observer.on_offload_accounted(account)
+        if written is not None and deltas:
+            self._write(written, deltas)
+        if shared is not None:
+            due.extend(self._sweep(shared))
         self._settled(due)
         return account
 
@@ -587,11 +739,14 @@ class OffloadLedger:
         model: str,
         input_tokens: float,
         output_tokens: int,
+        store: OffloadStore | None = None,
     ) -> RecallAccount:
         """The offloaded output was recalled: a real hop at that model's rates.
 
         From now on its output is in the conversation again: later model
-        calls carry no stub for it (unless ``carried`` names it).
+        calls carry no stub for it (unless ``carried`` names it). With a
+        shared ``store`` the recall's cost is added to the offload's accounts
+        there, whichever worker made the offload.
         """
         conversation_id = _key("record_recall", conversation_id)
         offload_id = _text("record_recall", "offload_id", offload_id)
@@ -615,27 +770,80 @@ class OffloadLedger:
                     followed.recalled_since_call = True
             if off is not None:
                 mechanism = off.mechanism
+            written = _shared(store) or (None if conv is None else conv.store)
         account = RecallAccount(
             conversation_id, offload_id, model, input_tokens, output_tokens, cost, mechanism
         )
         self._observer.on_offload_accounted(account)
+        if written is not None and mechanism is OffloadMechanism.SEAMSCOPE_GATE:
+            self._write(written, [AccountDelta(offload_id, recall_cost=cost, recalls=1)])
         return account
 
     # -- settlement ----------------------------------------------------------
 
     def settle(
-        self, conversation_id: str, *, trigger: SettleTrigger = SettleTrigger.EXPLICIT
+        self,
+        conversation_id: str,
+        *,
+        trigger: SettleTrigger = SettleTrigger.EXPLICIT,
+        store: OffloadStore | None = None,
     ) -> list[Settlement]:
-        """Settle every live offload of a conversation now and forget it."""
+        """Settle every live offload of a conversation now and forget it.
+
+        With a shared ``store`` (or one its offloads were recorded with), the
+        conversation's offloads the store holds are settled too, whichever
+        worker made them, each through the store's claim: from the whole
+        fleet's accounts, and only by the first worker that claims it (the
+        others return no settlement for it).
+        """
+        shared = _shared(store)
         with self._lock:
             conv = self._conversations.pop(conversation_id, None)
             due = [] if conv is None else self._drop(conversation_id, conv, trigger)
-        self._settled(due)
-        return due
+            backing = shared or (None if conv is None else conv.store)
+        if backing is not None:
+            known = {d.offload_id for d in due}
+            try:
+                held = [o.offload_id for o in backing.offloads(conversation_id)]
+            except Exception as exc:
+                self._failed("offloads", exc)
+                held = []
+            due.extend(_Claim(conversation_id, k, trigger, backing) for k in held if k not in known)
+        return self._settled(due)
 
-    def end_conversation(self, conversation_id: str) -> list[Settlement]:
-        """The conversation ended: settle its offloads."""
-        return self.settle(conversation_id, trigger=SettleTrigger.CONVERSATION_END)
+    def end_conversation(
+        self, conversation_id: str, *, store: OffloadStore | None = None
+    ) -> list[Settlement]:
+        """The conversation ended: settle its offloads (see :meth:`settle`)."""
+        return self.settle(conversation_id, trigger=SettleTrigger.CONVERSATION_END, store=store)
+
+    def settle_offload(
+        self,
+        conversation_id: str,
+        offload_id: str,
+        *,
+        trigger: SettleTrigger = SettleTrigger.EXPLICIT,
+        store: OffloadStore | None = None,
+    ) -> list[Settlement]:
+        """Settle one offload now (an offload store dropped its content: its
+        retention ended, or its size bound made room) and stop following it."""
+        due: list[_Due] = []
+        shared = _shared(store)
+        with self._lock:
+            conv = self._conversations.get(conversation_id)
+            if conv is None or offload_id not in conv.offloads:
+                # the bound of a store shared by many conversations dropped it
+                for key, other in self._conversations.items():
+                    if offload_id in other.offloads:
+                        conversation_id, conv = key, other
+                        break
+            off = None if conv is None else conv.offloads.pop(offload_id, None)
+            backing = shared or (None if conv is None else conv.store)
+            if backing is not None:
+                due.append(_Claim(conversation_id, offload_id, trigger, backing, off))
+            elif off is not None:
+                due.append(_settlement(conversation_id, off, trigger))
+        return self._settled(due)
 
     def live_offloads(self, conversation_id: str) -> tuple[str, ...]:
         """The offload ids the ledger still follows in this conversation."""
@@ -648,22 +856,24 @@ class OffloadLedger:
 
     def _follow(
         self, conversation_id: str, offload: _Offload, *, again: bool
-    ) -> tuple[bool, list[Settlement]]:
+    ) -> tuple[bool, list[_Due]]:
         """Start following ``offload`` in its conversation (its oldest live offload
         evicted past the bound). An id already followed is replaced when
         ``again``, else left as it is (False). Returns the settlements due."""
-        due: list[Settlement] = []
+        due: list[_Due] = []
         with self._lock:
             conv = self._touch(conversation_id, due)
             if offload.offload_id in conv.offloads and not again:
                 return False, due
             if len(conv.offloads) >= self._max_offloads:
                 _, oldest = conv.offloads.popitem(last=False)
-                due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
+                if conv.store is None or oldest.mechanism is not OffloadMechanism.SEAMSCOPE_GATE:
+                    due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
+                # a store-held one is only forgotten here: the store settles it
             conv.offloads[offload.offload_id] = offload
         return True, due
 
-    def _touch(self, conversation_id: str, due: list[Settlement]) -> _Conversation:
+    def _touch(self, conversation_id: str, due: list[_Due]) -> _Conversation:
         conv = self._conversations.get(conversation_id)
         if conv is None:
             conv = _Conversation()
@@ -676,8 +886,8 @@ class OffloadLedger:
         conv.last_tick = self._tick
         return conv
 
-    def _expire(self, current: str) -> list[Settlement]:
-        due: list[Settlement] = []
+    def _expire(self, current: str) -> list[_Due]:
+        due: list[_Due] = []
         while self._conversations:
             conv_id, conv = next(iter(self._conversations.items()))
             # idle = missed ``idle_turns`` rounds of the live conversations: with
@@ -689,17 +899,26 @@ class OffloadLedger:
             due.extend(self._drop(conv_id, conv, SettleTrigger.IDLE))
         return due
 
-    def _drop(self, conv_id: str, conv: _Conversation, trigger: SettleTrigger) -> list[Settlement]:
+    def _drop(self, conv_id: str, conv: _Conversation, trigger: SettleTrigger) -> list[_Due]:
         """The settlements of a conversation no longer followed (its shadow
-        settlement queued for :meth:`_settled`); under the lock."""
-        due = [_settlement(conv_id, o, trigger) for o in conv.offloads.values()]
+        settlement queued for :meth:`_settled`); under the lock. A store-held
+        offload is claimed through its store when the conversation ends or is
+        settled on purpose; forgotten here otherwise (idle by this process's
+        rounds, evicted from its bounds): the fleet settles it by wall-clock
+        time."""
+        due: list[_Due] = []
+        for o in conv.offloads.values():
+            if conv.store is None or o.mechanism is not OffloadMechanism.SEAMSCOPE_GATE:
+                due.append(_settlement(conv_id, o, trigger))
+            elif trigger in (SettleTrigger.CONVERSATION_END, SettleTrigger.EXPLICIT):
+                due.append(_Claim(conv_id, o.offload_id, trigger, conv.store, o))
         if conv.shadow is not None or conv.shadow_new:
             exact = () if conv.shadow is None else conv.shadow.offloads.values()
             self._shadow_due.append(
                 ShadowSettlement(
                     conv_id,
                     trigger,
-                    sum((s.realized_net_saving for s in due), _ZERO),
+                    sum((s.realized_net_saving for s in due if isinstance(s, Settlement)), _ZERO),
                     tuple(_settlement(conv_id, o, trigger) for o in exact),
                     tuple(n.frozen() for n in conv.shadow_new),
                     tuple(conv.shadow_dropped),
@@ -707,7 +926,73 @@ class OffloadLedger:
             )
         return due
 
-    def _settled(self, due: list[Settlement]) -> None:
+    def _failed(self, operation: str, exc: BaseException) -> None:
+        """An offload store that failed: logged, and told to the observer
+        (``on_store_failed``, when it has it); never raised."""
+        _log.warning(
+            "offload store %s failed (%s): contained, not raised into the loop",
+            operation,
+            type(exc).__qualname__,
+        )
+        hook = getattr(self._observer, "on_store_failed", None)
+        if hook is not None:
+            hook(operation, type(exc).__qualname__)
+
+    def _write(self, store: OffloadStore, deltas: list[AccountDelta]) -> None:
+        try:
+            store.add(deltas)
+        except Exception as exc:
+            self._failed("add", exc)
+
+    def _sweep(self, store: OffloadStore) -> list[_Due]:
+        """The store's idle and expired offloads to claim, at most every
+        ``idle_seconds / 4`` per store."""
+        now = self._clock()
+        with self._lock:
+            last = self._swept.get(store)
+            if last is not None and now - last < self._idle_seconds / 4:
+                return []
+            self._swept[store] = now
+        try:
+            ids = store.due(idle_since=now - self._idle_seconds, now=now)
+        except Exception as exc:
+            self._failed("due", exc)
+            return []
+        due: list[_Due] = []
+        with self._lock:
+            for offload_id in ids:
+                local = None
+                for conv in self._conversations.values():
+                    if offload_id in conv.offloads:
+                        local = conv.offloads.pop(offload_id)
+                        break
+                due.append(_Claim(None, offload_id, None, store, local))
+        return due
+
+    def _claim(self, claim: _Claim) -> Settlement | None:
+        try:
+            got = claim.store.claim(claim.offload_id)
+        except Exception as exc:
+            self._failed("claim", exc)
+            return None
+        if got is None:  # another worker settled it
+            return None
+        trigger = claim.trigger
+        if trigger is None:
+            expires = got.offload.expires_at
+            expired = expires is not None and expires <= self._clock()
+            trigger = SettleTrigger.EXPIRED if expired else SettleTrigger.IDLE
+        return _claimed(claim, got, trigger)
+
+    def _settled(self, pending: list[_Due]) -> list[Settlement]:
+        due: list[Settlement] = []
+        for item in pending:
+            if isinstance(item, Settlement):
+                due.append(item)
+            else:
+                settled = self._claim(item)
+                if settled is not None:
+                    due.append(settled)
         shadows: list[ShadowSettlement] = []
         if self._shadow_due:
             with self._lock:
@@ -725,3 +1010,4 @@ class OffloadLedger:
             for shadow in shadows:
                 if hook is not None:
                     hook(shadow)
+        return due

@@ -117,7 +117,6 @@ class DecisionObserver(Protocol):
         """One offload settled: its realized net saving against the prediction."""
 
 
-
 class NoopObserver:
     """The default observer: does nothing, costs one call per hook."""
 

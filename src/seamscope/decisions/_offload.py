@@ -314,10 +314,21 @@ class OffloadGate:
         return self.evaluate_linked(output_tokens, model_name, call)[0]
 
     def evaluate_linked(
-        self, output_tokens: float, model_name: str, call: GateCall | None = None
+        self,
+        output_tokens: float,
+        model_name: str,
+        call: GateCall | None = None,
+        *,
+        keep: Callable[[OffloadGateDecision], None] | None = None,
     ) -> tuple[OffloadGateDecision, object]:
         """:meth:`evaluate`, plus the observer's link to the decision (opaque;
-        give it to :meth:`OffloadLedger.record_offload` with a fired decision)."""
+        give it to :meth:`OffloadLedger.record_offload` with a fired decision).
+
+        ``keep``: called with a decision that fires, before the decision is
+        recorded, to keep the output where a recall finds it (an offload
+        store). If it raises, no offload is made: the decision does not fire,
+        its reason code is ``store_failed`` and its reason names what was
+        raised (the exception is contained, never raised to the caller)."""
         inputs = self.inputs(output_tokens, model_name)
         tool = None if call is None else call.tool_name
         source = self._prior(inputs, tool) if self.priors is not None else None
@@ -334,6 +345,8 @@ class OffloadGate:
             )
         if decision.fire:
             decision = replace(decision, offload_id=self._new_id())
+            if keep is not None:
+                decision = _kept(decision, keep)
         link = self._observer.end_offload_gate(handle, decision)
         return decision, link
 
@@ -361,3 +374,26 @@ class OffloadGate:
             d.fire, d.net_saving, d.reason_code, d.horizon, d.recall_probability,
             d.stub_tokens, tool, inputs.recall_input_tokens, inputs.recall_output_tokens,
         )  # fmt: skip
+
+
+def _kept(
+    decision: OffloadGateDecision, keep: Callable[[OffloadGateDecision], None]
+) -> OffloadGateDecision:
+    """The fired decision, or one that does not fire when its output could
+    not be kept (the output stays in the prompt: nothing is lost)."""
+    try:
+        keep(decision)
+    except Exception as exc:
+        _log.warning(
+            "OffloadGate: the offload store did not keep the output (%s): not offloaded",
+            type(exc).__qualname__,
+        )
+        return replace(
+            decision,
+            fire=False,
+            offload_id=None,
+            reason_code=OffloadReasonCode.STORE_FAILED,
+            reason=f"the offload store did not keep the output ({type(exc).__qualname__}): "
+            f"not offloaded, it stays in the prompt; {decision.reason}",
+        )
+    return decision

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -61,6 +62,7 @@ from seamscope._internal import (
 )
 from seamscope.decisions import (
     DecisionObserver,
+    OffloadStore,
     DispatchContext,
     Message,
     ModelConfig,
@@ -83,12 +85,15 @@ from seamscope.decisions import (
 )
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
+    CarriedStub,
     Compaction,
     GateCall,
     MiddlewareDecision,
     OffloadMechanism,
     PricingSource,
     Seam,
+    SettleTrigger,
+    StoredOffload,
     tool_name,
 )
 from seamscope.loop._stub import offload_stub
@@ -131,6 +136,15 @@ class DecisionLayer:
     only for stages that decide from these inputs alone: a stage that reads
     the messages or the state, or calls a resolver whose answer may change
     within a turn, must not be reused, which is why it is opt-in.
+
+    ``offload_store``: where fired offloads live (their content for recall,
+    their accounts, their settlement): an :class:`~seamscope.decisions.OffloadStore`
+    or a URL (``memory://``, ``sqlite:///path.db``, ``redis://host:6379/0``);
+    None: the URL in ``SEAMSCOPE_OFFLOAD_STORE`` when it is set, else an
+    in-memory store of this process (:class:`~seamscope.stores.MemoryStore`).
+    A store other processes see (SQLite, Redis) makes every worker serving
+    a conversation recall its outputs, count the stubs its prompts carry and
+    settle each offload once (docs/many-workers.md).
     """
 
     def __init__(
@@ -158,8 +172,10 @@ class DecisionLayer:
         offload_priors: Priors | str | os.PathLike[str] | None = None,
         offload_shadow: OffloadGate | None = None,
         reuse_selection: bool = False,
+        offload_store: OffloadStore | str | None = None,
     ) -> None:
         checks.flag("DecisionLayer", "reuse_selection", reuse_selection)
+        self.offload_store: OffloadStore = resolve_store("DecisionLayer", offload_store)
         check_telemetry_options(
             "DecisionLayer", tracer_provider=tracer_provider, meter_provider=meter_provider
         )
@@ -300,8 +316,9 @@ class DecisionLayer:
             yield Turn(self, conversation_id, messages, role, state, scope)
 
     def end_conversation(self, conversation_id: str) -> list[Settlement]:
-        """Settle the conversation's offloads in the ledger."""
-        return self.ledger.end_conversation(conversation_id)
+        """Settle the conversation's offloads in the ledger (with a shared
+        offload store: every worker's, each once fleet-wide)."""
+        return self.ledger.end_conversation(conversation_id, store=self.offload_store)
 
 
 class Turn:
@@ -329,6 +346,12 @@ class Turn:
         self.agent_name: str | None = None
         """The agent running the next iterations when it is not the layer's
         (a framework's handoff); None: the layer's ``agent_name``."""
+        self.offload_scope: str | None = None
+        """Whose offloads a recall may read when it is not the conversation id
+        (an adapter's run without a conversation id)."""
+        self.store: OffloadStore = layer.offload_store
+        """Where this turn's offloads live (an adapter may give the framework's
+        own store, e.g. the LangGraph store a LangChain agent was built with)."""
 
     @property
     def agent(self) -> str | None:
@@ -371,17 +394,26 @@ class ChatCall:
         self.named = named
         self.usage: ModelUsage | None = None
 
+    @property
+    def iteration(self) -> Iteration:
+        """The iteration this model call belongs to."""
+        return self._iteration
+
     def report(
         self,
         usage: ModelUsage,
         *,
         response_model: str | None = None,
-        carried: Iterable[str] | None = None,
+        carried: Iterable[str | CarriedStub] | None = None,
+        present: Iterable[CarriedStub] = (),
     ) -> None:
         """Record usage on the span and in the ledger (carried stubs, cache).
 
         ``carried``: the offload ids whose stub (not the full output) this
-        call's prompt held; None means every live offload of the conversation.
+        call's prompt held, or :class:`CarriedStub` records of offloads an
+        offload store holds (made on any worker); None means every live
+        offload of the conversation. ``present``: store-held offloads whose
+        stub the prompt holds though a recall brought their output back.
         A ``usage`` that is not a :class:`ModelUsage` is logged as a
         ``seamscope.telemetry.error`` and ignored (never raised into the loop).
         """
@@ -403,7 +435,12 @@ class ChatCall:
             carried = tuple(carried)
         if turn.conversation_id:
             account = turn.layer.ledger.record_model_call(
-                turn.conversation_id, model=self.model, usage=usage, carried=carried
+                turn.conversation_id,
+                model=self.model,
+                usage=usage,
+                carried=carried,
+                present=present,
+                store=turn.store,
             )
             compacted = bool(carried) if carried is not None else bool(account.by_mechanism)
         else:
@@ -571,8 +608,13 @@ class Iteration:
 
         A fired decision is followed by the ledger under its offload id, its
         stub priced at the size of the stub really sent
-        (:func:`~seamscope.adapters._kit.offload_stub`, chars / 4), not the
-        gate's assumed size.
+        (:func:`~seamscope.loop.offload_stub`, chars / 4), not the
+        gate's assumed size. A text output that fires is first kept in the
+        turn's offload store (:attr:`Turn.store`), where any worker's recall
+        finds it; when the store does not keep it, no offload is made (the
+        decision does not fire, reason code ``store_failed``: the output
+        stays in the prompt). Outputs the store's size bound drops to make
+        room are settled then.
         """
         if isinstance(output, str):
             tokens = estimate_tokens(output)
@@ -585,10 +627,38 @@ class Iteration:
         turn = self.turn
         layer = turn.layer
         model = self.model or layer.router.default_model.model_name
+        evicted: list[str] = []
+
+        def keep(fired: OffloadGateDecision) -> None:
+            if not isinstance(output, str) or not fired.offload_id:
+                return
+            stub = offload_stub(fired, call.name)
+            now = time.time()
+            evicted.extend(
+                turn.store.put(
+                    StoredOffload(
+                        offload_id=fired.offload_id,
+                        conversation_id=turn.offload_scope or turn.conversation_id or "",
+                        call_id=call.id,
+                        tool_name=call.name,
+                        model=fired.model_name,
+                        stub=stub,
+                        output_tokens=fired.output_tokens,
+                        stub_tokens=estimate_tokens(stub),
+                        predicted_net_saving=fired.net_saving,
+                        horizon=fired.horizon,
+                        recall_probability=fired.recall_probability,
+                        created_at=now,
+                    ),
+                    output,
+                )
+            )
+
         decision, link = layer.gate.evaluate_linked(
             tokens,
             model,
             GateCall(turn.conversation_id, turn.agent, call.name, call.id),
+            keep=keep,
         )
         shadow_fires = decision.shadow is not None and decision.shadow.fire
         if (decision.fire or shadow_fires) and turn.conversation_id:
@@ -600,6 +670,15 @@ class Iteration:
                 if decision.fire
                 else None,
                 tool_name=call.name,
+                store=turn.store if isinstance(output, str) else None,
+            )
+        for offload_id in evicted:
+            # the store dropped its content to make room: settled now, as it went
+            layer.ledger.settle_offload(
+                turn.conversation_id or "",
+                offload_id,
+                trigger=SettleTrigger.EVICTED,
+                store=turn.store,
             )
         return decision
 
@@ -698,6 +777,7 @@ class Iteration:
                 model=self.model or turn.layer.router.default_model.model_name,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
+                store=turn.store,
             )
 
 
@@ -731,6 +811,28 @@ def _selection_key(
 def _same_inputs(last: _SelectionKey, key: _SelectionKey) -> bool:
     """The same names, role, forced tool and agent, and the very catalog object."""
     return last[:5] == key[:5] and last[5] is key[5]
+
+
+def resolve_store(owner: str, store: object) -> OffloadStore:
+    """The offload store a constructor was given: a store, a URL, or None (the
+    URL in ``SEAMSCOPE_OFFLOAD_STORE``, else an in-memory store). A bad value
+    raises ValueError naming ``owner.offload_store`` (a URL's password never
+    shown)."""
+    from seamscope.stores import MemoryStore, store_from_env, store_from_url
+
+    try:
+        if store is None:
+            return store_from_env() or MemoryStore()
+        if isinstance(store, str):
+            return store_from_url(store)
+    except ValueError as exc:
+        raise ValueError(f"{owner}.offload_store: {exc}") from None
+    if not isinstance(store, OffloadStore):
+        raise ValueError(
+            f"{owner}.offload_store must be an OffloadStore, a store URL or None, "
+            f"got {type(store).__name__}"
+        )
+    return store
 
 
 def _as_str(value: object) -> str:

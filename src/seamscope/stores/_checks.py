@@ -36,7 +36,7 @@ def check_ttl(owner: str, value: object) -> float | None:
 def check_clock(owner: str, clock: object) -> Callable[[], float]:
     if not callable(clock):
         raise ValueError(f"{owner}.clock must be callable, got {type(clock).__name__}")
-    return clock  # type: ignore[return-value]
+    return clock
 
 
 def stamped(offload: StoredOffload, ttl_seconds: float | None) -> StoredOffload:

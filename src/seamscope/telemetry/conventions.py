@@ -261,6 +261,9 @@ __all__ = [
     "ABANDONED_RUN",
     "TOOL_ERROR_RESULT",
     "TOOL_CALL_BLOCKED",
+    "RECALL_UNKNOWN",
+    "RECALL_EXPIRED",
+    "RECALL_EVICTED",
     "OffloadCostKind",
     "OffloadOutcome",
     "OffloadReasonCode",
@@ -303,6 +306,22 @@ TOOL_CALL_BLOCKED: Final = "tool_call_blocked"
 
 A framework middleware inside the tool call (a risk check) answered with an
 error result without calling the tool; the span also has seamscope.dispatch.blocked."""
+
+RECALL_UNKNOWN: Final = "offload_unknown"
+"""error.type of a recall naming no offload of its conversation.
+
+The offload store holds no output by that id for the conversation (an id of
+another conversation is refused the same way)."""
+
+RECALL_EXPIRED: Final = "offload_expired"
+"""error.type of a recall of an output whose retention (the store's TTL) ended.
+
+The agent was told when it expired; the offload was settled."""
+
+RECALL_EVICTED: Final = "offload_evicted"
+"""error.type of a recall of an output the offload store's size bound dropped.
+
+The agent was told when it was dropped; the offload was settled then."""
 
 ABANDONED_RUN: Final = "abandoned"
 """error.type of an agent run that ended without reaching its end.

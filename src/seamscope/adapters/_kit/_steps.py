@@ -47,9 +47,11 @@ from seamscope.adapters._kit._models import (
 from seamscope.adapters._outputs import Outputs
 from seamscope.decisions import ModelUsage, PostModelResult, PreModelResult, ToolCall
 from seamscope.decisions.records import (
+    CarriedStub,
     DispatchRecord,
     GuardResult,
     PaletteVerdict,
+    RecallStatus,
     Seam,
     WinnerSource,
 )
@@ -117,15 +119,22 @@ def report_model_call(
     usage: ModelUsage | None,
     *,
     response_model: Any = None,
-    carried: Iterable[str] | None = None,
+    carried: Iterable[str | CarriedStub] | None = None,
+    present: Iterable[CarriedStub] = (),
+    outputs: Outputs | None = None,
 ) -> None:
     """A model call's usage on its chat span and in the ledger. ``response_model``:
     the model the response names (a non-empty str, else ignored); ``carried``:
-    the offload ids whose stub the call's prompt held."""
+    the offloads whose stub the call's prompt held (ids, or records of the
+    offload store's, :meth:`Outputs.carried`), ``present`` the store-held
+    ones whose output a recall brought back; ``outputs``: whose store the
+    turn's offloads live in."""
     if call is None or usage is None:
         return
+    if outputs is not None:
+        call.iteration.turn.store = outputs.store
     named = response_model if isinstance(response_model, str) and response_model else None
-    call.report(usage, response_model=named, carried=carried)
+    call.report(usage, response_model=named, carried=carried, present=present)
 
 
 def post_model(
@@ -252,27 +261,27 @@ def account_tool_output(
 ) -> str | None:
     """After a tool answered: the stub that replaces its output, or None.
 
-    A recall (``call`` is the recall tool) of an output this ``scope`` keeps
-    is a real cost in the ledger: the recalled text comes back as input
-    (the one token estimator), the model call's output that emitted it with
-    the first recall of the iteration (``usage``). Any other tool's text
-    output (``text``; None: not a text) at or above the gate's threshold is
-    put to the offload gate; when it fires, ``outputs`` keeps the text for
-    recall and the stub really sent is returned (the ledger prices that
-    stub, not the gate's assumed size); ``offload`` False: never (recalls and
-    re-reads are still accounted). ``reread``: the id of a compaction whose
+    A recall (``call`` is the recall tool) that found its output (the
+    outcome ``outputs`` kept when the recall tool answered) is a real cost in
+    the ledger: the recalled text comes back as input (the one token
+    estimator), the model call's output that emitted it with the first
+    recall of the iteration (``usage``). Any other tool's text output
+    (``text``; None: not a text) at or above the gate's threshold is put to
+    the offload gate; when it fires, the offload store of ``outputs`` keeps
+    the text for recall (or no offload is made) and the stub really sent is
+    returned (the ledger prices that stub, not the gate's assumed size);
+    ``offload`` False: never (recalls and re-reads are still accounted).
+    ``scope``: the conversation (kept for the adapters' signature). ``reread``: the id of a compaction whose
     cleared result this call fetches again (a framework's context editing),
     else None; its text is then a real cost, as a recall's is.
     """
     with _under(context):
         if call.name == RECALL_TOOL:
-            offload_id = str(call.args.get("offload_id", ""))
-            found = outputs.lookup(offload_id, scope)
-            if found is not None:
-                outputs.expand(offload_id)
+            outcome = outputs.outcome(call.id) if call.id else None
+            if outcome is not None and outcome.status is RecallStatus.FOUND:
                 iteration.recall(
-                    offload_id,
-                    input_tokens=estimate_tokens(found),
+                    outcome.offload_id,
+                    input_tokens=outcome.tokens,
                     output_tokens=0 if usage is None else usage.output_tokens,
                 )
             return None
@@ -287,9 +296,9 @@ def account_tool_output(
             )
         if not offload or estimate_tokens(text) < iteration.turn.layer.gate.threshold_tokens:
             return None
+        iteration.turn.store = outputs.store
+        iteration.turn.offload_scope = scope
         decision = iteration.offload(call, text)
         if not decision.fire or decision.offload_id is None:
             return None
-        stub = offload_stub(decision, call.name)
-        outputs.keep(decision.offload_id, scope, call.id, text, stub)
-        return stub
+        return offload_stub(decision, call.name)

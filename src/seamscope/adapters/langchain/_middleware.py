@@ -7,6 +7,9 @@ Each hook hands its work to a step (:mod:`._steps`) in the same order
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +36,9 @@ from seamscope.adapters.langchain._steps import ModelStep, StepContext, TailStep
 from seamscope.adapters.langchain._watch import Watcher, watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
+from seamscope.decisions import OffloadStore
+from seamscope.loop._layer import resolve_store
+from seamscope.stores import ENV_VAR, LangGraphStore, MemoryStore
 
 __all__ = ["SeamscopeMiddleware"]
 
@@ -54,8 +60,12 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     and the adopter's per-conversation data; a value, or a callable of the
     LangGraph ``Runtime`` (e.g. reading ``runtime.context``) evaluated at
     the start of each run. ``offload``: False turns the offload gate (and
-    the recall tool) off. ``max_stored_outputs``: offloaded outputs kept for
-    recall in this process.
+    the recall tool) off. ``offload_store``: where offloaded outputs live
+    (an :class:`~seamscope.decisions.OffloadStore` or a URL); None: the URL in
+    ``SEAMSCOPE_OFFLOAD_STORE``, else the LangGraph store the agent is
+    compiled with (``create_agent(..., store=...)``, seen as
+    ``runtime.store``), else this process's memory (``max_stored_outputs``
+    outputs at most, default 256).
 
     Configuration errors raise ValueError naming the argument.
     """
@@ -68,7 +78,8 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         role: str | Callable[[Any], str | None] | None = None,
         scope: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
         offload: bool = True,
-        max_stored_outputs: int = 256,
+        max_stored_outputs: int | None = None,
+        offload_store: OffloadStore | str | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(layer, DecisionLayer):
@@ -85,23 +96,39 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise ValueError("SeamscopeMiddleware.role must be a str, a callable or None")
         if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
             raise ValueError("SeamscopeMiddleware.scope must be a mapping, a callable or None")
-        if (
+        if max_stored_outputs is not None and (
             isinstance(max_stored_outputs, bool)
             or not isinstance(max_stored_outputs, int)
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeMiddleware.max_stored_outputs must be an int >= 1")
+        # an explicit store, else the environment's; None: the runtime's LangGraph
+        # store when the agent has one, else this process's memory
+        chosen: OffloadStore | None = None
+        if offload_store is not None or os.environ.get(ENV_VAR, "").strip():
+            chosen = resolve_store("SeamscopeMiddleware", offload_store)
         checks.flag("SeamscopeMiddleware", "offload", offload)
         self.layer = layer
         self.models: Mapping[str, BaseChatModel] = dict(models)
         self._offload = bool(offload)
         self._runs = Runs(layer, role, scope)
-        self._outputs = Outputs(max_stored_outputs)
+        self._outputs = Outputs(
+            chosen or MemoryStore(max_items=max_stored_outputs or 256), observer=layer.observer
+        )
+        self._chosen = chosen is not None
+        self._graph_outputs: weakref.WeakKeyDictionary[Any, Outputs] = weakref.WeakKeyDictionary()
+        self._graph_lock = threading.Lock()
         self._compactions = Compactions(_MAX_CONVERSATIONS)
         self._tail: _ModelTail | None = None
         self.tools: Sequence[BaseTool] = [self._recall_tool()] if self._offload else []
         self.kit = StepContext(
-            layer, self.models, self._offload, self._runs, self._outputs, self._compactions
+            layer,
+            self.models,
+            self._offload,
+            self._runs,
+            self._outputs,
+            self._compactions,
+            outputs_of=self._outputs_of,
         )
         """What this middleware's steps read (they never read the middleware)."""
 
@@ -132,9 +159,28 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # -- public helpers -----------------------------------------------------------
 
-    def stored_output(self, offload_id: str) -> str | None:
-        """The full text of an offloaded output still held in this process."""
-        return self._outputs.get(offload_id)
+    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
+        """The full text of an offloaded output the offload store still holds
+        (of ``conversation_id``; None: the conversation this process saw it in)."""
+        return self._outputs.get(offload_id, conversation_id)
+
+    def _outputs_of(self, runtime: Any) -> Outputs:
+        """The offloaded outputs of a run: the chosen store's, else the LangGraph
+        store the agent was compiled with, else this process's."""
+        graph_store = None if self._chosen else getattr(runtime, "store", None)
+        if graph_store is None:
+            return self._outputs
+        with self._graph_lock:
+            outputs = self._graph_outputs.get(graph_store)
+            if outputs is None:
+                try:
+                    store: OffloadStore = LangGraphStore(graph_store)
+                except Exception:
+                    failed("langchain.offload_store")
+                    return self._outputs
+                outputs = Outputs(store, observer=self.layer.observer)
+                self._graph_outputs[graph_store] = outputs
+            return outputs
 
     # -- agent hooks --------------------------------------------------------------
 
@@ -240,8 +286,8 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _recall(self, offload_id: str, runtime: Any) -> str:
         scope = self._runs.scope_of(runtime)
-        found = None if scope is None else self._outputs.lookup(offload_id, scope)
-        return translate.recall_answer(offload_id, found)
+        call_id = getattr(runtime, "tool_call_id", None)
+        return self._outputs_of(runtime).answer(scope, call_id, offload_id)
 
     def _recall_tool(self) -> BaseTool:
         def recall_tool_result(offload_id: str, runtime: ToolRuntime) -> str:

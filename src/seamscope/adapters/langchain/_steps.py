@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -69,7 +69,13 @@ class StepContext:
     runs: Runs
     outputs: Outputs
     compactions: Compactions
+    outputs_of: Callable[[Any], Outputs] | None = None
+    """The offloaded outputs of a run, by its LangGraph runtime (the store the
+    agent was compiled with, when seamscope was given none)."""
     watching: bool = False
+
+    def outputs_for(self, runtime: Any) -> Outputs:
+        return self.outputs if self.outputs_of is None else self.outputs_of(runtime)
 
 
 class SeamscopeMiddleware(Protocol):
@@ -159,12 +165,18 @@ class _ModelCallStep(_Step):
                 self.run.usage = usage
             if call is None or usage is None or message is None:
                 return
-            carried = (*translate.carried(self.request.messages), *self.compacted)
+            outputs = self.mw.outputs_for(self.request.runtime)
+            ids, back = translate.stubs(self.request.messages)
+            stubbed, present = outputs.carried(
+                None if self.run is None else self.run.scope, ids, back
+            )
             report_model_call(
                 call,
                 usage,
                 response_model=translate.response_model(message),
-                carried=tuple(dict.fromkeys(carried)),
+                carried=(*stubbed, *dict.fromkeys(self.compacted)),
+                present=present,
+                outputs=outputs,
             )
         except Exception:
             failed("langchain.usage")
@@ -190,7 +202,10 @@ class ModelStep(_ModelCallStep):
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
             self.attached = Attached(self.run.otel)
-            offered = translate.offered(request.tools, recall=mw.outputs.has(self.run.scope))
+            # the recall tool is offered whenever the prompt holds a stub (any worker's)
+            offered = translate.offered(
+                request.tools, recall=bool(translate.stubs(request.messages)[0])
+            )
             self.structured = translate.structured_tools(request)
             selection = it.select_tools(offered, fixed=self.structured)
             plan = plan_model(it, models=mw.models, own=request.model, name_of=translate.model_name)
@@ -355,7 +370,7 @@ class ToolStep(_Step):
                 it,
                 call,
                 text,
-                outputs=self.mw.outputs,
+                outputs=self.mw.outputs_for(self.request.runtime),
                 scope=scope,
                 usage=run.usage,
                 offload=self.mw.offload,

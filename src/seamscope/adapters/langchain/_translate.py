@@ -32,6 +32,7 @@ from seamscope.decisions.records import tool_name
 __all__ = [
     "bindable",
     "carried",
+    "stubs",
     "is_error_result",
     "is_summary",
     "model_name",
@@ -43,7 +44,6 @@ __all__ = [
     "offered",
     "offloadable_text",
     "prepared_request",
-    "recall_answer",
     "recall_id",
     "response_model",
     "rewrite",
@@ -233,11 +233,11 @@ def structured_calls(
 _STUB = re.compile(r"^\[offloaded (\S+): ")
 
 
-def carried(messages: Sequence[Any]) -> tuple[str, ...]:
-    """The offload ids whose stub (not the output) a model call's prompt holds:
-    the stubs in its tool messages, minus the offloads a recall in the same
-    prompt brought back."""
-    stubs: list[str] = []
+def stubs(messages: Sequence[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The offload ids whose stub a model call's prompt holds (its tool
+    messages, in order), and those of them a recall in the same prompt
+    brought back."""
+    found: list[str] = []
     recall_ids: dict[str, str] = {}
     answered: set[str] = set()
     for message in messages:
@@ -250,16 +250,25 @@ def carried(messages: Sequence[Any]) -> tuple[str, ...]:
             body = text(message.content)
             if body is None:
                 continue
-            found = _STUB.match(body)
-            if found and message.name != RECALL_TOOL:
-                stubs.append(found.group(1))
+            match = _STUB.match(body)
+            if match and message.name != RECALL_TOOL:
+                found.append(match.group(1))
             elif (
                 message.tool_call_id in recall_ids
                 and message.status != "error"
                 and not body.startswith("error:")
             ):
                 answered.add(recall_ids[message.tool_call_id])
-    return tuple(dict.fromkeys(o for o in stubs if o not in answered))
+    ids = tuple(dict.fromkeys(found))
+    return ids, tuple(o for o in ids if o in answered)
+
+
+def carried(messages: Sequence[Any]) -> tuple[str, ...]:
+    """The offload ids whose stub (not the output) a model call's prompt holds:
+    the stubs in its tool messages, minus the offloads a recall in the same
+    prompt brought back."""
+    ids, back = stubs(messages)
+    return tuple(o for o in ids if o not in back)
 
 
 def is_summary(message: Any) -> bool:
@@ -368,10 +377,3 @@ def with_content(message: ToolMessage, content: str) -> ToolMessage:
 def recall_id(call: ToolCall) -> str:
     """The offload id a recall tool call asks for."""
     return str(call.args.get("offload_id", ""))
-
-
-def recall_answer(offload_id: str, found: str | None) -> str:
-    """What the recall tool answers: the stored text, or why there is none."""
-    if found is None:
-        return f"error: no offloaded output {offload_id!r} in this conversation"
-    return found

@@ -79,8 +79,9 @@ class _Plan:
     name: str
     tools: list[Tool]
     settings: ModelSettings
-    carried: tuple[str, ...]
+    carried: tuple[Any, ...]
     named: bool = True
+    present: tuple[Any, ...] = ()
 
 
 class RoutedModel(Model):
@@ -111,6 +112,7 @@ class RoutedModel(Model):
         run, runner = self.run, self.runner
         agent, run.agent = run.agent, None
         carried, run.carried = run.carried, ()
+        present, run.present = run.present, ()
         own = self._base if self._base is not None else getattr(agent, "model", None)
         default = runner.layer.router.default_model.model_name
         try:
@@ -121,9 +123,7 @@ class RoutedModel(Model):
                 translate.messages(instructions, input), runner.role_for(agent)
             )
             with attached(run.otel):
-                offered = translate.offered(
-                    tools, recall=runner.offload and runner.outputs.has(run.scope)
-                )
+                offered = translate.offered(tools, recall=runner.offload and run.recallable)
                 selection = it.select_tools(offered)
             model_plan = plan_model(it, models=runner.models, own=own, context=run.otel)
             choice = model_plan.choice
@@ -135,7 +135,14 @@ class RoutedModel(Model):
             settings = translate.with_parameters(settings, model_plan.params)
             settings = translate.with_forced_tool(settings, selection.forced_tool)
             return _Plan(
-                it, self._resolve(choice.model), choice.name, send, settings, carried, choice.named
+                it,
+                self._resolve(choice.model),
+                choice.name,
+                send,
+                settings,
+                carried,
+                choice.named,
+                present,
             )
         except Exception:
             failed("openai_agents.before_model_call")
@@ -148,13 +155,21 @@ class RoutedModel(Model):
                 settings,
                 carried,
                 name is not None,
+                present,
             )
 
     def _report(self, plan: _Plan, call: Any, raw_usage: Any, model: Any = None) -> None:
         try:
             usage = translate.usage(raw_usage)
             self.run.usage = usage
-            report_model_call(call, usage, response_model=model, carried=plan.carried)
+            report_model_call(
+                call,
+                usage,
+                response_model=model,
+                carried=plan.carried,
+                present=plan.present,
+                outputs=self.runner.outputs,
+            )
         except Exception:
             failed("openai_agents.usage")
 
@@ -341,12 +356,16 @@ def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) 
                 for call_id, output in translate.call_outputs(model_data.input):
                     run.close_tool(call_id, output)
             if not runner.offload:
-                run.carried = ()
+                run.carried = run.present = ()
                 return model_data
-            items, carried = translate.stub_input(
-                model_data.input, runner.outputs.offloaded(run.scope)
+            # the store's outputs of the conversation, whichever worker made them:
+            # the session holds their full text, the model gets their stubs
+            held = runner.outputs.held(run.scope)
+            run.recallable = bool(held)
+            items, carried = translate.stub_input(model_data.input, held)
+            run.carried, run.present = runner.outputs.carried(
+                run.scope, carried, translate.recalled(model_data.input)
             )
-            run.carried = tuple(o for o in carried if not runner.outputs.expanded(o))
             if not carried:
                 return model_data
             return ModelInputData(input=items, instructions=model_data.instructions)

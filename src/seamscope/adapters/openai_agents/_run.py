@@ -68,7 +68,9 @@ class Run:
         self.iteration: Iteration | None = None
         self.usage: ModelUsage | None = None
         self.agent: Any = None
-        self.carried: tuple[str, ...] = ()
+        self.carried: tuple[Any, ...] = ()  # offload ids or CarriedStubs the input carries
+        self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
+        self.recallable = False  # the offload store holds outputs of this conversation
         self._spans = RunSpans("openai_agents", failed)
         self._tools: dict[str, tuple[ToolSpan, ToolCall, list[BaseException]]] = {}
         # the caller's own RunConfig (nested runs get a copy of it of their own)

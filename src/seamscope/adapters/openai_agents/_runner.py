@@ -18,6 +18,7 @@ from typing import Any
 
 from seamscope._internal import checks
 from seamscope.adapters._kit import resolve_role, resolve_scope
+from seamscope.adapters._outputs import adapter_store
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
@@ -41,6 +42,7 @@ from seamscope.adapters.openai_agents._model import (
 )
 from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
 from seamscope.adapters.react import RECALL_TOOL
+from seamscope.decisions import OffloadStore
 
 __all__ = ["SeamscopeRunner"]
 
@@ -67,7 +69,10 @@ class SeamscopeRunner:
     ``scope``: the adopter's data for policies, a mapping or a callable of
     the run's ``context`` evaluated when the run starts. ``offload``: False
     turns the offload gate (and the recall tool) off.
-    ``max_stored_outputs``: offloaded outputs kept for recall in this process.
+    ``offload_store``: where offloaded outputs live (an
+    :class:`~seamscope.decisions.OffloadStore` or a URL); None: the layer's
+    (its ``offload_store``, ``SEAMSCOPE_OFFLOAD_STORE``, or this process's
+    memory: ``max_stored_outputs`` outputs at most when given).
 
     Configuration errors raise ValueError naming the argument.
     """
@@ -80,7 +85,8 @@ class SeamscopeRunner:
         role: str | Callable[[Any], str | None] | None = None,
         scope: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
         offload: bool = True,
-        max_stored_outputs: int = 256,
+        max_stored_outputs: int | None = None,
+        offload_store: OffloadStore | str | None = None,
     ) -> None:
         if not isinstance(layer, DecisionLayer):
             raise ValueError("SeamscopeRunner.layer must be a DecisionLayer")
@@ -96,17 +102,18 @@ class SeamscopeRunner:
             raise ValueError("SeamscopeRunner.role must be a str, a callable or None")
         if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
             raise ValueError("SeamscopeRunner.scope must be a mapping, a callable or None")
-        if (
+        if max_stored_outputs is not None and (
             isinstance(max_stored_outputs, bool)
             or not isinstance(max_stored_outputs, int)
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeRunner.max_stored_outputs must be an int >= 1")
+        store = adapter_store("SeamscopeRunner", layer, offload_store, max_stored_outputs)
         checks.flag("SeamscopeRunner", "offload", offload)
         self.layer = layer
         self.models: Mapping[str, Model] = dict(models)
         self.offload = bool(offload)
-        self.outputs = Outputs(max_stored_outputs)
+        self.outputs = Outputs(store, observer=layer.observer)
         self._role = role
         self._scope = scope
         self.recall_tool: FunctionTool = FunctionTool(
@@ -116,13 +123,15 @@ class SeamscopeRunner:
             on_invoke_tool=self._recall,
         )
         """The ``recall_tool_result`` tool: add it to the agents' ``tools``. It is
-        offered to the model only while the conversation has offloaded outputs."""
+        offered to the model only while the offload store holds outputs of the
+        conversation (any worker's)."""
 
     # -- public helpers -----------------------------------------------------------
 
-    def stored_output(self, offload_id: str) -> str | None:
-        """The full text of an offloaded output still held in this process."""
-        return self.outputs.get(offload_id)
+    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
+        """The full text of an offloaded output the offload store still holds
+        (of ``conversation_id``; None: the conversation this process saw it in)."""
+        return self.outputs.get(offload_id, conversation_id)
 
     def role_for(self, agent: Any) -> str | None:
         """The role of a turn of ``agent`` (default: the agent's name)."""
@@ -275,14 +284,13 @@ class SeamscopeRunner:
 
     async def _recall(self, ctx: ToolContext[Any], arguments: str) -> str:
         offload_id = translate.recall_id(arguments)
-        found: str | None = None
+        scope: str | None = None
         with contextlib.suppress(Exception):
             model = getattr(getattr(ctx, "run_config", None), "model", None)
             if isinstance(model, RoutedModel) and model.runner is self:
-                found = self.outputs.lookup(offload_id, model.run.scope)
-        if found is None:
-            return f"error: no offloaded output {offload_id!r} in this conversation"
-        return found
+                scope = model.run.scope
+        call_id = getattr(ctx, "tool_call_id", None)
+        return self.outputs.answer(scope, call_id if isinstance(call_id, str) else None, offload_id)
 
 
 def _streamed_error(task: asyncio.Task[Any], result: RunResultStreaming) -> BaseException | None:

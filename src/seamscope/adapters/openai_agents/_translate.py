@@ -32,6 +32,7 @@ __all__ = [
     "Offloaded",
     "agent_tool",
     "call_outputs",
+    "recalled",
     "conversation_id",
     "emitted",
     "messages",
@@ -168,6 +169,25 @@ def stub_input(
                 carried.append(found.offload_id)
         out.append(item)
     return out, tuple(carried)
+
+
+def recalled(items: Any) -> tuple[str, ...]:
+    """The offload ids a recall in the model input brought back (a recall call
+    whose output is not an error)."""
+    if isinstance(items, str) or not isinstance(items, Sequence):
+        return ()
+    asked: dict[str, str] = {}
+    back: list[str] = []
+    for item in items:
+        kind = _field(item, "type")
+        if kind == "function_call" and _field(item, "name") == RECALL_TOOL:
+            asked[str(_field(item, "call_id") or "")] = recall_id(_field(item, "arguments"))
+        elif kind == "function_call_output":
+            offload_id = asked.get(str(_field(item, "call_id") or ""))
+            output = _field(item, "output")
+            if offload_id and not (isinstance(output, str) and output.startswith("error:")):
+                back.append(offload_id)
+    return tuple(back)
 
 
 def call_outputs(items: Any) -> list[tuple[str, Any]]:

@@ -58,7 +58,8 @@ from seamscope.adapters.pydantic_ai._framework import (
     UsageLimitExceeded,
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
-from seamscope.decisions import ToolCall
+from seamscope.adapters._outputs import adapter_store
+from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.loop import ChatCall, DecisionLayer, Turn
 from seamscope.telemetry import conventions as c
 
@@ -99,8 +100,10 @@ class SeamscopeCapability(AbstractCapability[Any]):
     callable of the ``RunContext``, or None (the agent's ``name``).
     ``scope``: the adopter's data for policies, a mapping or a callable of
     the run's ``deps``. ``offload``: False turns the offload gate (and the
-    recall tool) off. ``max_stored_outputs``: offloaded outputs kept for
-    recall in this process. ``genai_spans``: whether seamscope opens its own
+    recall tool) off. ``offload_store``: where offloaded outputs live (an
+    :class:`~seamscope.decisions.OffloadStore` or a URL); None: the layer's
+    (its ``offload_store``, ``SEAMSCOPE_OFFLOAD_STORE``, or this process's
+    memory: ``max_stored_outputs`` outputs at most when given). ``genai_spans``: whether seamscope opens its own
     ``invoke_agent``/``chat``/``execute_tool`` spans; None (the default)
     means "unless pydantic-ai's own instrumentation is on for the run".
 
@@ -117,8 +120,9 @@ class SeamscopeCapability(AbstractCapability[Any]):
         role: str | Callable[[RunContext[Any]], str | None] | None = None,
         scope: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
         offload: bool = True,
-        max_stored_outputs: int = 256,
+        max_stored_outputs: int | None = None,
         genai_spans: bool | None = None,
+        offload_store: OffloadStore | str | None = None,
     ) -> None:
         if not isinstance(layer, DecisionLayer):
             raise ValueError("SeamscopeCapability.layer must be a DecisionLayer")
@@ -136,12 +140,13 @@ class SeamscopeCapability(AbstractCapability[Any]):
             raise ValueError("SeamscopeCapability.role must be a str, a callable or None")
         if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
             raise ValueError("SeamscopeCapability.scope must be a mapping, a callable or None")
-        if (
+        if max_stored_outputs is not None and (
             isinstance(max_stored_outputs, bool)
             or not isinstance(max_stored_outputs, int)
             or max_stored_outputs < 1
         ):
             raise ValueError("SeamscopeCapability.max_stored_outputs must be an int >= 1")
+        store = adapter_store("SeamscopeCapability", layer, offload_store, max_stored_outputs)
         checks.flag("SeamscopeCapability", "offload", offload)
         if genai_spans is not None and not isinstance(genai_spans, bool):
             raise ValueError("SeamscopeCapability.genai_spans must be a bool or None")
@@ -151,13 +156,13 @@ class SeamscopeCapability(AbstractCapability[Any]):
         self.layer = layer
         self.models: Mapping[str, Model] = dict(models)
         self.offload = bool(offload)
-        self.outputs = Outputs(max_stored_outputs)
+        self.outputs = Outputs(store, observer=layer.observer)
         self.genai_spans = genai_spans
         self._role = role
         self._scope = scope
         self.recall_toolset: FunctionToolset[Any] = FunctionToolset([self._recall_tool()])
         """The toolset holding ``recall_tool_result`` (added to the agent by the
-        capability). It is offered only while the conversation has offloaded outputs."""
+        capability). It is offered whenever the request's messages hold a stub."""
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -167,9 +172,10 @@ class SeamscopeCapability(AbstractCapability[Any]):
 
     # -- public helpers -----------------------------------------------------------
 
-    def stored_output(self, offload_id: str) -> str | None:
-        """The full text of an offloaded output still held in this process."""
-        return self.outputs.get(offload_id)
+    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
+        """The full text of an offloaded output the offload store still holds
+        (of ``conversation_id``; None: the conversation this process saw it in)."""
+        return self.outputs.get(offload_id, conversation_id)
 
     def role_for(self, ctx: RunContext[Any]) -> str | None:
         """The role of a run (default: the agent's name)."""
@@ -199,10 +205,7 @@ class SeamscopeCapability(AbstractCapability[Any]):
         async def recall_tool_result(ctx: RunContext[Any], offload_id: str) -> str:
             """Bring back the full text of a tool output that was offloaded from the
             conversation. Pass the offload id named in the stub that replaced it."""
-            found = outputs.lookup(offload_id, _scope(ctx))
-            if found is None:
-                return f"error: no offloaded output {offload_id!r} in this conversation"
-            return found
+            return outputs.answer(_scope(ctx), ctx.tool_call_id, offload_id)
 
         recall_tool_result.__name__ = RECALL_TOOL
         return recall_tool_result
@@ -273,9 +276,10 @@ class _RunCapability(AbstractCapability[Any]):
             if it is None:
                 return tool_defs
             with attached(run.otel):
-                offered = translate.offered(
-                    tool_defs, recall=parent.offload and parent.outputs.has(run.scope)
-                )
+                # the recall tool is offered whenever the prompt holds a stub
+                # (any worker's: the history may have been saved and reloaded)
+                has_stub = bool(translate.stubs(ctx.messages)[0])
+                offered = translate.offered(tool_defs, recall=parent.offload and has_stub)
                 selection = it.select_tools(offered)
             return [t for t in selection.tools if isinstance(t, ToolDefinition)]
         except Exception:
@@ -312,12 +316,8 @@ class _RunCapability(AbstractCapability[Any]):
                     }
                 if updates:
                     request_context = dataclasses.replace(request_context, **updates)
-                offloaded = parent.outputs.offloaded(run.scope)
-                run.carried = tuple(
-                    o
-                    for o in translate.carried(request_context.messages, offloaded)
-                    if not parent.outputs.expanded(o)
-                )
+                ids, back = translate.stubs(request_context.messages)
+                run.carried, run.present = parent.outputs.carried(run.scope, ids, back)
                 name, named = choice.name, choice.named
         except Exception:
             failed("pydantic_ai.before_model_request")
@@ -366,7 +366,12 @@ class _RunCapability(AbstractCapability[Any]):
             usage = translate.usage(response.usage)
             run.usage = usage
             report_model_call(
-                run.chat, usage, response_model=response.model_name, carried=run.carried
+                run.chat,
+                usage,
+                response_model=response.model_name,
+                carried=run.carried,
+                present=run.present,
+                outputs=self.parent.outputs,
             )
         except Exception:
             failed("pydantic_ai.usage")

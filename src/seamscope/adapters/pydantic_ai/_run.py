@@ -72,7 +72,8 @@ class Run:
         self.iteration: Iteration | None = None
         self.chat: ChatCall | None = None
         self.usage: ModelUsage | None = None
-        self.carried: tuple[str, ...] = ()
+        self.carried: tuple[Any, ...] = ()  # offload ids or CarriedStubs the request carries
+        self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
         self._spans = RunSpans("pydantic_ai", failed)
 
     @property
@@ -97,7 +98,7 @@ class Run:
             self.iteration = iteration
             self.chat = None
             self.usage = None
-            self.carried = ()
+            self.carried = self.present = ()
             return iteration
 
     def close(self, exc: BaseException | None = None) -> None:

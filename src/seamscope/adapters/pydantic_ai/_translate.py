@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from seamscope.adapters._outputs import Offloaded
+from seamscope.adapters._outputs import stub_id
 from seamscope.adapters.pydantic_ai._framework import (
     ModelRequest,
     ModelResponse,
@@ -29,7 +29,7 @@ from seamscope.loop import RECALL_TOOL
 __all__ = [
     "Offloaded",
     "call_args",
-    "carried",
+    "stubs",
     "emitted",
     "messages",
     "offered",
@@ -203,19 +203,27 @@ def usage(raw: Any) -> ModelUsage | None:
 # -- tool results and the offloads a request carries ----------------------------------------
 
 
-def carried(history: Iterable[Any], offloaded: Mapping[str, Offloaded]) -> tuple[str, ...]:
-    """The offload ids whose stub a request's messages hold (a tool return of
-    the offloaded call, by call id, whose content is still the stub)."""
-    out: list[str] = []
+def stubs(history: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The offload ids whose stub a request's messages hold (tool returns whose
+    content is one of seamscope's stubs, in order), and those of them a
+    recall in the same messages brought back."""
+    found: list[str] = []
+    asked: dict[str, str] = {}
+    back: set[str] = set()
     for message in history:
-        if not isinstance(message, ModelRequest):
-            continue
-        for part in message.parts:
-            if isinstance(part, ToolReturnPart):
-                found = offloaded.get(part.tool_call_id)
-                if found is not None and part.content == found.stub:
-                    out.append(found.offload_id)
-    return tuple(out)
+        for part in getattr(message, "parts", ()):
+            if isinstance(part, ToolCallPart) and part.tool_name == RECALL_TOOL:
+                asked[part.tool_call_id] = recall_id(call_args(part))
+            elif isinstance(part, ToolReturnPart):
+                offload_id = stub_id(part.content)
+                if offload_id is not None and part.tool_name != RECALL_TOOL:
+                    found.append(offload_id)
+                elif part.tool_call_id in asked and not (
+                    isinstance(part.content, str) and part.content.startswith("error:")
+                ):
+                    back.add(asked[part.tool_call_id])
+    ids = tuple(dict.fromkeys(found))
+    return ids, tuple(o for o in ids if o in back)
 
 
 def offloadable_text(result: Any) -> str | None:

@@ -16,6 +16,7 @@ from seamscope.decisions.records._enums import (
     PriorSource,
     SettleTrigger,
 )
+from seamscope.decisions.records._stored import StoredOffload
 from seamscope.decisions.records._values import (
     _ZERO,
     ModelUsage,
@@ -236,6 +237,10 @@ class CarriedStub:
     offload_id: str
     output_tokens: float
     stub_tokens: float = DEFAULT_STUB_TOKENS
+    offload: StoredOffload | None = field(default=None, compare=False)
+    """The offload store's record of it, when a store holds it: the ledger
+    then follows it here too (its accounts go to the store, whichever worker
+    made it) and can settle it."""
 
     def __post_init__(self) -> None:
         _nonempty_str("CarriedStub", "offload_id", self.offload_id)
