@@ -25,7 +25,6 @@ from seamscope.adapters._kit import (
     structured_answers,
 )
 from seamscope.adapters._outputs import Outputs
-from seamscope.stores import MemoryStore
 from seamscope.decisions import (
     Message,
     ModelConfig,
@@ -36,6 +35,7 @@ from seamscope.decisions import (
 )
 from seamscope.decisions.records import Compaction, OffloadMechanism
 from seamscope.loop import DecisionLayer
+from seamscope.stores import MemoryStore
 from seamscope.telemetry import conventions as c
 
 MODEL = "m-big"

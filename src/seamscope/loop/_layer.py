@@ -62,7 +62,6 @@ from seamscope._internal import (
 )
 from seamscope.decisions import (
     DecisionObserver,
-    OffloadStore,
     DispatchContext,
     Message,
     ModelConfig,
@@ -70,6 +69,7 @@ from seamscope.decisions import (
     OffloadGate,
     OffloadGateDecision,
     OffloadLedger,
+    OffloadStore,
     PostModelResult,
     PreModelResult,
     PricingTable,

@@ -271,9 +271,10 @@ def account_tool_output(
     the text for recall (or no offload is made) and the stub really sent is
     returned (the ledger prices that stub, not the gate's assumed size);
     ``offload`` False: never (recalls and re-reads are still accounted).
-    ``scope``: the conversation (kept for the adapters' signature). ``reread``: the id of a compaction whose
-    cleared result this call fetches again (a framework's context editing),
-    else None; its text is then a real cost, as a recall's is.
+    ``scope``: whose offloads a recall may read (the conversation, else the
+    adapter's run). ``reread``: the id of a compaction whose cleared result
+    this call fetches again (a framework's context editing), else None; its
+    text is then a real cost, as a recall's is.
     """
     with _under(context):
         if call.name == RECALL_TOOL:

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from seamscope._internal import checks
-from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
     AgentMiddleware,
     AgentState,

@@ -44,6 +44,7 @@ from seamscope.adapters._kit import (
     resolve_scope,
     structured_answers,
 )
+from seamscope.adapters._outputs import adapter_store
 from seamscope.adapters.pydantic_ai import _translate as translate
 from seamscope.adapters.pydantic_ai._framework import (
     AbstractCapability,
@@ -58,7 +59,6 @@ from seamscope.adapters.pydantic_ai._framework import (
     UsageLimitExceeded,
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
-from seamscope.adapters._outputs import adapter_store
 from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.loop import ChatCall, DecisionLayer, Turn
 from seamscope.telemetry import conventions as c
@@ -103,8 +103,9 @@ class SeamscopeCapability(AbstractCapability[Any]):
     recall tool) off. ``offload_store``: where offloaded outputs live (an
     :class:`~seamscope.decisions.OffloadStore` or a URL); None: the layer's
     (its ``offload_store``, ``SEAMSCOPE_OFFLOAD_STORE``, or this process's
-    memory: ``max_stored_outputs`` outputs at most when given). ``genai_spans``: whether seamscope opens its own
-    ``invoke_agent``/``chat``/``execute_tool`` spans; None (the default)
+    memory: ``max_stored_outputs`` outputs at most when given).
+    ``genai_spans``: whether seamscope opens its own ``invoke_agent``,
+    ``chat`` and ``execute_tool`` spans; None (the default)
     means "unless pydantic-ai's own instrumentation is on for the run".
 
     Configuration errors raise ValueError naming the argument.

@@ -27,7 +27,6 @@ from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
 from seamscope.loop import RECALL_TOOL
 
 __all__ = [
-    "Offloaded",
     "call_args",
     "stubs",
     "emitted",
