@@ -83,6 +83,7 @@ def test_unknown_postgres_internals_fall_back_to_best_effort_claims_with_a_warni
     class Changed(PostgresStore):
         MIGRATIONS = ("CREATE TABLE IF NOT EXISTS store_items (id text PRIMARY KEY);",)
 
+    postgres_server.store()  # the real store table exists (it is where items still go)
     with caplog.at_level(logging.WARNING, logger="seamscope.stores"):
         store = LangGraphStore(Changed(postgres_server.connect()), namespace=_namespace())
     assert store._insert is None
