@@ -20,11 +20,11 @@ from typing import Any
 
 from opentelemetry import trace
 
+from seamscope._internal import record_error
 from seamscope.decisions import OffloadStore
 from seamscope.decisions.records import CarriedStub, RecallStatus, StoredOffload
 from seamscope.loop import RECALL_TOOL, estimate_tokens
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._genai import record_error
 
 __all__ = [
     "Offloaded",

@@ -6,10 +6,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from urllib.parse import urlsplit, urlunsplit
 
 from seamscope.decisions.records import StoredOffload
 
-__all__ = ["check_clock", "check_limit", "check_seconds", "check_ttl", "stamped"]
+__all__ = [
+    "check_clock",
+    "check_limit",
+    "check_seconds",
+    "check_ttl",
+    "redacted",
+    "stamped",
+]
 
 
 def check_limit(owner: str, field: str, value: object) -> int:
@@ -45,3 +53,18 @@ def stamped(offload: StoredOffload, ttl_seconds: float | None) -> StoredOffload:
     if offload.expires_at is not None or ttl_seconds is None:
         return offload
     return replace(offload, expires_at=offload.created_at + ttl_seconds)
+
+
+def redacted(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

@@ -20,9 +20,15 @@ from seamscope.decisions.records import (
     RecallStatus,
     StoredOffload,
 )
-from seamscope.stores._checks import check_clock, check_limit, check_seconds, check_ttl, stamped
+from seamscope.stores._checks import (
+    check_clock,
+    check_limit,
+    check_seconds,
+    check_ttl,
+    redacted,
+    stamped,
+)
 from seamscope.stores._codec import delta_text, offload_fields, offload_from, totals_of
-from seamscope.stores._url import redacted
 
 __all__ = ["RedisStore"]
 

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from seamscope.decisions import OffloadStore
+from seamscope.stores._checks import redacted
 
 __all__ = ["ENV_VAR", "redacted", "store_from_env", "store_from_url"]
 
@@ -22,21 +23,6 @@ _SETTINGS: dict[str, Callable[[str], Any]] = {
     "timeout": float,
     "prefix": str,
 }
-
-
-def redacted(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def _options(scheme: str, query: str, allowed: tuple[str, ...], shown: str) -> dict[str, Any]:
