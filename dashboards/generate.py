@@ -114,6 +114,8 @@ L_MIDDLEWARE = label(c.ATTR_MIDDLEWARE_NAME)
 L_MIDDLEWARE_DECISION = label(c.ATTR_MIDDLEWARE_DECISION)
 L_TOOL = label(c.ATTR_GEN_AI_TOOL_NAME)
 L_SHADOW_BASIS = label(c.ATTR_OFFLOAD_SHADOW_BASIS)
+L_STORE_OPERATION = label(c.ATTR_OFFLOAD_STORE_OPERATION)
+L_ERROR_TYPE = label(c.ATTR_ERROR_TYPE)
 
 POLICY_EVALUATIONS = c.METRIC_POLICY_EVALUATIONS.prometheus
 POLICY_WINS = c.METRIC_POLICY_WINS.prometheus
@@ -127,6 +129,7 @@ REALIZED_COSTS = c.METRIC_OFFLOAD_REALIZED_COSTS.prometheus
 RECALLS = c.METRIC_OFFLOAD_RECALLS.prometheus
 SETTLED = c.METRIC_OFFLOAD_SETTLED.prometheus
 SHADOW_DISAGREEMENTS = c.METRIC_OFFLOAD_SHADOW_DISAGREEMENTS.prometheus
+STORE_ERRORS = c.METRIC_OFFLOAD_STORE_ERRORS.prometheus
 SHADOW_SAVINGS = c.METRIC_OFFLOAD_SHADOW_SAVINGS.prometheus
 SHADOW_COSTS = c.METRIC_OFFLOAD_SHADOW_COSTS.prometheus
 REMAINING_TURNS = c.METRIC_OFFLOAD_REMAINING_TURNS.prometheus
@@ -1500,6 +1503,22 @@ OFFLOAD = Dashboard(
                     ),
                     "percentunit",
                     w=8,
+                ),
+                Graph(
+                    "Offload store failures by call and error type",
+                    "Offload store calls per second that failed (the store down, slow or "
+                    "full), by operation and error type. A failed put made no offload (the "
+                    "output stayed in the prompt: gate reason store_failed); a failed recall "
+                    "told the agent to retry; failed accounts or claims leave the offload "
+                    "to be settled later by any worker.",
+                    (
+                        Query(
+                            sum_by([L_STORE_OPERATION, L_ERROR_TYPE], rate(STORE_ERRORS)),
+                            legend(L_STORE_OPERATION, L_ERROR_TYPE),
+                        ),
+                    ),
+                    "ops",
+                    w=12,
                 ),
                 Graph(
                     "Shadow disagreements by model and tool",

@@ -185,6 +185,7 @@ CORE_ENUMS = {
     "PolicyResult",
     "PricingSource",
     "PriorSource",
+    "RecallStatus",
     "Seam",
     "SettleTrigger",
     "StageOutcomeKind",

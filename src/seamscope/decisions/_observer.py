@@ -183,6 +183,13 @@ class NoopObserver:
         shadow configuration of the gate would have realized on its course."""
         return None
 
+    def on_store_failed(self, operation: str, error_type: str) -> None:
+        """An optional extension of the protocol: the offload store did not
+        answer ``operation`` (``put``, ``recall``, ``offloads``, ``lookup``,
+        ``add``, ``claim``, ``due``); ``error_type`` is what it raised. The
+        loop went on (a put that failed made no offload)."""
+        return None
+
 
 NOOP_OBSERVER = NoopObserver()
 

@@ -346,7 +346,7 @@ class OffloadGate:
         if decision.fire:
             decision = replace(decision, offload_id=self._new_id())
             if keep is not None:
-                decision = _kept(decision, keep)
+                decision = _kept(decision, keep, self._observer)
         link = self._observer.end_offload_gate(handle, decision)
         return decision, link
 
@@ -377,7 +377,9 @@ class OffloadGate:
 
 
 def _kept(
-    decision: OffloadGateDecision, keep: Callable[[OffloadGateDecision], None]
+    decision: OffloadGateDecision,
+    keep: Callable[[OffloadGateDecision], None],
+    observer: DecisionObserver,
 ) -> OffloadGateDecision:
     """The fired decision, or one that does not fire when its output could
     not be kept (the output stays in the prompt: nothing is lost)."""
@@ -388,6 +390,9 @@ def _kept(
             "OffloadGate: the offload store did not keep the output (%s): not offloaded",
             type(exc).__qualname__,
         )
+        hook = getattr(observer, "on_store_failed", None)
+        if hook is not None:
+            hook("put", type(exc).__qualname__)
         return replace(
             decision,
             fire=False,

@@ -164,6 +164,7 @@ class Instruments:
         "offload_shadow_costs",
         "offload_shadow_disagreements",
         "offload_shadow_savings",
+        "offload_store_errors",
         "policy_evaluations",
         "policy_wins",
         "redirects",
@@ -200,6 +201,7 @@ class Instruments:
             meter, c.METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY
         )
         self.model_input_tokens = _counter(meter, c.METRIC_MODEL_INPUT_TOKENS)
+        self.offload_store_errors = _counter(meter, c.METRIC_OFFLOAD_STORE_ERRORS)
         self.middleware_decisions = _counter(meter, c.METRIC_MIDDLEWARE_DECISIONS)
         self.middleware_cost = _counter(meter, c.METRIC_MIDDLEWARE_COST)
         self.decision_duration = _histogram(meter, c.METRIC_DECISION_DURATION)

@@ -700,6 +700,29 @@ class OTelObserver:
         except Exception as exc:
             telemetry_error("on_offload_settled", exc)
 
+    def on_store_failed(self, operation: str, error_type: str) -> None:
+        """A counted store error (``seamscope.offload.store_errors``) and a WARNING
+        log event; never raises."""
+        try:
+            if self._metrics_on:
+                self._add(
+                    self.instruments.offload_store_errors,
+                    1,
+                    {
+                        c.ATTR_OFFLOAD_STORE_OPERATION: self._label(
+                            c.ATTR_OFFLOAD_STORE_OPERATION, operation
+                        ),
+                        c.ATTR_ERROR_TYPE: self._label(c.ATTR_ERROR_TYPE, error_type),
+                    },
+                )
+            log_event(
+                "warning",
+                c.LOG_OFFLOAD_STORE_FAILED,
+                **{c.ATTR_OFFLOAD_STORE_OPERATION: operation, c.ATTR_ERROR_TYPE: error_type},
+            )
+        except Exception as exc:
+            telemetry_error("on_store_failed", exc)
+
     def on_shadow_settled(self, settlement: ShadowSettlement) -> None:
         """The shadow configuration's savings and costs on a settled conversation,
         and a ``seamscope.offload.shadow_settle`` span placed as the conversation's

@@ -36,6 +36,7 @@ from seamscope.decisions.records import (
     PolicyResult,
     PricingSource,
     PriorSource,
+    RecallStatus,
     Seam,
     SettleTrigger,
     StageOutcomeKind,
@@ -189,6 +190,7 @@ __all__ = [
     "ATTR_STAGE_REASON",
     "ATTR_USAGE_CACHE",
     "ATTR_OFFLOAD_MECHANISM",
+    "ATTR_OFFLOAD_STORE_OPERATION",
     "ATTR_COMPACTION_REMOVED_TOKENS",
     "ATTR_COMPACTION_KEPT_TOKENS",
     "ATTR_COMPACTION_TOOL_CALL_IDS",
@@ -228,6 +230,7 @@ __all__ = [
     "LOG_ADOPTER_ERROR",
     "LOG_OFFLOAD_DECIDED",
     "LOG_OFFLOAD_SETTLED",
+    "LOG_OFFLOAD_STORE_FAILED",
     "LOG_MODEL_UNAVAILABLE",
     "LOG_PALETTE_GATE_DROP",
     "LOG_POLICY_ERROR",
@@ -244,6 +247,7 @@ __all__ = [
     "METRIC_OFFLOAD_SETTLED",
     "METRIC_OFFLOAD_SHADOW_DISAGREEMENTS",
     "METRIC_OFFLOAD_SHADOW_SAVINGS",
+    "METRIC_OFFLOAD_STORE_ERRORS",
     "METRIC_OFFLOAD_SHADOW_COSTS",
     "METRIC_OFFLOAD_REMAINING_TURNS",
     "METRIC_OFFLOAD_RECALLED_OFFLOADS",
@@ -280,6 +284,7 @@ __all__ = [
     "SPAN_SEAM_PRE_MODEL",
     "SPAN_SELECT_TOOLS",
     "SPAN_STAGE",
+    "RecallStatus",
     "Seam",
     "SelectionSet",
     "SettleTrigger",
@@ -586,6 +591,9 @@ ATTR_OFFLOAD_ACTIVE: Final = "seamscope.offload.active"
 """Metric attribute ``"true"``/``"false"``: the conversation has a live offload."""
 ATTR_OFFLOAD_MECHANISM: Final = "seamscope.offload.mechanism"
 """What took the content out of the prompt (:class:`OffloadMechanism`)."""
+ATTR_OFFLOAD_STORE_OPERATION: Final = "seamscope.offload.store_operation"
+"""Metric and log attribute: the offload store call that failed (``put``, ``recall``,
+``offloads``, ``lookup``, ``add``, ``claim``, ``due``)."""
 ATTR_COMPACTION_REMOVED_TOKENS: Final = "seamscope.compaction.removed_tokens"
 """float: estimated tokens a compaction took out of the prompt (chars / 4)."""
 ATTR_COMPACTION_KEPT_TOKENS: Final = "seamscope.compaction.kept_tokens"
@@ -681,6 +689,8 @@ LOG_MODEL_UNAVAILABLE: Final = "seamscope.model.unavailable"
 """WARN: the PRE seam chose a model the adapter cannot call; the request's model ran."""
 LOG_MIDDLEWARE_DECIDED: Final = "seamscope.middleware.decided"
 """INFO: a framework middleware's decision (name, kind, reason)."""
+LOG_OFFLOAD_STORE_FAILED: Final = "seamscope.offload.store_failed"
+"""WARNING: the offload store did not answer (operation, error.type); the loop went on."""
 LOG_TELEMETRY_ERROR: Final = "seamscope.telemetry.error"
 """ERROR: seamscope's own telemetry code failed; the loop went on."""
 
@@ -694,6 +704,7 @@ LOG_EVENTS: Final = (
     LOG_OFFLOAD_SETTLED,
     LOG_MODEL_UNAVAILABLE,
     LOG_MIDDLEWARE_DECIDED,
+    LOG_OFFLOAD_STORE_FAILED,
     LOG_TELEMETRY_ERROR,
 )
 
@@ -861,6 +872,14 @@ METRIC_MIDDLEWARE_DECISIONS: Final = MetricSpec(
     "Decisions a framework's own middlewares took, by middleware and kind.",
     (ATTR_MIDDLEWARE_NAME, ATTR_MIDDLEWARE_DECISION),
 )
+METRIC_OFFLOAD_STORE_ERRORS: Final = MetricSpec(
+    "seamscope.offload.store_errors",
+    "counter",
+    "{error}",
+    "Offload store calls that failed (down, slow, full), by operation and error.type: "
+    "a failed put made no offload, a failed recall told the agent to retry.",
+    (ATTR_OFFLOAD_STORE_OPERATION, ATTR_ERROR_TYPE),
+)
 METRIC_MIDDLEWARE_COST: Final = MetricSpec(
     "seamscope.middleware.cost",
     "counter",
@@ -899,6 +918,7 @@ METRICS: Final = (
     METRIC_OFFLOAD_CARRIED_TURNS,
     METRIC_OFFLOAD_PRIOR_RECALL_PROBABILITY,
     METRIC_MODEL_INPUT_TOKENS,
+    METRIC_OFFLOAD_STORE_ERRORS,
     METRIC_MIDDLEWARE_DECISIONS,
     METRIC_MIDDLEWARE_COST,
     METRIC_DECISION_DURATION,
