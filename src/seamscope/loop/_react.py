@@ -14,7 +14,6 @@ offloaded outputs), and that recall is a real cost in the ledger.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,13 +26,15 @@ from seamscope.decisions import (
     ModelConfig,
     ModelUsage,
     OffloadGateDecision,
+    OffloadStore,
     SelectionResult,
     ToolCall,
 )
-from seamscope.decisions.records import DispatchRecord, WinnerSource
+from seamscope.decisions.records import DispatchRecord, RecallStatus, WinnerSource
 from seamscope.loop._layer import DecisionLayer
 from seamscope.loop._stub import RECALL_TOOL, offload_stub
 from seamscope.loop._tokens import estimate_tokens
+from seamscope.stores import MemoryStore
 from seamscope.telemetry import conventions as c
 
 __all__ = [
@@ -107,7 +108,7 @@ class ReActAgent:
         *,
         max_iterations: int = 8,
         offload: bool = True,
-        max_stored_outputs: int = 256,
+        max_stored_outputs: int | None = None,
     ) -> None:
         if not isinstance(layer, DecisionLayer):
             raise ValueError("ReActAgent.layer must be a DecisionLayer")
@@ -131,7 +132,7 @@ class ReActAgent:
             or (max_iterations < 1)
         ):
             raise ValueError("ReActAgent.max_iterations must be an int >= 1")
-        if (
+        if max_stored_outputs is not None and (
             isinstance(max_stored_outputs, bool)
             or not isinstance(max_stored_outputs, int)
             or max_stored_outputs < 1
@@ -144,16 +145,20 @@ class ReActAgent:
         self._tools = dict(tools)
         self._max_iterations = max_iterations
         self._offload = offload
-        # offload id -> (conversation id, full output): what the recall tool returns;
-        # one agent may serve many conversations in many threads at once
-        self._store: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # the offloaded outputs live in the layer's offload store (the layer keeps
+        # a fired offload's output there); an agent built with its own bound gets
+        # an in-memory store of that size when the layer's is the in-memory default
+        self._store: OffloadStore = layer.offload_store
+        if max_stored_outputs is not None and isinstance(self._store, MemoryStore):
+            self._store = MemoryStore(max_items=max_stored_outputs)
         self._expanded: set[str] = set()  # recalled: the full output is back in the prompt
-        self._max_stored = max_stored_outputs
         self._lock = threading.Lock()
 
     def _stored_ids(self, conversation_id: str) -> list[str]:
-        with self._lock:
-            return [o for o, (conv, _) in self._store.items() if conv == conversation_id]
+        try:
+            return [o.offload_id for o in self._store.offloads(conversation_id)]
+        except Exception:
+            return []  # the store is down: nothing offered to recall, nothing carried
 
     def _carried(self, conversation_id: str | None) -> tuple[str, ...] | None:
         """This conversation's offloads whose stub, not the output, is in the prompt."""
@@ -163,10 +168,14 @@ class ReActAgent:
         with self._lock:
             return tuple(o for o in stored if o not in self._expanded)
 
-    def stored_output(self, offload_id: str) -> str | None:
-        with self._lock:
-            stored = self._store.get(offload_id)
-        return None if stored is None else stored[1]
+    def stored_output(self, offload_id: str, conversation_id: str = "") -> str | None:
+        """The full output of one of the conversation's offloads, while the
+        offload store holds it."""
+        try:
+            found = self._store.recall(conversation_id, offload_id)
+        except Exception:
+            return None
+        return found.content if found.status is RecallStatus.FOUND else None
 
     def _offered(self, conversation_id: str | None) -> list[str]:
         """The loop's tools, plus the recall tool while this conversation has a
@@ -260,7 +269,7 @@ class ReActAgent:
         with it.execute_tool(call) as span:
             if call.name == RECALL_TOOL:
                 offload_id = str(call.args.get("offload_id", ""))
-                stored = self.stored_output(offload_id)
+                stored = self.stored_output(offload_id, it.turn.conversation_id or "")
                 if stored is None:
                     _mark_error(span, "UnknownOffload")
                     return f"error: no offloaded output {offload_id!r}", None
@@ -284,14 +293,10 @@ class ReActAgent:
             it.tool_result(span, output)
         if not self._offload:
             return output, None
+        it.turn.store = self._store  # the layer keeps the fired output there
         decision = it.offload(call, output)
         if not decision.fire or decision.offload_id is None:
             return output, decision
-        with self._lock:
-            self._store[decision.offload_id] = (it.turn.conversation_id or "", output)
-            while len(self._store) > self._max_stored:
-                evicted, _ = self._store.popitem(last=False)
-                self._expanded.discard(evicted)
         return offload_stub(decision, call.name), decision
 
 
