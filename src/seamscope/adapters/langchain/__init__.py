@@ -204,9 +204,10 @@ Limitations
   trace. An interrupt inside a tool or model call pauses the run instead.
 * Runs that share a ``thread_id`` are assumed to be sequential: a new run
   closes the spans of a still-open earlier run on the same thread.
-* Offloaded outputs live in this process (``max_stored_outputs``, oldest
-  dropped first): a recall served by another worker, or after a restart,
-  answers that the output is gone.
+* Offloaded outputs live in the offload store: ``offload_store``, else
+  ``SEAMSCOPE_OFFLOAD_STORE``, else the LangGraph store the agent is
+  compiled with, else this process's memory; with a shared one any worker
+  answers a recall (docs/many-workers.md).
 * Provider-side (dict) tools pass through selection by name; a catalogue
   tool the allowlist re-adds without a bindable ``tool`` object is not bound.
 """

@@ -117,10 +117,12 @@ Limitations
   POST seam, with the emitted names; the run items and the history hold the
   rewritten calls. A stream you stop reading is not over until its task
   ends: call ``result.cancel()``.
-* Only text tool results are offloaded. Offloaded outputs live in this
-  process (``max_stored_outputs``, oldest dropped first): a dropped one is
-  no longer stubbed (the model sees the full text again), and a recall in
-  another worker answers that it is gone.
+* Only text tool results are offloaded. Offloaded outputs live in the
+  offload store (``offload_store``, ``SEAMSCOPE_OFFLOAD_STORE``; the default
+  is this process's memory): the session keeps the full text and every
+  worker stubs each output the store holds; one the store dropped (past its
+  retention) is no longer stubbed: the model sees the full text again
+  (docs/many-workers.md).
 * Runs of agents used as tools (``Agent.as_tool``) are the SDK's own nested
   runs with their own ``RunConfig``: not seen unless run through a
   ``SeamscopeRunner``. Hosted tools (web search, computer use, MCP) pass

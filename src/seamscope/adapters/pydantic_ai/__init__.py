@@ -44,8 +44,8 @@ but the offloaded outputs (kept per conversation).
   which is what the model, the message history and every later run given
   that history see. A call of ``recall_tool_result`` is a recall, a real
   cost in the ledger.
-* ``get_toolset``: the ``recall_tool_result`` tool, offered only while the
-  conversation has offloaded outputs.
+* ``get_toolset``: the ``recall_tool_result`` tool, offered whenever the
+  request's messages hold a stub (whichever worker made the offload).
 
 Spans of one run share one trace, under the caller's active span::
 
@@ -107,10 +107,11 @@ Limitations
 * Streamed runs: the POST seam runs when the streamed response is
   complete, before its tool calls execute; the stream's own part events
   have reached the consumer with the emitted names.
-* Only text tool results are offloaded. Offloaded outputs live in this
-  process (``max_stored_outputs``, oldest dropped first): the stub stays in
-  the history, and a recall in another worker, or of a dropped output,
-  answers that it is gone.
+* Only text tool results are offloaded. Offloaded outputs live in the
+  offload store (``offload_store``, ``SEAMSCOPE_OFFLOAD_STORE``; the default
+  is this process's memory): with SQLite or Redis any worker answers a
+  recall; past the store's retention a recall says when the output expired
+  (docs/many-workers.md).
 * A model swapped by a capability after seamscope's (or a
   ``RetryModelRequest`` fallback) runs under the PRE seam's ``chat`` span
   name; the span's ``gen_ai.response.model`` names the model that answered.
