@@ -56,7 +56,11 @@ class Worker:
             env=self.env,
             cwd=ROOT,
         )
-        assert "ready" == self.call("ping")["pong"]
+        try:
+            assert "ready" == self.call("ping")["pong"]
+        except BaseException:
+            self.kill()  # a worker that never answered is not left running
+            raise
 
     @property
     def pid(self) -> int:

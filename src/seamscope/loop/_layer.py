@@ -315,10 +315,15 @@ class DecisionLayer:
         with self.genai.invoke_agent(self.agent_name, conversation_id=conversation_id):
             yield Turn(self, conversation_id, messages, role, state, scope)
 
-    def end_conversation(self, conversation_id: str) -> list[Settlement]:
+    def end_conversation(
+        self, conversation_id: str, *, store: OffloadStore | str | None = None
+    ) -> list[Settlement]:
         """Settle the conversation's offloads in the ledger (with a shared
-        offload store: every worker's, each once fleet-wide)."""
-        return self.ledger.end_conversation(conversation_id, store=self.offload_store)
+        offload store: every worker's, each once fleet-wide). ``store``: the
+        one the conversation's offloads live in when it is not the layer's
+        (an adapter's own; a store or a URL)."""
+        chosen = self.offload_store if store is None else resolve_store("end_conversation", store)
+        return self.ledger.end_conversation(conversation_id, store=chosen)
 
 
 class Turn:

@@ -163,23 +163,46 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         (of ``conversation_id``; None: the conversation this process saw it in)."""
         return self._outputs.get(offload_id, conversation_id)
 
+    def end_conversation(self, conversation_id: str, *, store: Any = None) -> list[Any]:
+        """Settle a conversation's offloads (each once, fleet-wide, with a shared
+        store) where this middleware keeps them: ``store`` (an offload store, a
+        URL, or the LangGraph ``BaseStore`` the agent is compiled with, which a
+        worker that has run no turn of the agent does not know yet), else the
+        chosen store, else the LangGraph stores its runs used, else this
+        process's memory. Returns the settlements this call made."""
+        if store is not None and not isinstance(store, OffloadStore | str):
+            stores = [self._graph(store).store]
+        elif store is not None:
+            stores = [resolve_store("SeamscopeMiddleware.end_conversation", store)]
+        else:
+            with self._graph_lock:
+                seen = [o.store for o in self._graph_outputs.values()]
+            stores = seen if seen and not self._chosen else [self._outputs.store]
+        settled: list[Any] = []
+        for chosen in stores:
+            settled.extend(self.layer.end_conversation(conversation_id, store=chosen))
+        return settled
+
+    def _graph(self, graph_store: Any) -> Outputs:
+        """The outputs kept in a LangGraph store (one view per store)."""
+        with self._graph_lock:
+            outputs = self._graph_outputs.get(graph_store)
+            if outputs is None:
+                outputs = Outputs(LangGraphStore(graph_store), observer=self.layer.observer)
+                self._graph_outputs[graph_store] = outputs
+            return outputs
+
     def _outputs_of(self, runtime: Any) -> Outputs:
         """The offloaded outputs of a run: the chosen store's, else the LangGraph
         store the agent was compiled with, else this process's."""
         graph_store = None if self._chosen else getattr(runtime, "store", None)
         if graph_store is None:
             return self._outputs
-        with self._graph_lock:
-            outputs = self._graph_outputs.get(graph_store)
-            if outputs is None:
-                try:
-                    store: OffloadStore = LangGraphStore(graph_store)
-                except Exception:
-                    failed("langchain.offload_store")
-                    return self._outputs
-                outputs = Outputs(store, observer=self.layer.observer)
-                self._graph_outputs[graph_store] = outputs
-            return outputs
+        try:
+            return self._graph(graph_store)
+        except Exception:
+            failed("langchain.offload_store")
+            return self._outputs
 
     # -- agent hooks --------------------------------------------------------------
 
