@@ -35,8 +35,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pyproject runs the suite on pytest-xdist workers (``-n auto``). Each module under
     tests/e2e/, tests/stores/ and tests/fleet/ is one unit of work, run whole by one worker,
     so the real processes its module-scoped fixtures start (Prometheus, Alertmanager,
-    Phoenix, Jaeger, collectors, Redis, PostgreSQL) start once; every other test is a unit of its own. The units of several tests (the
-    end-to-end modules, which mostly wait on their processes) are handed out first.
+    Phoenix, Jaeger, collectors, Redis, PostgreSQL) start once; every other test is a unit
+    of its own. The units of several tests (the end-to-end modules, which mostly wait on
+    their processes) are handed out first.
     (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest 9.2
     no longer lets pytest-xdist 3.8 tag the node ids it groups by.)"""
     from xdist.scheduler import LoadScopeScheduling
