@@ -31,10 +31,7 @@ mechanism took the content out (``ModelCallAccount.by_mechanism``,
 Each event's realized amounts are handed to the observer as a record
 (:class:`~seamscope.decisions.records.ModelCallAccount`,
 :class:`~seamscope.decisions.records.RecallAccount`) where they happen, so
-the realized counters need no process to see the whole history. The
-per-offload :class:`~seamscope.decisions.records.Settlement` (gain, loss or
-break-even of one offload) holds where one process sees the whole
-conversation.
+the realized counters need no process to see the whole history.
 
 An offload settles at the end of its conversation (:meth:`end_conversation`),
 on an explicit :meth:`settle`, or when its conversation has been idle for
@@ -46,6 +43,25 @@ own call about every N ticks. Memory is bounded: at most ``max_conversations``
 conversations (the least recently active is settled and evicted) and
 ``max_offloads_per_conversation`` live offloads each. State is per
 conversation; one conversation's events never change another's accounts.
+
+Many workers: an offload kept in an offload store other processes see
+(:class:`~seamscope.decisions.OffloadStore` with ``shared`` true, given as
+``store=``) is settled from the store, not from this process's view. Every
+model call and recall appends what it realized for each store-held offload
+to the store (:class:`~seamscope.decisions.records.AccountDelta`), whichever
+worker served it; a stub of an offload another worker made, found in the
+prompt (a :class:`~seamscope.decisions.records.CarriedStub` carrying the
+store's record), is followed here from then on. Such an offload settles
+exactly once fleet-wide, through the store's atomic claim, from the sum of
+every worker's deltas: at conversation end or on an explicit settle (by
+whichever worker is asked, for the conversation's offloads the store holds,
+made here or not), and when idle by wall-clock time (no activity anywhere
+for ``idle_seconds``, or past the store's retention), which any worker's
+next model call finds (at most every ``idle_seconds / 4``). Rounds of one
+process and its bounds only make it forget its local view. A process that
+exits with live offloads leaves them to whichever worker settles them. Left
+to this process's view: the cache baseline (a worker that adopts an offload
+has seen no call before it: unmeasured, not charged) and shadow settlements.
 
 Shadow settlement: a fired decision that carries a shadow configuration's
 verdict (``OffloadGate(shadow=...)``), or one that did not fire while its

@@ -5,8 +5,9 @@ plain tool functions ``tool(args) -> str``. Each iteration: select tools,
 PRE seam, model call, POST seam, execute the dispatched calls, and ask the
 offload gate about each tool output. A fired offload replaces the output in
 the conversation with a short stub; the model can bring it back with the
-built-in ``recall_tool_result`` tool (offered only while the conversation has
-offloaded outputs), and that recall is a real cost in the ledger.
+built-in ``recall_tool_result`` tool (offered only while the layer's offload
+store holds outputs of the conversation), and that recall is a real cost in
+the ledger.
 
 ``seamscope demo`` runs this loop with a scripted chat model.
 """

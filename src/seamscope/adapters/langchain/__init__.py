@@ -41,10 +41,10 @@ Per tool call (``wrap_tool_call``/``awrap_tool_call``): an
 ``execute_tool {tool}`` span around the tool; then, for a text output large
 enough to reach the gate's threshold, the offload gate. When it fires, the
 ToolMessage content is replaced by a stub naming the offload id, the full
-output is kept in memory, and the model can bring it back with the
-``recall_tool_result`` tool (registered through the middleware's ``tools``,
-offered only while the conversation has offloaded outputs). A recall is a
-real cost in the ledger.
+output is kept in the offload store, and the model can bring it back with
+the ``recall_tool_result`` tool (registered through the middleware's
+``tools``, offered whenever the prompt holds a stub, whichever worker made
+it). A recall is a real cost in the ledger.
 
 LangChain's own decision middlewares
 ------------------------------------

@@ -89,8 +89,8 @@ Decisions and differences from the reference loop
   model (e.g. GPT-5 reasoning defaults) are kept for the agent's own model.
 * The POST seam sees the handoff calls too (as emitted tool calls); the
   palette gate judges a redirect against the tools selected for the call.
-* The recall tool is offered only while the conversation has offloaded
-  outputs; a recalled output is never offloaded again.
+* The recall tool is offered only while the offload store holds outputs of
+  the conversation (any worker's); a recalled output is never offloaded again.
 * An agent used as a tool (``Agent.as_tool``) runs a nested run of its own:
   an ``invoke_agent {agent}`` span under the tool's ``execute_tool`` span,
   with its own iterations (indices from 0) and decisions, in the same
