@@ -70,6 +70,9 @@ def _framework_rows(owner: str, build: Callable[..., Any], prefix: str) -> list[
         Bad(f"{prefix}-str-stored", lambda: build(max_stored_outputs="9"), V, owner,
             "max_stored_outputs"),
         Bad(f"{prefix}-str-offload", lambda: build(offload="no"), V, owner, "offload"),
+        Bad(f"{prefix}-unknown-store-url", lambda: build(offload_store="ftp://x"), V, owner,
+            "offload_store"),
+        Bad(f"{prefix}-int-store", lambda: build(offload_store=7), V, owner, "offload_store"),
         Bad(f"{prefix}-none-offload", lambda: build(offload=None), V, owner, "offload"),
     ]
     return rows
