@@ -110,7 +110,9 @@ def test_an_offload_that_no_longer_fires_gives_back_its_realized_net(
     assert Decimal("-0.0629413010811346954969252132") == realized - exact
 
 
-def _gate(span_id: str, t: int, tokens: float, *, fire: bool = False) -> dict[str, Any]:
+def _gate(
+    span_id: str, t: int, tokens: float, *, fire: bool = False, **more: Any
+) -> dict[str, Any]:
     return span(
         span_id,
         c.SPAN_OFFLOAD_GATE,
@@ -128,6 +130,7 @@ def _gate(span_id: str, t: int, tokens: float, *, fire: bool = False) -> dict[st
             c.ATTR_OFFLOAD_THRESHOLD_TOKENS: 15_000,
             c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS: 12_500,
             c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: 250,
+            **more,
         },
     )
 
@@ -177,6 +180,32 @@ def test_a_newly_fired_offload_is_expected_with_a_range_from_its_recall(
         Decimal(v) for v in conv["counterfactual_expected_range_usd"]
     ]
     assert "recorded" == conv["carried"]
+
+
+def test_an_output_the_store_did_not_keep_never_fires_in_a_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The live gate fired but the offload store failed (reason code
+    store_failed): the output stayed in the prompt whatever the gate's
+    configuration, so no replay fires it."""
+    failed = {c.ATTR_OFFLOAD_REASON_CODE: c.OffloadReasonCode.STORE_FAILED.value}
+    path = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            export_line([_chat("b000000000000001", 100)]),
+            export_line([_gate("b000000000000002", 200, 20_000.0, **failed)]),
+            export_line([_chat("b000000000000003", 300), _chat("b000000000000004", 400)]),
+        ],
+    )
+    for argv in ((), ("--set", "horizon=3")):
+        code, rows, _ = _whatif(capsys, str(path), *argv)
+        total = rows[-1]["total"]
+        assert (0, 0, 0, "0") == (
+            code,
+            total["counterfactual_fires"],
+            total["newly_fired"],
+            total["difference_exact_usd"],
+        )
 
 
 @pytest.mark.parametrize(

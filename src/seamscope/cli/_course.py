@@ -39,6 +39,8 @@ from seamscope.cli._otlp import MAX_LINE_CHARS, read_lines
 from seamscope.decisions.records import ModelUsage
 from seamscope.telemetry import conventions as c
 
+_STORE_FAILED = c.OffloadReasonCode.STORE_FAILED.value
+
 __all__ = [
     "IDLE_LINES",
     "SETTLED_IDLE_LINES",
@@ -84,6 +86,7 @@ class Gate(NamedTuple):
     recall_input_tokens: int | None
     recall_output_tokens: int | None
     net_saving_usd: float
+    store_failed: bool = False  # the gate fired but the offload store did not keep it
 
 
 class Recall(NamedTuple):
@@ -402,6 +405,7 @@ class CourseReader:
             a.int(c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS, None),
             a.int(c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS, None),
             a.float(c.ATTR_OFFLOAD_NET_SAVING_USD),
+            a.get(c.ATTR_OFFLOAD_REASON_CODE) == _STORE_FAILED,
         )
 
     @staticmethod

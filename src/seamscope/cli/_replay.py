@@ -365,6 +365,11 @@ def _gate(
             tool_name=ev.tool,
         )
     changed, decision = decided
+    if ev.store_failed:
+        # the gate fired but the store did not keep the output: under any gate
+        # configuration that output stayed in the prompt (whatif varies the gate,
+        # not the store)
+        decision = replace(decision, fire=False, offload_id=None)
     out.gates.append((ev, decision))
     if not decision.fire:
         if ev.fire:
