@@ -161,6 +161,20 @@ class Outputs:
             while len(self._outcomes) > _MAX_OUTCOMES:
                 self._outcomes.popitem(last=False)
 
+    def failed_recall(self, call_id: str) -> str | None:
+        """The ``error.type`` of the recall call ``call_id`` answered here when it
+        found nothing (for an adapter whose tool runs outside its span), else None."""
+        with self._lock:
+            outcome = self._outcomes.get(call_id)
+        if outcome is None or outcome.status is RecallStatus.FOUND:
+            return None
+        if outcome.error_type is not None:
+            return outcome.error_type
+        return {
+            RecallStatus.EXPIRED: c.RECALL_EXPIRED,
+            RecallStatus.EVICTED: c.RECALL_EVICTED,
+        }.get(outcome.status or RecallStatus.UNKNOWN, c.RECALL_UNKNOWN)
+
     def outcome(self, call_id: str) -> RecallOutcome | None:
         """The outcome of the recall call ``call_id`` answered here (once)."""
         with self._lock:

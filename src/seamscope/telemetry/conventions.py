@@ -165,6 +165,7 @@ __all__ = [
     "ATTR_OFFLOAD_SHADOW_NET_SAVING_USD",
     "ATTR_OFFLOAD_SHADOW_REASON_CODE",
     "EVENT_OFFLOAD_RECALLED",
+    "EVENT_DECISIONS_SKIPPED",
     "PriorSource",
     "ATTR_POLICY_NAME",
     "ATTR_POLICY_RESULT",
@@ -176,6 +177,8 @@ __all__ = [
     "ATTR_SELECTION_DROPPED",
     "ATTR_SELECTION_FORCED_TOOL",
     "ATTR_SELECTION_OFFERED",
+    "ATTR_SELECTION_PASSED_THROUGH",
+    "ATTR_CHAT_ATTEMPT",
     "ATTR_SELECTION_REINSTATED",
     "ATTR_SELECTION_REUSED",
     "ATTR_SELECTION_SELECTED",
@@ -417,6 +420,13 @@ ATTR_ADOPTER_SOURCE: Final = "seamscope.adopter.source"
 """What adopter code raised: match, guard, args_transform, resolver, callback."""
 ATTR_ERROR_MESSAGE: Final = "seamscope.error.message"
 """A contained error's message, truncated; recorded on events only."""
+
+ATTR_SELECTION_PASSED_THROUGH: Final = "seamscope.selection.passed_through"
+"""string[] on the iteration: the class names of offered tools without a readable
+name, sent to the model untouched (no stage judged them)."""
+ATTR_CHAT_ATTEMPT: Final = "seamscope.chat.attempt"
+"""int on a ``chat`` span: the framework's retry of the iteration's model call (2 for
+the first retry, ...); absent on the first attempt."""
 
 ATTR_SELECTION_OFFERED: Final = "seamscope.selection.offered"
 """string[]: tool names offered to the pipeline, in order."""
@@ -663,8 +673,13 @@ EVENT_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
 EVENT_OFFLOAD_RECALLED: Final = "seamscope.offload.recalled"
 """On the recall's span: offload id, conversation, model and the hop's real gen_ai.usage tokens."""
 
+EVENT_DECISIONS_SKIPPED: Final = "seamscope.decisions.skipped"
+"""On the iteration: planning the model call (selection, PRE seam) failed in seamscope's
+own code and was contained; the call ran as the framework asked (error.type, message)."""
+
 EVENTS: Final = (
-    EVENT_POLICY_EVALUATED, EVENT_ADOPTER_ERROR, EVENT_OFFLOAD_SETTLED, EVENT_OFFLOAD_RECALLED
+    EVENT_POLICY_EVALUATED, EVENT_ADOPTER_ERROR, EVENT_OFFLOAD_SETTLED, EVENT_OFFLOAD_RECALLED,
+    EVENT_DECISIONS_SKIPPED,
 )  # fmt: skip
 
 # --------------------------------------------------------------------------

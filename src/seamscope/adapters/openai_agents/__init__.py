@@ -17,9 +17,12 @@ Install the extra: ``pip install 'seamscope[openai-agents]'`` (openai-agents
     result = await seamscope.run(agent, "How did Q3 sales go?", session=session)
     layer.end_conversation(session.session_id)     # settle its offloads
 
-``run``, ``run_sync`` and ``run_streamed`` take the SDK's arguments
-(``context``, ``max_turns``, ``session``, ``run_config``, ``hooks``, ...)
-plus ``conversation=``, seamscope's conversation id.
+``run``, ``run_sync`` and ``run_streamed`` take exactly the SDK's arguments
+(``context``, ``max_turns``, ``session``, ``run_config`` as a ``RunConfig``
+or a dict, ``hooks``, ...; ``run_streamed``'s positional ones too) plus the
+keyword ``conversation=``, seamscope's conversation id. The model provider
+the SDK makes and closes itself (no ``run_config``, or a dict without
+``model_provider``) is closed when the run ends, as the SDK would.
 
 Hook points (all public; nothing in the SDK is patched)
 -------------------------------------------------------
@@ -36,7 +39,19 @@ Hook points (all public; nothing in the SDK is patched)
   the function calls in ``ModelResponse.output`` (streamed: in the final
   ``ResponseCompletedEvent``) before the runner executes them, call ids
   kept, so the history, the hooks and the SDK's own tracing show the call
-  that really ran.
+  that really ran. A call the SDK makes again without running the input
+  filter (its retry, ``ModelSettings(retry=...)``) reuses the call's plan:
+  the same model, tools and settings, in the same iteration, one ``chat``
+  span per attempt (a retry's with ``seamscope.chat.attempt``); a failed
+  stream's own stream is closed at once. The rest of the ``Model``
+  interface goes to the models the run really called
+  (``get_retry_advice`` to the one whose call failed; ``close``,
+  ``_cleanup_on_run_end`` to each); anything else the SDK reads of its
+  model (``_supports_default_prompt_cache_key``, ``model``, and the type
+  ``isinstance`` sees, through ``__class__``) is the model the SDK would
+  resolve itself for the agent it runs, so its type checks (Chat
+  Completions with output guardrails and ``previous_response_id``) decide
+  as without seamscope.
 * ``RunConfig.call_model_input_filter`` (yours runs first): notes the
   turn's agent and replaces each offloaded tool output by its stub in what
   the model is sent. The history, the session and ``to_input_list()`` keep
@@ -105,7 +120,9 @@ Decisions and differences from the reference loop
   any hook seeing the exception: its spans end, without ``error.type``.
 * Telemetry never breaks the run: a failure in seamscope's own code is
   contained (a ``seamscope.telemetry.error`` log event naming the hook) and
-  the turn runs as the SDK would have run it. The SDK's exceptions cross
+  the turn runs as the SDK would have run it. A model call whose planning
+  failed (no selection, no PRE seam) says so on its iteration: a
+  ``seamscope.decisions.skipped`` event with ``error.type``. The SDK's exceptions cross
   unchanged; the spans still open when a run ends (an error, a cancelled
   stream) end with its ``error.type``.
 
@@ -125,8 +142,12 @@ Limitations
   (docs/many-workers.md).
 * Runs of agents used as tools (``Agent.as_tool``) are the SDK's own nested
   runs with their own ``RunConfig``: not seen unless run through a
-  ``SeamscopeRunner``. Hosted tools (web search, computer use, MCP) pass
-  selection by name; only function tools get ``execute_tool`` spans.
+  ``SeamscopeRunner``. Every tool kind of the SDK (hosted MCP, web and
+  file search, computer, shell, code interpreter, ...) goes through
+  selection by its name (a tool whose name cannot be read is sent untouched,
+  listed in the iteration's ``seamscope.selection.passed_through``); only
+  function tools get ``execute_tool`` spans, and the POST seam sees only
+  function calls.
 * ``RunConfig.model`` is seamscope's for the run; your own ``RunConfig.model``
   (if set) is the model every agent uses when the PRE seam keeps the
   default.

@@ -21,6 +21,7 @@ try:
         Runner,
         RunResult,
         RunResultStreaming,
+        RunState,
         Tool,
         ToolErrorFormatterArgs,
         ToolOriginType,
@@ -28,7 +29,18 @@ try:
     )
     from agents.exceptions import InputGuardrailTripwireTriggered, MaxTurnsExceeded
     from agents.models.default_models import get_default_model_settings
+    from agents.run import DEFAULT_MAX_TURNS
     from agents.run_config import CallModelData, ModelInputData
+
+    # the SDK's own rule for the model provider a run owns (it closes the one it
+    # made when the caller gave none): seamscope always passes a RunConfig, so
+    # it applies the same rule, with the SDK's own helpers, itself
+    from agents.run_internal.model_provider_lifecycle import (
+        _close_runner_owned_model_provider as close_owned_provider,
+    )
+    from agents.run_internal.model_provider_lifecycle import (
+        _normalize_run_config_for_runner as normalize_run_config,
+    )
     from agents.tool import get_function_tool_origin
     from agents.tool_context import ToolContext
     from openai.types.responses import (
@@ -43,6 +55,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 __all__ = [
+    "DEFAULT_MAX_TURNS",
     "Agent",
     "CallModelData",
     "FunctionTool",
@@ -62,12 +75,15 @@ __all__ = [
     "RunHooks",
     "RunResult",
     "RunResultStreaming",
+    "RunState",
     "Runner",
     "Tool",
     "ToolContext",
     "ToolErrorFormatterArgs",
     "ToolOriginType",
     "Usage",
+    "close_owned_provider",
     "get_default_model_settings",
     "get_function_tool_origin",
+    "normalize_run_config",
 ]

@@ -19,9 +19,11 @@ would have run it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from opentelemetry import trace
 
 from seamscope._internal import Invocation
 from seamscope.adapters._kit import (
@@ -51,6 +53,10 @@ from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
 from seamscope.adapters.openai_agents._run import LOG, Run, attached, contained, failed
 from seamscope.decisions import ToolCall
 from seamscope.loop import ChatCall, DecisionLayer, Iteration
+from seamscope.telemetry import conventions as c
+
+if TYPE_CHECKING:
+    from agents.retry import ModelRetryAdvice, ModelRetryAdviceRequest
 
 
 class RunnerView(Protocol):
@@ -64,15 +70,22 @@ class RunnerView(Protocol):
 
     def role_for(self, agent: Any) -> str | None: ...
 
-    def nest(self, outer: Run, context: ToolContext[Any], agent_name: str | None) -> None: ...
+    def nest(
+        self, outer: Run, context: ToolContext[Any], agent_name: str | None, agent: Any = None
+    ) -> None: ...
 
 
 __all__ = ["RoutedModel", "RunHooks", "error_formatter", "input_filter"]
 
 
+_MAX_ERROR_MESSAGE = 256
+# RoutedModel's own attributes: never forwarded to the model the SDK sees
+_OWN = frozenset({"runner", "run", "_base", "_provider", "_call", "_used", "_resolved"})
+
+
 @dataclass(slots=True)
 class _Plan:
-    """What the decisions made of one model call."""
+    """What the decisions made of one model call (its retries reuse it)."""
 
     iteration: Iteration | None
     model: Model
@@ -82,6 +95,7 @@ class _Plan:
     carried: tuple[Any, ...]
     named: bool = True
     present: tuple[Any, ...] = ()
+    attempts: int = 0
 
 
 class RoutedModel(Model):
@@ -89,6 +103,21 @@ class RoutedModel(Model):
 
     ``base`` is the caller's own ``RunConfig.model`` (None: each agent's own
     model); names are resolved by the caller's ``RunConfig.model_provider``.
+
+    A wrapper the SDK cannot tell from the model it would have used itself:
+
+    * a model call goes to the model its plan chose; a call the SDK makes again
+      without running the input filter (its retry of a failed call) reuses
+      that plan: the same model, tools and settings, the same iteration (a
+      ``chat`` span per attempt), and no decision made again;
+    * ``get_retry_advice`` answers for the model whose call failed;
+      ``_cleanup_on_run_end`` and ``close`` reach every model the run called;
+    * anything else the SDK reads (``_supports_default_prompt_cache_key``,
+      ``model``, ...), and its ``isinstance`` checks (``__class__``), see the
+      model the SDK itself would resolve for the agent it runs now
+      (``get_model`` with the caller's ``RunConfig``). So the SDK decides what
+      depends on the model's type (Chat Completions with output guardrails
+      and a server-managed conversation) as it would without seamscope.
     """
 
     def __init__(self, runner: RunnerView, run: Run, base: Any, provider: Any) -> None:
@@ -96,11 +125,91 @@ class RoutedModel(Model):
         self.run = run
         self._base = base
         self._provider = provider
+        self._call: _Plan | None = None  # the last model call's plan
+        self._used: list[Model] = []  # every model a call went to, first use first
+        self._resolved: dict[str | None, Model] = {}  # names resolved by the provider
+
+    # -- the model the SDK sees -------------------------------------------------
+
+    def _named(self, name: Any, *, strict: bool = False) -> Model | None:
+        """The provider's model for ``name`` (resolved once per run)."""
+        if name is not None and not isinstance(name, str):
+            if strict:
+                raise TypeError(f"not a model name: {name!r}")
+            return None
+        found = self._resolved.get(name)
+        if found is None:
+            try:
+                found = self._provider.get_model(name)
+            except Exception:
+                if strict:
+                    raise
+                return None
+            self._resolved[name] = found
+        return found
+
+    def _seen(self) -> Model | None:
+        """The model the SDK itself would resolve for the agent it runs now
+        (its ``get_model`` with the caller's RunConfig); None when unknown."""
+        base = self._base
+        if isinstance(base, Model):
+            return base
+        if isinstance(base, str):
+            return self._named(base)
+        agent = self.run.current_agent
+        if agent is None:
+            return None
+        model = getattr(agent, "model", None)
+        return model if isinstance(model, Model) else self._named(model)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type[Any]:  # isinstance reads it
+        try:
+            seen = self._seen()
+        except Exception:
+            seen = None
+        return type(self) if seen is None else type(seen)
+
+    def __getattr__(self, name: str) -> Any:
+        """Whatever the SDK reads of its model that a Model wrapper has not:
+        the model the SDK would resolve itself."""
+        if name.startswith("__") or name in _OWN:
+            raise AttributeError(name)
+        seen = self._seen()
+        if seen is None:
+            raise AttributeError(name)
+        return getattr(seen, name)
 
     # -- the plan of a turn -----------------------------------------------------
 
     def _resolve(self, model: Model | str | None) -> Model:
-        return model if isinstance(model, Model) else self._provider.get_model(model)
+        if isinstance(model, Model):
+            return model
+        found = self._named(model, strict=True)
+        assert found is not None
+        return found
+
+    def _begin(
+        self,
+        instructions: str | None,
+        input: Any,
+        settings: ModelSettings,
+        tools: list[Tool],
+    ) -> _Plan:
+        """The plan of this model call: a new one after the input filter ran,
+        else (the SDK retrying the call) the last call's."""
+        run = self.run
+        last = self._call
+        if last is not None and not run.fresh:
+            last.attempts += 1
+            return last
+        run.fresh = False
+        plan = self._plan(instructions, input, settings, tools)
+        plan.attempts = 1
+        self._call = plan
+        if not any(used is plan.model for used in self._used):
+            self._used.append(plan.model)
+        return plan
 
     def _plan(
         self,
@@ -122,30 +231,37 @@ class RoutedModel(Model):
             it = run.start_iteration(
                 translate.messages(instructions, input), runner.role_for(agent)
             )
+            offered = translate.offered(tools, recall=runner.offload and run.recallable)
+            named_tools, passed = translate.unnamed(offered)
             with attached(run.otel):
-                offered = translate.offered(tools, recall=runner.offload and run.recallable)
-                selection = it.select_tools(offered)
+                if passed:
+                    trace.get_current_span().set_attribute(
+                        c.ATTR_SELECTION_PASSED_THROUGH, [type(t).__name__ for t in passed]
+                    )
+                selection = it.select_tools(named_tools, fixed=passed)
             model_plan = plan_model(it, models=runner.models, own=own, context=run.otel)
             choice = model_plan.choice
-            send, other = translate.selected_tools(selection.tools)
+            send, other = translate.selected_tools(selection.tools, tools)
             for tool in other:
                 LOG.warning("selected tool %r is not an Agents SDK tool; not sent", tool)
             if choice.model is own and self._base is None:
                 settings = translate.own_settings(agent, settings)
             settings = translate.with_parameters(settings, model_plan.params)
             settings = translate.with_forced_tool(settings, selection.forced_tool)
+            model = self._resolve(choice.model)
             return _Plan(
                 it,
-                self._resolve(choice.model),
+                model,
                 choice.name,
                 send,
-                settings,
+                self._cache_key_for(model, settings),
                 carried,
                 choice.named,
                 present,
             )
-        except Exception:
+        except Exception as exc:
             failed("openai_agents.before_model_call")
+            self._skipped(exc)
             name = model_name_of(own)
             return _Plan(
                 run.iteration,
@@ -157,6 +273,36 @@ class RoutedModel(Model):
                 name is not None,
                 present,
             )
+
+    def _skipped(self, exc: BaseException) -> None:
+        """Planning failed: say so on the iteration, where a trace reader looks."""
+        try:
+            trace.get_current_span(self.run.otel).add_event(
+                c.EVENT_DECISIONS_SKIPPED,
+                {
+                    c.ATTR_ERROR_TYPE: type(exc).__qualname__,
+                    c.ATTR_ERROR_MESSAGE: str(exc)[:_MAX_ERROR_MESSAGE],
+                },
+            )
+        except Exception:
+            failed("openai_agents.skipped_event")
+
+    def _cache_key_for(self, model: Model, settings: ModelSettings) -> ModelSettings:
+        """The SDK generates a prompt cache key when the model it sees takes one:
+        dropped when the plan's model is another that does not."""
+        seen = self._seen()
+        if model is seen or not _takes_cache_key(seen) or _takes_cache_key(model):
+            return settings
+        return translate.without_generated_cache_key(settings)
+
+    def _attempt(self, plan: _Plan, call: ChatCall | None) -> None:
+        """A retry's chat span says which attempt it is."""
+        if call is None or plan.attempts < 2:
+            return
+        try:
+            call.span.set_attribute(c.ATTR_CHAT_ATTEMPT, plan.attempts)
+        except Exception:
+            failed("openai_agents.chat_attempt")
 
     def _report(self, plan: _Plan, call: Any, raw_usage: Any, model: Any = None) -> None:
         try:
@@ -195,6 +341,19 @@ class RoutedModel(Model):
 
     # -- the Model interface ----------------------------------------------------
 
+    def get_retry_advice(self, request: ModelRetryAdviceRequest) -> ModelRetryAdvice | None:
+        """The retry advice of the model whose call failed."""
+        model = self._call.model if self._call is not None else self._seen()
+        return None if model is None else model.get_retry_advice(request)
+
+    async def _cleanup_on_run_end(self, owner: object) -> None:
+        """The run ended: every model it called releases its run-scoped resources."""
+        await _each(self._used, lambda model: model._cleanup_on_run_end(owner))
+
+    async def close(self) -> None:
+        """Close every model the run called."""
+        await _each(self._used, lambda model: model.close())
+
     async def get_response(
         self,
         system_instructions: str | None,
@@ -209,11 +368,12 @@ class RoutedModel(Model):
         conversation_id: str | None,
         prompt: Any,
     ) -> ModelResponse:
-        plan = self._plan(system_instructions, input, model_settings, tools)
+        plan = self._begin(system_instructions, input, model_settings, tools)
         it = plan.iteration
         with attached(self.run.otel):
             factory = None if it is None else (lambda: it.chat(plan.name, named=plan.named))
             with contained(factory, "openai_agents.chat_span") as call:
+                self._attempt(plan, call)
                 try:
                     response = await plan.model.get_response(
                         system_instructions,
@@ -255,7 +415,7 @@ class RoutedModel(Model):
         conversation_id: str | None,
         prompt: Any,
     ) -> AsyncIterator[Any]:
-        plan = self._plan(system_instructions, input, model_settings, tools)
+        plan = self._begin(system_instructions, input, model_settings, tools)
         it = plan.iteration
         held: tuple[ChatCall, Invocation] | None = None
         if it is not None:
@@ -263,10 +423,12 @@ class RoutedModel(Model):
                 held = it.start_chat(plan.name, named=plan.named, parent=self.run.otel)
             except Exception:
                 failed("openai_agents.chat_span")
+        self._attempt(plan, None if held is None else held[0])
         # the provider's own spans are the chat span's children, as in get_response:
         # its context is current while the model produces each event (never
         # across a yield, which hands control to the consumer's code)
         chat_context = self.run.otel if held is None else held[1].context
+        stream: Any = None
         try:
             with attached(chat_context):
                 stream = plan.model.stream_response(
@@ -304,6 +466,10 @@ class RoutedModel(Model):
         finally:
             if held is not None:
                 held[1].stop()
+            # however the stream ends (the consumer stopped, the runner gave up on
+            # a failed response), the model's own stream ends now, not when
+            # garbage collection finds it
+            await _aclose(stream)
 
     def _completed(
         self, plan: _Plan, held: tuple[ChatCall, Invocation] | None, event: ResponseCompletedEvent
@@ -328,6 +494,39 @@ class RoutedModel(Model):
             return event
 
 
+def _takes_cache_key(model: Any) -> bool:
+    """The SDK's own test: does the model take the runner's generated prompt cache key?"""
+    try:
+        supports = getattr(model, "_supports_default_prompt_cache_key", None)
+        return bool(supports()) if callable(supports) else False
+    except Exception:
+        return False
+
+
+async def _each(models: list[Model], step: Callable[[Model], Awaitable[None]]) -> None:
+    """``step`` for every model; the first failure is raised once all ran."""
+    first: Exception | None = None
+    for model in list(models):
+        try:
+            await step(model)
+        except Exception as exc:
+            first = first or exc
+    if first is not None:
+        raise first
+
+
+async def _aclose(stream: Any) -> None:
+    """End a model's stream (an async generator), as the SDK's own retry loop
+    does; a failure to close it is the SDK's to ignore too."""
+    aclose = getattr(stream, "aclose", None)
+    if not callable(aclose):
+        return
+    try:
+        await aclose()
+    except Exception:
+        LOG.debug("the model's stream failed to close", exc_info=True)
+
+
 def _with_output(response: ModelResponse, output: list[Any]) -> ModelResponse:
     return ModelResponse(
         output=output,
@@ -346,6 +545,9 @@ def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) 
     the turn's agent noted and offloaded outputs replaced by their stubs."""
 
     async def call_model_input_filter(data: CallModelData[Any]) -> ModelInputData:
+        # a new model call of the turn's agent (a model call after no filter is a retry)
+        run.fresh = True
+        run.current_agent = data.agent
         model_data = data.model_data
         if user is not None:
             updated = user(data)
@@ -412,6 +614,7 @@ class RunHooks(SDKRunHooks[Any]):
             await self._user.on_llm_end(context, agent, response)
 
     async def on_agent_start(self, context: Any, agent: Any) -> None:
+        self._run.current_agent = agent
         if self._user is not None:
             await self._user.on_agent_start(context, agent)
 
@@ -420,6 +623,8 @@ class RunHooks(SDKRunHooks[Any]):
             await self._user.on_agent_end(context, agent, output)
 
     async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
+        # the SDK checks the next turn's model (get_model) before any hook of that turn
+        self._run.current_agent = to_agent
         if self._user is not None:
             await self._user.on_handoff(context, from_agent, to_agent)
 
@@ -431,7 +636,9 @@ class RunHooks(SDKRunHooks[Any]):
                 self._run.open_tool(ToolCall(context.tool_call_id, name, args))
                 nested = translate.agent_tool(tool)
                 if nested is not None:
-                    self._runner.nest(self._run, context, nested)
+                    # the agent an agent tool runs (the SDK's own attribute; None: unknown)
+                    agent_of = getattr(tool, "_agent_instance", None)
+                    self._runner.nest(self._run, context, nested, agent_of)
         except Exception:
             failed("openai_agents.before_tool_call")
         if self._user is not None:
@@ -442,7 +649,10 @@ class RunHooks(SDKRunHooks[Any]):
     ) -> None:
         try:
             if isinstance(context, ToolContext):
-                call = self._run.close_tool(context.tool_call_id, result)
+                # the recall tool runs outside the execute_tool span: its failure
+                # (nothing found, the store down) is recorded here
+                failure = self._runner.outputs.failed_recall(context.tool_call_id)
+                call = self._run.close_tool(context.tool_call_id, result, error=failure)
                 if call is not None:
                     self._after_tool(call, result)
         except Exception:

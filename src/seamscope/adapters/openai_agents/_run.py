@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from seamscope._internal import record_error
 from seamscope.adapters import _hooks
 from seamscope.adapters._kit import RunSpans, ToolSpan
 from seamscope.adapters._outputs import Outputs
@@ -67,7 +68,13 @@ class Run:
         self.closed = False
         self.iteration: Iteration | None = None
         self.usage: ModelUsage | None = None
-        self.agent: Any = None
+        self.agent: Any = None  # the turn's agent, from the input filter (a plan takes it)
+        # the agent the SDK runs now (the starting agent, then each handoff's):
+        # the routed model shows the SDK the model it would resolve for it
+        self.current_agent: Any = None
+        # the input filter ran since the last model call's plan: a model call
+        # without it is the SDK retrying that call (same plan, same iteration)
+        self.fresh = False
         self.carried: tuple[Any, ...] = ()  # offload ids or CarriedStubs the input carries
         self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
         self.recallable = False  # the offload store holds outputs of this conversation
@@ -156,8 +163,10 @@ class Run:
         if self.parent is not None:
             self.parent.tool_error(call_id, error)
 
-    def close_tool(self, call_id: str, output: Any) -> ToolCall | None:
-        """End a tool's span (recording the error it raised); the call it ran."""
+    def close_tool(self, call_id: str, output: Any, *, error: str | None = None) -> ToolCall | None:
+        """End a tool's span (recording the error it raised, or ``error``: the
+        ``error.type`` of an answer that is a failure, e.g. a recall that found
+        nothing); the call it ran."""
         with self.lock:
             entry = self._tools.pop(call_id, None)
             nested = self.nested.pop(call_id, None)
@@ -176,6 +185,8 @@ class Run:
         if errors:
             span.fail(errors[0])
         else:
+            if error is not None and span.span is not None:
+                record_error(span.span, error)
             span.stop(output)
         return call
 

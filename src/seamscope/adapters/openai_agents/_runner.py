@@ -22,16 +22,21 @@ from seamscope.adapters._outputs import adapter_store
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
+    DEFAULT_MAX_TURNS,
     Agent,
     FunctionTool,
     InputGuardrailTripwireTriggered,
     MaxTurnsExceeded,
     Model,
+    ModelProvider,
     RunConfig,
     Runner,
     RunResult,
     RunResultStreaming,
+    RunState,
     ToolContext,
+    close_owned_provider,
+    normalize_run_config,
 )
 from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
 from seamscope.adapters.openai_agents._model import (
@@ -150,18 +155,41 @@ class SeamscopeRunner:
         starting_agent: Agent[Any],
         input: Any,
         *,
-        conversation: str | None = None,
-        run_config: RunConfig | None = None,
+        context: Any = None,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
         hooks: SDKRunHooks[Any] | None = None,
-        **kwargs: Any,
+        run_config: RunConfig | dict[str, Any] | None = None,
+        error_handlers: Any = None,
+        previous_response_id: str | None = None,
+        auto_previous_response_id: bool = False,
+        conversation_id: str | None = None,
+        session: Any = None,
+        conversation: str | None = None,
     ) -> RunResult:
         """``Runner.run`` with seamscope's decisions; ``conversation`` is
         seamscope's conversation id (default: the session's ``session_id``,
-        else the SDK's ``conversation_id``). Other arguments go to the SDK."""
-        run, options = self._prepare(conversation, run_config, hooks, kwargs)
+        else the SDK's ``conversation_id``). The other arguments are the SDK's."""
+        run, options, owned = self._prepare(
+            starting_agent,
+            input,
+            conversation,
+            run_config,
+            hooks,
+            context=context,
+            max_turns=max_turns,
+            error_handlers=error_handlers,
+            previous_response_id=previous_response_id,
+            auto_previous_response_id=auto_previous_response_id,
+            conversation_id=conversation_id,
+            session=session,
+        )
         try:
-            with attached(run.agent_otel):
-                result = await Runner.run(starting_agent, input, **options)
+            try:
+                with attached(run.agent_otel):
+                    result = await Runner.run(starting_agent, input, **options)
+            finally:
+                if owned is not None:
+                    await close_owned_provider(owned)
         except BaseException as exc:
             run.close(exc)
             raise
@@ -173,16 +201,39 @@ class SeamscopeRunner:
         starting_agent: Agent[Any],
         input: Any,
         *,
-        conversation: str | None = None,
-        run_config: RunConfig | None = None,
+        context: Any = None,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
         hooks: SDKRunHooks[Any] | None = None,
-        **kwargs: Any,
+        run_config: RunConfig | dict[str, Any] | None = None,
+        error_handlers: Any = None,
+        previous_response_id: str | None = None,
+        auto_previous_response_id: bool = False,
+        conversation_id: str | None = None,
+        session: Any = None,
+        conversation: str | None = None,
     ) -> RunResult:
         """``Runner.run_sync`` with seamscope's decisions (see :meth:`run`)."""
-        run, options = self._prepare(conversation, run_config, hooks, kwargs)
+        run, options, owned = self._prepare(
+            starting_agent,
+            input,
+            conversation,
+            run_config,
+            hooks,
+            context=context,
+            max_turns=max_turns,
+            error_handlers=error_handlers,
+            previous_response_id=previous_response_id,
+            auto_previous_response_id=auto_previous_response_id,
+            conversation_id=conversation_id,
+            session=session,
+        )
         try:
-            with attached(run.agent_otel):
-                result = Runner.run_sync(starting_agent, input, **options)
+            try:
+                with attached(run.agent_otel):
+                    result = Runner.run_sync(starting_agent, input, **options)
+            finally:
+                if owned is not None:
+                    _close_on_default_loop(owned)
         except BaseException as exc:
             run.close(exc)
             raise
@@ -193,11 +244,17 @@ class SeamscopeRunner:
         self,
         starting_agent: Agent[Any],
         input: Any,
-        *,
-        conversation: str | None = None,
-        run_config: RunConfig | None = None,
+        context: Any = None,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
         hooks: SDKRunHooks[Any] | None = None,
-        **kwargs: Any,
+        run_config: RunConfig | dict[str, Any] | None = None,
+        previous_response_id: str | None = None,
+        auto_previous_response_id: bool = False,
+        conversation_id: str | None = None,
+        session: Any = None,
+        *,
+        error_handlers: Any = None,
+        conversation: str | None = None,
     ) -> RunResultStreaming:
         """``Runner.run_streamed`` with seamscope's decisions (see :meth:`run`).
 
@@ -205,13 +262,28 @@ class SeamscopeRunner:
         ``stream_events()`` to the end, or call ``result.cancel()`` when you
         stop reading early.
         """
-        run, options = self._prepare(conversation, run_config, hooks, kwargs)
+        run, options, owned = self._prepare(
+            starting_agent,
+            input,
+            conversation,
+            run_config,
+            hooks,
+            context=context,
+            max_turns=max_turns,
+            error_handlers=error_handlers,
+            previous_response_id=previous_response_id,
+            auto_previous_response_id=auto_previous_response_id,
+            conversation_id=conversation_id,
+            session=session,
+        )
         try:
             with attached(run.agent_otel):
                 result = Runner.run_streamed(starting_agent, input, **options)
         except BaseException as exc:
-            run.close(exc)
+            run.close(exc)  # the SDK closes no provider of a run it never started
             raise
+        if owned is not None:
+            _close_when_streamed_run_ends(result, owned)
         task = result.run_loop_task
         if task is None:
             run.close(None)
@@ -223,28 +295,31 @@ class SeamscopeRunner:
 
     def _prepare(
         self,
+        starting_agent: Any,
+        input: Any,
         conversation: str | None,
-        run_config: RunConfig | None,
+        run_config: RunConfig | dict[str, Any] | None,
         hooks: SDKRunHooks[Any] | None,
-        kwargs: dict[str, Any],
-    ) -> tuple[Run, dict[str, Any]]:
-        if run_config is not None and not isinstance(run_config, RunConfig):
-            raise TypeError("SeamscopeRunner: run_config must be an agents.RunConfig")
-        base = RunConfig() if run_config is None else run_config
+        **options: Any,
+    ) -> tuple[Run, dict[str, Any], ModelProvider | None]:
+        """The run, the SDK's arguments, and the model provider seamscope closes
+        when the run ends (the one the SDK would have made, and closed, itself:
+        no ``run_config``, or a dict without ``model_provider``)."""
+        base, owns_provider = normalize_run_config(run_config)
         conversation_id = translate.conversation_id(
-            conversation, kwargs.get("session"), kwargs.get("conversation_id")
+            conversation, options.get("session"), options.get("conversation_id")
         )
         key = uuid.uuid4().hex
-        scope = self._resolve_scope(kwargs.get("context"))
+        scope = self._resolve_scope(options.get("context"))
         turn = new_turn(self.layer, conversation_id, scope)
         run = Run(key, turn, conversation_id or f"run:{key}")
+        # the agent the SDK checks first: a resumed run's own, else the starting one
+        resumed = getattr(input, "_current_agent", None) if isinstance(input, RunState) else None
+        run.current_agent = resumed if resumed is not None else starting_agent
         run.open()
-        options = {
-            **kwargs,
-            "run_config": self._config(run, base),
-            "hooks": RunHooks(self, run, hooks),
-        }
-        return run, options
+        options["run_config"] = self._config(run, base)
+        options["hooks"] = RunHooks(self, run, hooks)
+        return run, options, base.model_provider if owns_provider else None
 
     def _config(self, run: Run, base: RunConfig) -> RunConfig:
         """A copy of the caller's ``base`` whose model, input filter and error
@@ -257,7 +332,9 @@ class SeamscopeRunner:
             tool_error_formatter=error_formatter(run, base.tool_error_formatter),
         )
 
-    def nest(self, outer: Run, context: ToolContext[Any], agent_name: str | None) -> None:
+    def nest(
+        self, outer: Run, context: ToolContext[Any], agent_name: str | None, agent: Any = None
+    ) -> None:
         """An agent tool (``Agent.as_tool``) of ``outer`` starts: its nested run
         gets a run of its own, an ``invoke_agent`` under the tool's
         ``execute_tool`` span. The SDK runs it with the tool context's
@@ -274,6 +351,7 @@ class SeamscopeRunner:
         )
         run.hookless = True
         run.parent = outer
+        run.current_agent = agent
         run.open(agent_name, outer.tool_otel(call_id))
         with outer.lock:
             outer.nested[call_id] = run
@@ -291,6 +369,38 @@ class SeamscopeRunner:
                 scope = model.run.scope
         call_id = getattr(ctx, "tool_call_id", None)
         return self.outputs.answer(scope, call_id if isinstance(call_id, str) else None, offload_id)
+
+
+def _close_on_default_loop(provider: ModelProvider) -> None:
+    """``run_sync``: close the provider on the loop the SDK ran the run on (its
+    thread's default loop, which it leaves open), as its own ``run`` does."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return  # the SDK refused to start (a loop is running): nothing was used
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        if not loop.is_closed():
+            loop.run_until_complete(close_owned_provider(provider))
+    except Exception:
+        failed("openai_agents.close_provider")
+
+
+def _close_when_streamed_run_ends(result: RunResultStreaming, provider: ModelProvider) -> None:
+    """The SDK's own way for a provider it made: closed when the run's task ends,
+    and ``stream_events()`` waits for it."""
+    try:
+        register = getattr(result, "_ensure_model_provider_cleanup_on_completion", None)
+        if callable(register):
+            register(lambda: close_owned_provider(provider))
+            return
+        task = result.run_loop_task
+        if task is not None:  # another SDK version: when the run's task ends
+            task.add_done_callback(lambda _: asyncio.ensure_future(close_owned_provider(provider)))
+    except Exception:
+        failed("openai_agents.close_provider")
 
 
 def _streamed_error(task: asyncio.Task[Any], result: RunResultStreaming) -> BaseException | None:

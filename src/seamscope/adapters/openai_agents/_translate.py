@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from seamscope.adapters._outputs import Offloaded
 from seamscope.adapters.openai_agents._framework import (
@@ -38,6 +38,8 @@ __all__ = [
     "messages",
     "offered",
     "offloadable_text",
+    "unnamed",
+    "without_generated_cache_key",
     "own_settings",
     "parse_args",
     "recall_id",
@@ -220,12 +222,34 @@ def offered(tools: Sequence[Any], *, recall: bool) -> list[Any]:
     return [t for t in tools if tool_name(t) != RECALL_TOOL]
 
 
-def selected_tools(selected: Sequence[Any]) -> tuple[list[Tool], list[Any]]:
-    """The selected tools the SDK can send (Tool objects), and the rest (by name)."""
+_SDK_TOOLS: tuple[type, ...] = tuple(get_origin(kind) or kind for kind in get_args(Tool))
+"""Every class of the SDK's ``Tool`` union (``ComputerTool[Any]`` as ``ComputerTool``):
+``isinstance`` cannot take the union itself, which holds a subscripted generic."""
+
+
+def unnamed(tools: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """The tools whose name can be read (they go through selection), and the
+    rest (sent untouched: no name-keyed rule can judge them)."""
+    named: list[Any] = []
+    other: list[Any] = []
+    for tool in tools:
+        (named if tool_name(tool) is not None else other).append(tool)
+    return named, other
+
+
+def selected_tools(
+    selected: Sequence[Any], offered: Sequence[Any] = ()
+) -> tuple[list[Tool], list[Any]]:
+    """The selected tools the SDK can send (the very objects offered, or any
+    SDK tool a catalogue binds), and the rest (by name)."""
+    offered_ids = {id(tool) for tool in offered}
     sendable: list[Tool] = []
     other: list[Any] = []
     for tool in selected:
-        (sendable if isinstance(tool, Tool) else other).append(tool)
+        if id(tool) in offered_ids or isinstance(tool, _SDK_TOOLS):
+            sendable.append(tool)
+        else:
+            other.append(tool)
     return sendable, other
 
 
@@ -247,6 +271,21 @@ def with_parameters(settings: ModelSettings, parameters: Mapping[str, Any]) -> M
     if extra:
         fields["extra_args"] = {**(settings.extra_args or {}), **extra}
     return dataclasses.replace(settings, **fields)
+
+
+_CACHE_KEY = "prompt_cache_key"
+_GENERATED_CACHE_KEY = "agents-sdk:"  # the prefix of the keys the SDK's runner generates
+
+
+def without_generated_cache_key(settings: ModelSettings) -> ModelSettings:
+    """The settings without the prompt cache key the SDK's runner generated
+    (for a model that does not take one), a key the caller set kept."""
+    extra = settings.extra_args
+    key = None if not extra else extra.get(_CACHE_KEY)
+    if not isinstance(key, str) or not key.startswith(_GENERATED_CACHE_KEY):
+        return settings
+    rest = {k: v for k, v in (extra or {}).items() if k != _CACHE_KEY}
+    return dataclasses.replace(settings, extra_args=rest or None)
 
 
 def own_settings(agent: Any, settings: ModelSettings) -> ModelSettings:
