@@ -43,6 +43,7 @@ EXPECTED_ALERTS = (
     "SeamscopeOffloadCacheHitCollapse",
     "SeamscopeRedirectsDroppedByPaletteGate",
     "SeamscopeSelectionStageDegraded",
+    "SeamscopeOffloadStoreFailing",
     "SeamscopeOffloadLossBudgetFastBurn",
     "SeamscopeOffloadLossBudgetSlowBurn",
 )
@@ -375,6 +376,7 @@ def test_amtool_check_config(amtool: str) -> None:
         (["alertname=SeamscopeOffloadLossBudgetSlowBurn", "severity=warning"], "default"),
         (["alertname=SeamscopeOffloadPredictionDrift", "severity=warning"], "default"),
         (["alertname=SeamscopeSelectionStageDegraded", "severity=warning"], "default"),
+        (["alertname=SeamscopeOffloadStoreFailing", "severity=warning"], "default"),
         (["alertname=NodeDown", "severity=critical"], "default"),
     ],
 )
