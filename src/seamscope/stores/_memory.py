@@ -36,8 +36,8 @@ class MemoryStore:
     """Offloads kept in this process (lost when it exits): for one process and
     tests. Retention: at most ``max_items`` contents held (the oldest dropped
     first, said to a recall as evicted), each for ``ttl_seconds`` (None: no
-    TTL). A dropped output's record stays (a recall is told when it went)
-    until it is settled, and at most ``max_items`` such records beyond that.
+    TTL). A dropped output's record stays (a recall is told when it went),
+    at most ``max_items`` such records (the oldest forgotten first).
     Thread-safe; never blocks on I/O."""
 
     shared = False
@@ -80,8 +80,12 @@ class MemoryStore:
         return tuple(evicted)
 
     def _forget(self) -> None:
-        """Drop settled records whose content is gone, beyond ``max_items`` of them."""
-        gone = [k for k, e in self._entries.items() if e.content is None and e.claimed]
+        """Drop the oldest records whose content is gone beyond ``max_items`` of
+        them (settled or not: a process-local store is settled by its own ledger,
+        which never claims from it), so the store holds at most twice its bound."""
+        if len(self._entries) <= 2 * self.max_items:
+            return
+        gone = [k for k, e in self._entries.items() if e.content is None]
         for key in gone[: max(0, len(gone) - self.max_items)]:
             del self._entries[key]
 

@@ -54,6 +54,22 @@ CREATE INDEX IF NOT EXISTS seamscope_offloads_conversation
     ON seamscope_offloads (conversation_id);
 CREATE INDEX IF NOT EXISTS seamscope_offloads_unclaimed
     ON seamscope_offloads (claimed, active);
+CREATE TABLE IF NOT EXISTS seamscope_meta (
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO seamscope_meta (key, value)
+    SELECT 'held', COUNT(*) FROM seamscope_offloads WHERE content IS NOT NULL;
+CREATE TRIGGER IF NOT EXISTS seamscope_held_insert AFTER INSERT ON seamscope_offloads
+    WHEN NEW.content IS NOT NULL
+    BEGIN UPDATE seamscope_meta SET value = value + 1 WHERE key = 'held'; END;
+CREATE TRIGGER IF NOT EXISTS seamscope_held_delete AFTER DELETE ON seamscope_offloads
+    WHEN OLD.content IS NOT NULL
+    BEGIN UPDATE seamscope_meta SET value = value - 1 WHERE key = 'held'; END;
+CREATE TRIGGER IF NOT EXISTS seamscope_held_update AFTER UPDATE OF content ON seamscope_offloads
+    BEGIN UPDATE seamscope_meta
+        SET value = value + (NEW.content IS NOT NULL) - (OLD.content IS NOT NULL)
+        WHERE key = 'held'; END;
 CREATE TABLE IF NOT EXISTS seamscope_accounts (
     offload_id TEXT NOT NULL,
     delta TEXT NOT NULL
@@ -138,14 +154,16 @@ class SQLiteStore:
         expires = offload.expires_at
 
         def work(db: sqlite3.Connection) -> tuple[str, ...]:
+            # delete, then insert: the held count's triggers see both
+            db.execute("DELETE FROM seamscope_offloads WHERE offload_id = ?", (offload.offload_id,))
             db.execute(
-                f"INSERT OR REPLACE INTO seamscope_offloads ({_COLUMNS}, content, active, expires)"
+                f"INSERT INTO seamscope_offloads ({_COLUMNS}, content, active, expires)"
                 f" VALUES ({', '.join('?' * len(_FIELDS))}, ?, ?, ?)",
                 (*(fields[name] for name in _FIELDS), content, now, expires),
             )
             (held,) = db.execute(
-                "SELECT COUNT(*) FROM seamscope_offloads WHERE content IS NOT NULL"
-            ).fetchone()
+                "SELECT value FROM seamscope_meta WHERE key = 'held'"
+            ).fetchone()  # kept by triggers: no scan of the table per put
             evicted: tuple[str, ...] = ()
             if held > self.max_items:
                 rows = db.execute(
