@@ -148,6 +148,7 @@ def private_reads(path: Path, root: Path = ROOT) -> list[str]:
 INTERNALS = {
     "seamscope/adapters/symfonic/_private.py",  # symfonic's internals, one module
     "seamscope/adapters/langchain/_framework.py",
+    "seamscope/adapters/openai_agents/_framework.py",  # the SDK's run-end and provider rules
 }
 # What the LangChain steps and watcher still read of the middleware object
 # they serve (its fields are private to it); may only shrink.

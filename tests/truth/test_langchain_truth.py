@@ -359,7 +359,9 @@ def test_several_calls_in_one_message_with_the_model_tail(
     ("mode", "stream_mode", "after"),
     [
         ("stream", "updates", 1),
-        ("stream", "updates", 2),
+        # after the three tools' chunks (after 2, one tool still runs: LangGraph logs
+        # an error whose traceback, kept by pytest's log capture, keeps the run alive)
+        ("stream", "updates", 4),
         ("stream", "values", 3),
         ("stream", "messages", 1),
         ("stream", "debug", 6),

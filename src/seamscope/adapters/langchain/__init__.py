@@ -37,8 +37,10 @@ iteration of the :class:`~seamscope.adapters.loop.DecisionLayer`:
   calls. Its context holds the just-emitted AIMessage, and the palette gate
   checks a redirect against the tools selected for this call.
 
-Per tool call (``wrap_tool_call``/``awrap_tool_call``): an
-``execute_tool {tool}`` span around the tool; then, for a text output large
+Per tool call: an ``execute_tool {tool}`` span around the tool (in
+``wrap_tool_call``/``awrap_tool_call`` when the middleware has tool hooks,
+else from LangChain's tool callbacks: see "What it changes for LangChain"
+in ``SeamscopeMiddleware``'s docstring); then, for a text output large
 enough to reach the gate's threshold, the offload gate. When it fires, the
 ToolMessage content is replaced by a stub naming the offload id, the full
 output is kept in the offload store, and the model can bring it back with
@@ -122,11 +124,17 @@ Decisions and differences from the reference loop
   run's spans are kept by the middleware and attached in each hook. A hook
   finds its run by the graph invocation it runs in (LangGraph's
   per-invocation ``Runtime.control`` and the agent graph's checkpoint
-  namespace), else by thread: nothing is added to the agent's state, so
-  ``invoke`` results, ``stream`` chunks and checkpoints are the same with
-  and without seamscope. An iteration span stays open from its
-  model call until the next model call of the run (or the run's end), so
-  the tool calls it emitted are its children.
+  namespace), else, resuming after an interrupt, by thread: nothing is
+  added to the agent's state and no node to its graph, so ``invoke``
+  results, ``stream`` chunks, checkpoints and the ``recursion_limit`` a run
+  needs are the same with and without seamscope. A run starts at its first
+  hook and ends at the model call (or the ``return_direct`` tool call)
+  after which LangChain routes the agent to its end; if another middleware
+  sends the agent on from there, the run goes on in the same trace (a new
+  ``invoke_agent`` under the ended one's parent, its iterations counting
+  on). An iteration span stays open from its model call until the next
+  model call of the run (or the run's end), so the tool calls it emitted
+  are its children.
 * Conversation id = ``configurable.thread_id``; without one, spans carry
   no conversation id and the ledger does not follow the run's offloads (the
   gate still decides). Call ``layer.end_conversation(thread_id)`` when a
@@ -160,7 +168,9 @@ Decisions and differences from the reference loop
   true and the call as emitted, and no ``execute_tool`` span: it is never
   handed to the tool runner.
 * A run that ends where no hook sees it (a stream the caller closes part
-  way, an error raised outside this middleware) is closed when LangGraph
+  way, an error raised outside this middleware, a jump to the end that an
+  unwatched middleware's hook returns while tool calls are pending; a
+  watched middleware's declared jump is seen) is closed when LangGraph
   releases the invocation (a finalizer on the runtime's stream writer):
   its ``invoke_agent`` and open iteration spans end with ``error.type``
   ``abandoned``. Context tokens are only ever reset in the context that

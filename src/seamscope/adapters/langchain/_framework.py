@@ -15,7 +15,7 @@ try:
         ModelResponse,
         ToolCallRequest,
     )
-    from langchain.agents.structured_output import ToolStrategy
+    from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
     from langchain.tools import ToolRuntime
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.language_models.chat_models import BaseChatModel
@@ -36,6 +36,7 @@ __all__ = [
     "REMOVE_ALL_MESSAGES",
     "ls_model_name",
     "AIMessage",
+    "AutoStrategy",
     "AgentMiddleware",
     "AgentState",
     "BaseCallbackHandler",
@@ -46,6 +47,7 @@ __all__ = [
     "GraphBubbleUp",
     "ModelRequest",
     "ModelResponse",
+    "ProviderStrategy",
     "RemoveMessage",
     "Runtime",
     "StructuredTool",

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from seamscope._internal import checks
+from seamscope.adapters.langchain import _tool_runs as tool_runs
 from seamscope.adapters.langchain._framework import (
     AgentMiddleware,
     AgentState,
@@ -24,7 +25,6 @@ from seamscope.adapters.langchain._framework import (
     ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
-    Runtime,
     StructuredTool,
     ToolCallRequest,
     ToolMessage,
@@ -67,7 +67,54 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     outputs at most, default 256).
 
     Configuration errors raise ValueError naming the argument.
+
+    What it changes for LangChain. Adding it adds no graph node (no
+    ``before_agent``/``after_agent`` hook: a run starts at its first hook and
+    ends at the model call LangChain routes to the end), so ``stream``
+    chunks, checkpoints, state and the ``recursion_limit`` a run needs are
+    the same with and without it. Its ``wrap_model_call`` adds, as any
+    middleware's does, one conditional edge from the model back to the
+    loop's entry in an agent with tools (``get_graph()`` draws it); LangChain
+    takes it only when every tool call of the last AIMessage was already
+    answered, which only a middleware's own messages can arrange. Each
+    hook that would change the graph or LangChain's checks is there only
+    for a decision that needs it:
+
+    * ``offload=False``, and no watched middleware with tool hooks: no
+      ``wrap_tool_call`` and no recall tool. The graph and LangChain's checks
+      are the same as without seamscope (an agent without tools gets no
+      ``tools`` node, a tool a middleware adds that the agent cannot execute
+      raises LangChain's ``ValueError``). Each tool call's ``execute_tool``
+      span comes from LangChain's tool callbacks (a handler added to every
+      callback manager once such a middleware exists; it ignores all but
+      tool runs of the agents it follows).
+    * ``offload=True`` (the default): the offload gate replaces a tool's
+      output by a stub inside ``wrap_tool_call``, and the model recalls it
+      with the ``recall_tool_result`` tool (in ``tools``). So LangChain
+      (1) builds its ``tools`` node even for an agent given no tools, whose
+      routing after the model is then a tool agent's: a ``jump_to`` an
+      ``after_model`` hook returns is followed even when it was not declared
+      in ``can_jump_to``, and a tool call the model emits runs (an unknown
+      name gets LangChain's error ToolMessage) instead of ending the run;
+      (2) skips its check for tools a middleware adds that the agent cannot
+      execute, as for any middleware with ``wrap_tool_call``. It is not
+      re-made here: only the innermost model hook sees the tools finally
+      bound, and no hook sees the ``tools`` node's registry, so a check from
+      the public request would raise where LangChain does not. Middlewares
+      inside this one never see the recall tool in ``request.tools`` until
+      the conversation has an offloaded output. For an agent without tools,
+      pass ``offload=False``.
+    * ``watching()`` a middleware with tool hooks: ``wrap_tool_call`` too
+      (LangChain builds the ``tools`` node and skips its check for that
+      middleware already): the spans name the calls it blocked.
+
+    A policy's ``redirect_to`` needs no tool hook: the POST seam rewrites the
+    emitted calls in ``wrap_model_call``.
     """
+
+    @property
+    def name(self) -> str:
+        return "SeamscopeMiddleware"
 
     def __init__(
         self,
@@ -110,6 +157,8 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.layer = layer
         self.models: Mapping[str, BaseChatModel] = dict(models)
         self._offload = bool(offload)
+        if self._offload:  # LangChain reads the class to know whether there are tool hooks
+            self.__class__ = _hooked(type(self))
         self._runs = Runs(layer, role, scope)
         self._outputs = Outputs(
             chosen or MemoryStore(max_items=max_stored_outputs or 256), observer=layer.observer
@@ -128,8 +177,11 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self._outputs,
             self._compactions,
             outputs_of=self._outputs_of,
+            tool_hooks=isinstance(self, _ToolHooked),
         )
         """What this middleware's steps read (they never read the middleware)."""
+        if not self.kit.tool_hooks:
+            tool_runs.follow(self.kit)  # its tool calls' spans, from LangChain's callbacks
 
     def watching(self, *middlewares: AgentMiddleware[Any, Any, Any]) -> list[Any]:
         """The middleware list for ``create_agent``: this middleware outermost,
@@ -140,8 +192,10 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         A watched middleware behaves exactly as itself (same name, state,
         tools, hooks and graph). Once this is called, this middleware's model
         calls are recorded by the tail: give every agent that uses it the
-        list this returns. Raises ValueError for an argument that is not a
-        LangChain ``AgentMiddleware`` (or is seamscope's own).
+        list this returns. A watched middleware with tool hooks gives this
+        one tool hooks too (LangChain's graph and checks are already those
+        of an agent with tool hooks). Raises ValueError for an argument that
+        is not a LangChain ``AgentMiddleware`` (or is seamscope's own).
         """
         for position, middleware in enumerate(middlewares, start=1):
             if not isinstance(middleware, AgentMiddleware) or isinstance(
@@ -154,6 +208,10 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if self._tail is None:
             self._tail = _ModelTail(self)
             self.kit.watching = True
+        if not self.kit.tool_hooks and any(_has_tool_hooks(m) for m in middlewares):
+            self.__class__ = _hooked(type(self))
+            self.kit.tool_hooks = True
+            tool_runs.unfollow(self.kit)
         return [self, *(watched(self.kit, m) for m in middlewares), self._tail]
 
     # -- public helpers -----------------------------------------------------------
@@ -204,33 +262,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             failed("langchain.offload_store")
             return self._outputs
 
-    # -- agent hooks --------------------------------------------------------------
-
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        try:
-            self._runs.open(runtime)
-        except Exception:
-            failed("langchain.run_start")
-        return None
-
-    async def abefore_agent(
-        self, state: AgentState[Any], runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
-
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        try:
-            run, _ = self._runs.for_hook(state, runtime, create=False)
-            if run is not None:
-                self._runs.close(run, None)
-        except Exception:
-            failed("langchain.run_end")
-        return None
-
-    async def aafter_agent(
-        self, state: AgentState[Any], runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        return self.after_agent(state, runtime)
+    # -- model hooks --------------------------------------------------------------
 
     def wrap_model_call(
         self,
@@ -268,6 +300,57 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         finally:
             step.close()
 
+    # -- the recall tool --------------------------------------------------------------
+
+    def _recall(self, offload_id: str, runtime: Any) -> str:
+        scope = self._runs.scope_of(runtime)
+        call_id = getattr(runtime, "tool_call_id", None)
+        return self._outputs_of(runtime).answer(scope, call_id, offload_id)
+
+    def _recall_tool(self) -> BaseTool:
+        def recall_tool_result(offload_id: str, runtime: ToolRuntime) -> str:
+            return self._recall(offload_id, runtime)
+
+        async def arecall_tool_result(offload_id: str, runtime: ToolRuntime) -> str:
+            return self._recall(offload_id, runtime)
+
+        return StructuredTool.from_function(
+            func=recall_tool_result,
+            coroutine=arecall_tool_result,
+            name=RECALL_TOOL,
+            description=_RECALL_DESCRIPTION,
+        )
+
+
+def _has_tool_hooks(middleware: AgentMiddleware[Any, Any, Any]) -> bool:
+    """Whether ``create_agent`` sees tool hooks on ``middleware`` (its class's)."""
+    cls = type(middleware)
+    return (
+        cls.wrap_tool_call is not AgentMiddleware.wrap_tool_call
+        or cls.awrap_tool_call is not AgentMiddleware.awrap_tool_call
+    )
+
+
+_HOOKED: dict[type[Any], type[Any]] = {}
+
+
+def _hooked(cls: type[SeamscopeMiddleware]) -> type[SeamscopeMiddleware]:
+    """``cls`` with seamscope's tool hooks (a subclass of it, of the same name)."""
+    if issubclass(cls, _ToolHooked):
+        return cls
+    if cls is SeamscopeMiddleware:
+        return _ToolHooked
+    made = type(cls.__name__, (cls, _ToolHooked), {"__qualname__": cls.__qualname__})
+    return _HOOKED.setdefault(cls, made)
+
+
+class _ToolHooked(SeamscopeMiddleware):
+    """``SeamscopeMiddleware`` with tool hooks: an ``execute_tool`` span around
+    each tool call, then the offload gate (or a recall's accounting). Its
+    instances are ``SeamscopeMiddleware``s (same name, same arguments): the
+    class is chosen by what the middleware must do (see the class docstring
+    of :class:`SeamscopeMiddleware`)."""
+
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
@@ -303,27 +386,6 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise
         finally:
             step.close()
-
-    # -- the recall tool --------------------------------------------------------------
-
-    def _recall(self, offload_id: str, runtime: Any) -> str:
-        scope = self._runs.scope_of(runtime)
-        call_id = getattr(runtime, "tool_call_id", None)
-        return self._outputs_of(runtime).answer(scope, call_id, offload_id)
-
-    def _recall_tool(self) -> BaseTool:
-        def recall_tool_result(offload_id: str, runtime: ToolRuntime) -> str:
-            return self._recall(offload_id, runtime)
-
-        async def arecall_tool_result(offload_id: str, runtime: ToolRuntime) -> str:
-            return self._recall(offload_id, runtime)
-
-        return StructuredTool.from_function(
-            func=recall_tool_result,
-            coroutine=arecall_tool_result,
-            name=RECALL_TOOL,
-            description=_RECALL_DESCRIPTION,
-        )
 
 
 class _ModelTail(AgentMiddleware[AgentState[Any], Any, Any]):

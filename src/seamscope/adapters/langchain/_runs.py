@@ -50,7 +50,7 @@ LOG = logging.getLogger("seamscope.adapters.langchain")
 """The adapter's stdlib logger (the package's name, whichever module logs)."""
 
 _MAX_OPEN_RUNS = 1024
-_MAX_FAILED_RUNS = 256  # runs ended by an exception, kept to see whether they continue
+_MAX_ENDED_RUNS = 256  # ended runs kept, until released, to see whether they continue
 
 _OUTSIDE = (
     "seamscope: %s crossed SeamscopeMiddleware and was handled by a middleware placed "
@@ -116,6 +116,9 @@ class Run:
         self.chosen: tuple[Any, str] | None = None
         # the tool names the current model call was really bound with (the tail's view)
         self.bound: tuple[str, ...] | None = None
+        # the agent's own tools, by name, as the last model call received them
+        self.tools: Mapping[str, Any] = {}
+        self.emitted = 0  # the tool calls the last model call sent to the tools
         # decisions a watched middleware took before the next model call (a summary)
         self.pending: list[Callable[[Iteration], None]] = []
         # what watched middlewares note for later hooks of this run, by middleware name
@@ -183,6 +186,11 @@ class Run:
                 return self.iteration
             return self._start_iteration(self.turn.messages, self.turn.state)
 
+    def ends_at(self, tool: str) -> bool:
+        """Whether the agent ends once a call of ``tool`` answered: it is the one
+        call the last model call emitted, of a ``return_direct`` tool."""
+        return self.emitted == 1 and bool(getattr(self.tools.get(tool), "return_direct", False))
+
     def close(self, exc: BaseException | None = None, *, blocking: bool = True) -> bool:
         """End the open iteration and the ``invoke_agent`` span (with ``exc``'s
         error.type). ``blocking=False``: give up (False) if the run is busy."""
@@ -196,9 +204,7 @@ class Run:
                 self.error = type(exc).__qualname__
             if self._spans is not None:
                 self._spans.close(exc)
-            watched, self.watched = self.watched, None
-            if watched is not None:
-                watched[1].detach()
+            # the invocation's finalizer stays: its release forgets the ended run
             return True
         finally:
             self.lock.release()
@@ -210,11 +216,14 @@ class Runs:
     ``role`` and ``scope`` are the middleware's arguments: a value, or a
     callable of the LangGraph ``Runtime`` evaluated when a run opens.
 
-    A run ends at ``after_agent``, when the agent's exception crosses a hook,
-    or, for a run its hooks never see end (a stream the caller closed part
-    way, an error raised outside seamscope's hooks), when LangGraph releases
-    the invocation: a finalizer on the invocation's stream writer (the
-    runtime's, one per invocation) closes it with error.type
+    A run opens at the first hook of an invocation (seamscope adds no
+    ``before_agent``/``after_agent`` node to the graph). It ends at the model
+    call LangChain routes to the end of the run (see the steps), when the
+    agent's exception crosses a hook, or, for a run its hooks never see end
+    (a stream the caller closed part way, an error raised outside
+    seamscope's hooks, another middleware's jump to the end), when LangGraph
+    releases the invocation: a finalizer on the invocation's stream writer
+    (the runtime's, one per invocation) closes it with error.type
     ``abandoned``. A finalizer runs wherever the garbage collector does, so
     it never waits for a lock: a run it finds busy is closed by the next hook
     of this middleware. A run paused by an interrupt is left open.
@@ -226,43 +235,44 @@ class Runs:
         self._scope = scope
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._by_invocation: dict[tuple[int, str], Run] = {}
-        self._failed: OrderedDict[tuple[int, str], Run] = OrderedDict()
+        # runs that ended while their invocation may go on: (run, whether an
+        # exception a hook saw ended it), by invocation, until LangGraph releases it
+        self._ended: OrderedDict[tuple[int, str], tuple[Run, bool]] = OrderedDict()
         self._warned_outside = False
         self._lock = threading.Lock()
         self._released: deque[str] = deque()
 
-    def open(self, runtime: Any) -> Run:
-        """A new run for this invocation (a still-open run on its thread is closed)."""
-        self._drain()
-        run = self._new(runtime, translate.thread_id(runtime))
-        run.open(active_parent())
-        with self._lock:
-            stale = self._register(run)
-        for old in stale:
-            old.close(None if old.paused else _Abandoned())
-        self.watch(run, runtime)
-        return run
-
     def for_hook(
         self, state: Any, runtime: Any, *, create: bool, resume: bool | None = None
     ) -> tuple[Run | None, bool]:
-        """The run a hook belongs to: by its graph invocation, else by thread;
-        maybe new.
+        """The run a hook belongs to: by its graph invocation, else a paused
+        run of its thread; maybe new.
 
-        Nothing is written to the agent's state (the caller's state, stream
-        chunks and checkpoints are the same with and without seamscope): the
-        run is found by the invocation the hook runs in. A new run is made
-        for a hook that finds none (a run resumed after an interrupt, or one
-        whose ``before_agent`` did not run); parallel hooks agree on one.
+        Nothing is written to the agent's state and no graph node is added
+        (the caller's state, stream chunks and checkpoints are the same with
+        and without seamscope): the run is found by the invocation the hook
+        runs in. With ``create``, the first hook of an invocation that finds
+        none opens it (a still-open run of the thread from an earlier
+        invocation is closed: ``abandoned``, unless an interrupt paused it,
+        which this invocation resumes); parallel hooks agree on one. A hook
+        of an invocation whose run already ended continues it (``resume``,
+        default ``create``): see :meth:`_continued`.
         """
-        self._drain()
-        key = _invocation_key(translate.invocation(runtime))
+        self.drain()
+        invocation = translate.invocation(runtime)
+        key = _invocation_key(invocation)
         conversation_id = translate.thread_id(runtime)
+        resuming = create if resume is None else resume
         with self._lock:
-            run = self._find(key, conversation_id)
-            ended = None if run is not None or key is None else self._failed.pop(key, None)
+            run = self._find(invocation, conversation_id)
+            ended = None
+            if run is None and key is not None:
+                entry = self._ended.get(key)
+                # an exception's end is said once, whether or not the hook resumes
+                if entry is not None and (entry[1] or resuming):
+                    ended = self._ended.pop(key)
         if ended is not None:
-            return self._continued(ended, runtime, create if resume is None else resume)
+            return self._continued(*ended, runtime, resuming)
         if run is not None or not create:
             if run is not None:
                 self.watch(run, runtime)
@@ -270,7 +280,7 @@ class Runs:
         candidate = self._new(runtime, conversation_id)
         parent = active_parent()
         with self._lock:
-            run = self._find(key, conversation_id)
+            run = self._find(invocation, conversation_id)
             if run is None:
                 candidate.open(parent)
                 stale = self._register(candidate)
@@ -282,14 +292,17 @@ class Runs:
         self.watch(candidate, runtime)
         return candidate, True
 
-    def _continued(self, ended: Run, runtime: Any, resume: bool) -> tuple[Run | None, bool]:
-        """A hook of an invocation whose run an exception ended: a middleware
-        outside seamscope handled that exception (a retry, an error handler)
-        and the agent went on. Says so once (a WARNING naming the order to
-        use) and, when ``resume``, continues the run in the same trace: the
-        same turn (its iterations keep counting), a new ``invoke_agent``
+    def _continued(
+        self, ended: Run, warn: bool, runtime: Any, resume: bool
+    ) -> tuple[Run | None, bool]:
+        """A hook of an invocation whose run already ended: at a model call
+        LangChain would route to the end (another middleware sent the agent
+        on), or by an exception a middleware outside seamscope handled (a
+        retry, an error handler; ``warn``: said once, a WARNING naming the
+        order to use). When ``resume``, the run continues in the same trace:
+        the same turn (its iterations keep counting), a new ``invoke_agent``
         under the ended run's parent (or under the ended run)."""
-        if not self._warned_outside:
+        if warn and not self._warned_outside:
             self._warned_outside = True
             LOG.warning(_OUTSIDE, ended.error or "an exception")
         if not resume:
@@ -308,23 +321,23 @@ class Runs:
         conversation_id = translate.thread_id(runtime)
         if conversation_id:
             return conversation_id
-        key = _invocation_key(translate.invocation(runtime))
         with self._lock:
-            run = self._find(key, None)
+            run = self._find(translate.invocation(runtime), None)
         return None if run is None else run.scope
 
-    def close(self, run: Run, exc: BaseException | None) -> None:
-        """End ``run`` (``exc``: the agent's exception that crossed a hook). A run
-        an exception ended is remembered (at most ``_MAX_FAILED_RUNS``) in case
-        its invocation goes on: see :meth:`_continued`."""
+    def close(self, run: Run, exc: BaseException | None, *, seen: bool = True) -> None:
+        """End ``run`` (``exc``: the agent's exception; ``seen``: it crossed a
+        hook, rather than a tool run's callback). The run is remembered (at
+        most ``_MAX_ENDED_RUNS``, until LangGraph releases its invocation) in
+        case its invocation goes on: see :meth:`_continued`."""
         with self._lock:
             self._forget(run)
             key = _invocation_key(run.invocation)
-            if exc is not None and key is not None:
-                self._failed[key] = run
-                self._failed.move_to_end(key)
-                while len(self._failed) > _MAX_FAILED_RUNS:
-                    self._failed.popitem(last=False)
+            if key is not None:
+                self._ended[key] = (run, exc is not None and seen)
+                self._ended.move_to_end(key)
+                while len(self._ended) > _MAX_ENDED_RUNS:
+                    self._ended.popitem(last=False)
         run.close(exc)
 
     def _forget(self, run: Run) -> None:
@@ -356,10 +369,12 @@ class Runs:
 
     def _release(self, key: str) -> None:
         self._released.append(key)
-        self._drain()
+        self.drain()
 
-    def _drain(self) -> None:
-        """Close the released runs that are still open (never blocks: see above)."""
+    def drain(self) -> None:
+        """Close the released runs that are still open (never blocks: see above;
+        every hook calls it once more at its end, when a run a finalizer found
+        busy is free)."""
         while self._released:
             if not self._lock.acquire(blocking=False):
                 return
@@ -370,7 +385,10 @@ class Runs:
                 return
             finally:
                 self._lock.release()
-            if run is None or run.closed or run.paused:
+            if run is None:
+                self._forget_ended(key)
+                continue
+            if run.closed or run.paused:
                 continue
             if not run.close(_Abandoned(), blocking=False):
                 self._released.append(key)
@@ -381,6 +399,18 @@ class Runs:
                         self._forget(run)
                     finally:
                         self._lock.release()
+
+    def _forget_ended(self, key: str) -> None:
+        """LangGraph released the invocation of ended run ``key``: no hook of it
+        can come any more (never blocks: see above)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            for invocation, (run, _) in list(self._ended.items()):
+                if run.key == key:
+                    del self._ended[invocation]
+        finally:
+            self._lock.release()
 
     def _resolve(self, value: Any, runtime: Any, what: str) -> Any:
         if not callable(value):
@@ -427,11 +457,26 @@ class Runs:
             stale.append(evicted)
         return stale
 
-    def _find(self, key: tuple[int, str] | None, conversation_id: str | None) -> Run | None:
+    def _find(self, invocation: tuple[Any, str] | None, conversation_id: str | None) -> Run | None:
+        """The run of ``invocation``, else the thread's latest open run when this
+        invocation may continue it: an interrupt paused it (it is this
+        invocation's from now on), or either invocation is unknown. Another
+        invocation's unpaused run is not this one's (it ended where no hook
+        saw it end). Holding the lock."""
+        key = _invocation_key(invocation)
         run = None if key is None else self._by_invocation.get(key)
         if run is None and conversation_id:
             for candidate in reversed(self._runs.values()):
                 if candidate.turn.conversation_id == conversation_id:
+                    other = _invocation_key(candidate.invocation)
+                    if key is None or other is None or other == key:
+                        return candidate
+                    if not candidate.paused:
+                        return None
+                    if self._by_invocation.get(other) is candidate:
+                        del self._by_invocation[other]
+                    candidate.invocation = invocation
+                    self._by_invocation[key] = candidate
                     return candidate
         return run
 

@@ -56,7 +56,7 @@ from seamscope.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class StepContext:
     """What a hook's step needs of the middleware it serves (the steps never
     read the middleware itself): the layer, the models by name, the run
@@ -73,6 +73,10 @@ class StepContext:
     """The offloaded outputs of a run, by its LangGraph runtime (the store the
     agent was compiled with, when seamscope was given none)."""
     watching: bool = False
+    tool_hooks: bool = True
+    """Whether the middleware defines ``wrap_tool_call`` (LangChain then builds
+    a ``tools`` node even for an agent without tools); False: its tool calls'
+    spans come from LangChain's tool callbacks (:mod:`._tool_runs`)."""
 
     def outputs_for(self, runtime: Any) -> Outputs:
         return self.outputs if self.outputs_of is None else self.outputs_of(runtime)
@@ -85,7 +89,7 @@ class SeamscopeMiddleware(Protocol):
     def kit(self) -> StepContext: ...
 
 
-__all__ = ["Attached", "ModelStep", "StepContext", "TailStep", "ToolStep"]
+__all__ = ["Attached", "ModelStep", "StepContext", "TailStep", "ToolStep", "settle_output"]
 
 
 class Attached:
@@ -135,6 +139,10 @@ class _Step:
     def close(self) -> None:
         if self.attached is not None:
             self.attached.detach()
+        try:
+            self.mw.runs.drain()
+        except Exception:
+            failed("langchain.run_end")
 
 
 class _ModelCallStep(_Step):
@@ -189,6 +197,7 @@ class ModelStep(_ModelCallStep):
         super().__init__(middleware, request)
         self.created = False
         self.structured: tuple[dict[str, Any], ...] = ()
+        self.ends = False  # LangChain routes the agent to the end after this call
 
     def prepare(self) -> ModelRequest[Any]:
         """The request to execute: selected tools, chosen model, forced tool."""
@@ -199,6 +208,7 @@ class ModelStep(_ModelCallStep):
             if self.run is None:
                 return request
             self.run.bound = None
+            self.run.tools = translate.client_tools(request.tools)
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
             self.attached = Attached(self.run.otel)
@@ -264,9 +274,27 @@ class ModelStep(_ModelCallStep):
             answers = translate.structured_calls(message, self.structured)
             if it is not None and message is not None and answers:
                 structured_answers(it, message, [translate.tool_call(raw) for raw in answers])
+            run = self.run
+            if run is not None:
+                run.emitted = len(translate.routed_calls(message, self.structured))
+                # a tools node exists when seamscope runs tool hooks or the agent has tools
+                tools_node = self.mw.tool_hooks or bool(run.tools)
+                self.ends = translate.ends_run(self.request, response, tools_node=tools_node)
         except Exception:
             failed("langchain.after_model_call")
         return response
+
+    def close(self) -> None:
+        """After the model call LangChain routes to the end, the run ends (no
+        ``after_agent`` node is added to hear it): a later hook of the same
+        invocation (another middleware sent the agent on) continues it."""
+        super().close()
+        run = self.run
+        if self.ends and run is not None and not run.closed:
+            try:
+                self.mw.runs.close(run, None)
+            except Exception:
+                failed("langchain.run_end")
 
 
 class ToolStep(_Step):
@@ -279,6 +307,7 @@ class ToolStep(_Step):
         self.tool: ToolSpan | None = None
         self.outcome: ToolOutcome | None = None
         self._outcome_token: contextvars.Token[ToolOutcome | None] | None = None
+        self.ends = False  # a return_direct tool's answer ends the agent
 
     def prepare(self) -> None:
         request = self.request
@@ -311,6 +340,12 @@ class ToolStep(_Step):
             except Exception:
                 failed("langchain.after_tool_call")
         super().close()
+        run = self.run
+        if self.ends and run is not None and not run.closed:
+            try:
+                self.mw.runs.close(run, None)
+            except Exception:
+                failed("langchain.run_end")
 
     @contextlib.contextmanager
     def span(self) -> Iterator[Any]:
@@ -365,27 +400,35 @@ class ToolStep(_Step):
             run, it, call = self.run, self.iteration, self.call
             if run is None or it is None or call is None:
                 return result
-            compactions, scope = self.mw.compactions, run.scope
-            stub = account_tool_output(
-                it,
-                call,
-                text,
-                outputs=self.mw.outputs_for(self.request.runtime),
-                scope=scope,
-                usage=run.usage,
-                offload=self.mw.offload,
-                reread=(
-                    (lambda c: compactions.reread(scope, c.name, dict(c.args)))
-                    if self.mw.watching
-                    else None
-                ),
-            )
+            self.ends = run.ends_at(call.name)
+            stub = settle_output(self.mw, run, it, call, text, self.request.runtime)
             if stub is None or not isinstance(result, ToolMessage):
                 return result
             return translate.with_content(result, stub)
         except Exception:
             failed("langchain.after_tool_call")
             return result
+
+
+def settle_output(
+    mw: StepContext, run: Run, it: Iteration, call: ToolCall, text: str | None, runtime: Any
+) -> str | None:
+    """The kit's accounting of a tool's answer: a recall's cost, a re-read of a
+    result a watched context editing cleared, or the offload gate; the stub
+    that replaces the answer's text, or None."""
+    compactions, scope = mw.compactions, run.scope
+    return account_tool_output(
+        it,
+        call,
+        text,
+        outputs=mw.outputs_for(runtime),
+        scope=scope,
+        usage=run.usage,
+        offload=mw.offload,
+        reread=(
+            (lambda c: compactions.reread(scope, c.name, dict(c.args))) if mw.watching else None
+        ),
+    )
 
 
 class TailStep(_ModelCallStep):

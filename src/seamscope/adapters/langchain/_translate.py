@@ -16,10 +16,12 @@ from typing import Any
 from seamscope.adapters._kit import RECALL_TOOL, model_name_of
 from seamscope.adapters.langchain._framework import (
     AIMessage,
+    AutoStrategy,
     BaseChatModel,
     BaseTool,
     ModelRequest,
     ModelResponse,
+    ProviderStrategy,
     ToolMessage,
     ToolStrategy,
     get_config,
@@ -32,6 +34,8 @@ from seamscope.decisions.records import tool_name
 __all__ = [
     "bindable",
     "carried",
+    "client_tools",
+    "ends_run",
     "stubs",
     "is_error_result",
     "is_summary",
@@ -217,6 +221,40 @@ def routed_calls(
         return []
     names = {tool["name"] for tool in structured}
     return [(i, call) for i, call in enumerate(message.tool_calls) if call["name"] not in names]
+
+
+def client_tools(tools: Sequence[Any]) -> dict[str, BaseTool]:
+    """The request's tools the agent runs itself (``BaseTool``s), by name:
+    LangChain builds its ``tools`` node when there is one."""
+    return {tool.name: tool for tool in tools if isinstance(tool, BaseTool)}
+
+
+def ends_run(request: ModelRequest[Any], response: ModelResponse[Any], *, tools_node: bool) -> bool:
+    """Whether LangChain routes the agent to the end after this model call
+    (``create_agent``'s edges after the model, when no middleware hook jumps
+    elsewhere). With a ``tools`` node (``tools_node``): no AIMessage or no
+    tool call ends; a pending call of a tool goes to the tools; only
+    structured-output calls end once the structured response is parsed.
+    Without one: the end, unless a structured-output strategy loops back
+    until its response is parsed."""
+    answered = getattr(response, "structured_response", None) is not None
+    strategy = getattr(request, "response_format", None)
+    if not tools_node:
+        loops = strategy is not None and not isinstance(strategy, ProviderStrategy)
+        return answered or not loops
+    message = last_ai(getattr(response, "result", None) or ())
+    if message is None or not message.tool_calls:
+        return True
+    if isinstance(strategy, AutoStrategy):  # its tools, should it fall back to them
+        strategy = ToolStrategy(schema=strategy.schema)
+    names = (
+        {spec.name for spec in strategy.schema_specs}
+        if isinstance(strategy, ToolStrategy)
+        else set()
+    )
+    if any(call["name"] not in names for call in message.tool_calls):
+        return False
+    return answered
 
 
 def structured_calls(

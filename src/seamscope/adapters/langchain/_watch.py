@@ -167,8 +167,12 @@ class _HookWatch:
         self.run: Run | None = None
         self.calls: DecisionCalls | None = None
         self._token: contextvars.Token[Any] | None = None
+        # a hook before the model call may be the run's first (seamscope adds no
+        # before_agent node): it opens the run, or continues one that ended
+        base = hook[1:] if hook in _ASYNC_NODE_HOOKS else hook
+        create = base in ("before_agent", "before_model")
         try:
-            self.run, _ = watcher.kit.runs.for_hook(state, runtime, create=False)
+            self.run, _ = watcher.kit.runs.for_hook(state, runtime, create=create)
             if self.run is not None:
                 self.calls = DecisionCalls(self.run)
         except Exception:
@@ -424,8 +428,21 @@ class _NodeWatch(_HookWatch):
                 self._summarized(self.run, update)
             elif base == "after_model":
                 self._blocked(self.run, update)
+                self._ended(self.run, update)
         except Exception:
             failed(f"langchain.watch.{self.hook}")
+
+    def _ended(self, run: Run, update: Any) -> None:
+        """A declared jump to the end (a limit's ``end``) ends the run."""
+        if not isinstance(update, Mapping) or update.get("jump_to") != "end":
+            return
+        cls = type(self.middleware)
+        declared = [
+            getattr(getattr(cls, hook, None), "__can_jump_to__", None) or ()
+            for hook in ("after_model", "aafter_model")
+        ]
+        if any("end" in jumps for jumps in declared):
+            self.watcher.kit.runs.close(run, None)
 
     def _messages(self) -> list[Any]:
         messages = self.state.get("messages") if isinstance(self.state, Mapping) else None

@@ -6,6 +6,8 @@ whichever module happens to import it first.
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
     from agents import (
         Agent,
@@ -56,6 +58,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
+    "cleanup_on_run_end",
     "Agent",
     "CallModelData",
     "FunctionTool",
@@ -87,3 +90,12 @@ __all__ = [
     "get_function_tool_origin",
     "normalize_run_config",
 ]
+
+
+async def cleanup_on_run_end(model: Any, owner: object) -> None:
+    """The SDK's run-end hook of a model (``Model._cleanup_on_run_end``, which
+    the runner calls on the model it used): the routed model passes it on to
+    every model the run really called."""
+    hook = getattr(model, "_cleanup_on_run_end", None)
+    if hook is not None:
+        await hook(owner)

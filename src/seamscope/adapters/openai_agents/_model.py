@@ -48,6 +48,7 @@ from seamscope.adapters.openai_agents._framework import (
     Tool,
     ToolContext,
     ToolErrorFormatterArgs,
+    cleanup_on_run_end,
 )
 from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
 from seamscope.adapters.openai_agents._run import LOG, Run, attached, contained, failed
@@ -348,7 +349,7 @@ class RoutedModel(Model):
 
     async def _cleanup_on_run_end(self, owner: object) -> None:
         """The run ended: every model it called releases its run-scoped resources."""
-        await _each(self._used, lambda model: model._cleanup_on_run_end(owner))
+        await _each(self._used, lambda model: cleanup_on_run_end(model, owner))
 
     async def close(self) -> None:
         """Close every model the run called."""

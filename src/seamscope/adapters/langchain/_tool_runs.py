@@ -1,0 +1,228 @@
+"""``execute_tool`` spans from LangChain's tool callbacks, for a middleware without tool hooks.
+
+A ``SeamscopeMiddleware`` that neither offloads nor watches a middleware
+with tool hooks defines no ``wrap_tool_call``: LangChain then builds the
+same graph and runs the same checks as without seamscope. Its tool calls
+are heard instead through LangChain's callbacks: :data:`TOOL_RUNS`, one
+:class:`ToolRuns` handler added with ``register_configure_hook`` (public
+``langchain_core.tracers.context`` API) to every callback manager
+configured once such a middleware exists. The handler ignores every event
+but a tool run's (LangChain files them under ``ignore_agent``; every other
+``ignore_*`` is set), and any tool run that is not a tool call (no
+``tool_call_id``) of an agent run such a middleware follows (found by the
+LangGraph invocation the tool runs in).
+
+Per tool call: ``on_tool_start`` opens the ``execute_tool {tool}`` span under
+the run's iteration, current while the tool runs (attached in the tool
+run's own context, detached at its end in that same context);
+``on_tool_end`` ends it with the tool's answer (an error answer is a failed
+execution, with the ``error.type`` of what the tool run raised or
+handled: :mod:`._tool_errors`) and does the kit's accounting (a re-read of
+a result a watched context editing cleared); ``on_tool_error`` fails it.
+Arguments the tool rejected fail only the span (``ToolInvocationError``:
+LangGraph's tool node answers them); an interrupt pauses the run; any
+other exception the tool run raised ends the run too (the tool node
+re-raises it, and no hook of seamscope sees the agent fail), and a run
+that nonetheless goes on (an error middleware handled it) continues in the
+same trace.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+
+from seamscope._internal import record_error
+from seamscope.adapters._kit import ToolSpan
+from seamscope.adapters.langchain import _translate as translate
+from seamscope.adapters.langchain._framework import (
+    BaseCallbackHandler,
+    GraphBubbleUp,
+    ToolMessage,
+    get_runtime,
+    register_configure_hook,
+)
+from seamscope.adapters.langchain._runs import Run, failed
+from seamscope.adapters.langchain._steps import StepContext, settle_output
+from seamscope.adapters.langchain._tool_errors import INVOCATION_ERROR, ToolOutcome
+from seamscope.decisions import ToolCall
+from seamscope.loop import Iteration
+from seamscope.telemetry import conventions as c
+
+__all__ = ["TOOL_RUNS", "ToolRuns", "follow", "unfollow"]
+
+
+@dataclass(slots=True)
+class _Open:
+    """One tool call's span, from its tool run's start to its end."""
+
+    kit: StepContext
+    run: Run
+    iteration: Iteration
+    call: ToolCall
+    span: ToolSpan
+    outcome: ToolOutcome
+    runtime: Any
+    token: Any
+
+
+class ToolRuns(BaseCallbackHandler):
+    """The tool calls of the agent runs followed: their ``execute_tool`` spans."""
+
+    run_inline = True  # called where the tool runs, in its context
+    ignore_llm = True
+    ignore_chain = True
+    ignore_retriever = True
+    ignore_chat_model = True
+    ignore_retry = True
+    ignore_custom_event = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._kits: weakref.WeakValueDictionary[int, StepContext] = weakref.WeakValueDictionary()
+        self._open: dict[Any, _Open] = {}
+
+    def follow(self, kit: StepContext) -> None:
+        with self._lock:
+            self._kits[id(kit)] = kit
+
+    def unfollow(self, kit: StepContext) -> None:
+        with self._lock:
+            self._kits.pop(id(kit), None)
+
+    def _find(self, kits: list[StepContext]) -> tuple[StepContext, Run, Any] | None:
+        """The followed run the current tool run belongs to (its invocation's)."""
+        try:
+            runtime = get_runtime()
+        except Exception:
+            return None  # not inside a LangGraph run
+        for kit in kits:
+            run, _ = kit.runs.for_hook(None, runtime, create=False, resume=True)
+            if run is not None:
+                return kit, run, runtime
+        return None
+
+    # -- LangChain callbacks ---------------------------------------------------------
+
+    def on_tool_start(self, serialized: Any, input_str: Any, **kwargs: Any) -> None:
+        call_id, run_id = kwargs.get("tool_call_id"), kwargs.get("run_id")
+        if not call_id or run_id is None:
+            return
+        with self._lock:
+            kits = list(self._kits.values())
+        if not kits:
+            return
+        try:
+            found = self._find(kits)
+            if found is None:
+                return
+            kit, run, runtime = found
+            name = (serialized or {}).get("name") or kwargs.get("name") or "?"
+            inputs = kwargs.get("inputs")
+            call = translate.tool_call(
+                {"id": call_id, "name": name, "args": inputs if isinstance(inputs, dict) else {}}
+            )
+            iteration = run.current_iteration()
+            span = ToolSpan(
+                iteration, call, parent=run.otel, what="langchain.execute_tool_span", failed=failed
+            )
+            outcome = ToolOutcome(str(call_id))
+            outcome.on_tool_start(serialized, input_str, **kwargs)
+            token = otel_context.attach(span.context)
+            with self._lock:
+                self._open[run_id] = _Open(kit, run, iteration, call, span, outcome, runtime, token)
+        except Exception:
+            failed("langchain.tool_start")
+
+    def _pop(self, kwargs: dict[str, Any]) -> _Open | None:
+        with self._lock:
+            found = self._open.pop(kwargs.get("run_id"), None)
+        if found is not None and found.token is not None:
+            try:
+                otel_context.detach(found.token)
+            except Exception:
+                failed("langchain.context_detach")
+        return found
+
+    def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+        found = self._pop(kwargs)
+        if found is None:
+            return
+        text = None
+        try:
+            found.outcome.on_tool_end(output, **kwargs)
+            if isinstance(output, ToolMessage):
+                text = translate.offloadable_text(output)
+            span = found.span.span
+            if span is not None and translate.is_error_result(output):
+                tool = found.run.tools.get(found.call.name)
+                record_error(span, found.outcome.error_type(tool) or c.TOOL_ERROR_RESULT)
+        except Exception:
+            failed("langchain.tool_result")
+        found.span.stop(text if text is not None else output)
+        try:
+            run = found.run
+            settle_output(found.kit, run, found.iteration, found.call, text, found.runtime)
+            if run.ends_at(found.call.name) and not run.closed:
+                found.kit.runs.close(run, None)
+            found.kit.runs.drain()
+        except Exception:
+            failed("langchain.after_tool_call")
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        found = self._pop(kwargs)
+        if found is None:
+            return
+        try:
+            if isinstance(error, GraphBubbleUp):  # an interrupt: the run resumes later
+                found.span.end(None)
+                found.run.paused = True
+                return
+            found.outcome.on_tool_error(error, **kwargs)
+            raised = found.outcome.error_type(found.run.tools.get(found.call.name))
+            if raised == INVOCATION_ERROR:
+                # LangGraph's tool node answers rejected arguments with an error result
+                span = found.span.span
+                if span is not None:
+                    record_error(span, raised)
+                found.span.end(None)
+                return
+            found.span.fail(error)
+            found.kit.runs.close(found.run, error, seen=False)
+            found.kit.runs.drain()
+        except Exception:
+            failed("langchain.tool_error")
+
+
+_HANDLER = ToolRuns()
+
+TOOL_RUNS: contextvars.ContextVar[ToolRuns | None] = contextvars.ContextVar(
+    "seamscope_tool_runs", default=_HANDLER
+)
+"""Holds :class:`ToolRuns` everywhere (its default): once registered, every
+callback manager configured gets it."""
+
+_installed = False
+_install_lock = threading.Lock()
+
+
+def follow(kit: StepContext) -> None:
+    """Open ``execute_tool`` spans for the tool calls of ``kit``'s runs (the
+    handler is registered with LangChain the first time)."""
+    global _installed
+    with _install_lock:
+        if not _installed:
+            register_configure_hook(TOOL_RUNS, True)
+            _installed = True
+    _HANDLER.follow(kit)
+
+
+def unfollow(kit: StepContext) -> None:
+    """Stop: ``kit``'s middleware opens its tool spans in its own tool hooks."""
+    _HANDLER.unfollow(kit)
