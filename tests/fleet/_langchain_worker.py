@@ -143,7 +143,14 @@ def _graph_store() -> Any:
 
     conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
     store = PostgresStore(conn)
-    store.setup()
+    # workers start together: their migrations may race (LangGraph's setup() is not
+    # safe to run at once from several processes); an advisory lock takes turns
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(7331)")
+        try:
+            store.setup()
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(7331)")
     return store
 
 

@@ -424,6 +424,7 @@ def settle_output(
         outputs=mw.outputs_for(runtime),
         scope=scope,
         usage=run.usage,
+        context=run.otel,  # a tool callback's thread has no context of the run's
         offload=mw.offload,
         reread=(
             (lambda c: compactions.reread(scope, c.name, dict(c.args))) if mw.watching else None
