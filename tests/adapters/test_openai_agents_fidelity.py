@@ -472,3 +472,22 @@ def test_every_sdk_tool_kind_is_sendable() -> None:
     assert ([mcp, web], ["not-a-tool"]) == (sendable, other)
     unnamed = object()
     assert ([mcp], [unnamed]) == translate.unnamed([mcp, unnamed])
+
+
+def test_agent_hooks_given_as_run_hooks_are_refused_as_the_sdk_refuses_them() -> None:
+    """The SDK refuses agent-scoped hooks passed as a run's hooks with its own
+    TypeError; seamscope checks before composing them, so the same error."""
+    from agents import Agent, AgentHooks, Runner
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from seamscope.adapters import DecisionLayer
+    from seamscope.adapters.openai_agents import SeamscopeRunner
+
+    agent = Agent(name="a")
+    hooks: Any = AgentHooks()
+    with pytest.raises(TypeError) as alone:
+        Runner.run_sync(agent, "hi", hooks=hooks)
+    layer = DecisionLayer(default_model="m", tracer_provider=TracerProvider())
+    with pytest.raises(TypeError) as added:
+        SeamscopeRunner(layer).run_sync(agent, "hi", hooks=hooks)
+    assert str(alone.value) == str(added.value)

@@ -43,6 +43,7 @@ try:
     from agents.run_internal.model_provider_lifecycle import (
         _normalize_run_config_for_runner as normalize_run_config,
     )
+    from agents.run_internal.turn_preparation import validate_run_hooks
     from agents.tool import get_function_tool_origin
     from agents.tool_context import ToolContext
     from openai.types.responses import (
@@ -89,6 +90,7 @@ __all__ = [
     "get_default_model_settings",
     "get_function_tool_origin",
     "normalize_run_config",
+    "validate_run_hooks",
 ]
 
 

@@ -37,6 +37,7 @@ from seamscope.adapters.openai_agents._framework import (
     ToolContext,
     close_owned_provider,
     normalize_run_config,
+    validate_run_hooks,
 )
 from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
 from seamscope.adapters.openai_agents._model import (
@@ -284,7 +285,9 @@ class SeamscopeRunner:
             raise
         if owned is not None:
             _close_when_streamed_run_ends(result, owned)
-        task = result.run_loop_task
+        # a result without the SDK's task (another runner's, a test's stand-in): the
+        # run's spans end now, and the result is the caller's as it is
+        task = getattr(result, "run_loop_task", None)
         if task is None:
             run.close(None)
         else:
@@ -305,6 +308,9 @@ class SeamscopeRunner:
         """The run, the SDK's arguments, and the model provider seamscope closes
         when the run ends (the one the SDK would have made, and closed, itself:
         no ``run_config``, or a dict without ``model_provider``)."""
+        if hooks is not None:
+            # the SDK's own check and refusal, before seamscope composes the hooks
+            validate_run_hooks(hooks)
         base, owns_provider = normalize_run_config(run_config)
         conversation_id = translate.conversation_id(
             conversation, options.get("session"), options.get("conversation_id")
