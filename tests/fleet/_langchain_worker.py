@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -144,9 +145,12 @@ def _graph_store() -> Any:
     conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
     store = PostgresStore(conn)
     # workers start together: their migrations may race (LangGraph's setup() is not
-    # safe to run at once from several processes); an advisory lock takes turns
+    # safe to run at once from several processes). An advisory lock takes turns;
+    # tried, never waited on: a waiting statement is a transaction that another
+    # worker's CREATE INDEX CONCURRENTLY would wait for (a deadlock)
     with conn.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(7331)")
+        while not cursor.execute("SELECT pg_try_advisory_lock(7331) AS won").fetchone()["won"]:
+            time.sleep(0.05)
         try:
             store.setup()
         finally:
