@@ -10,7 +10,24 @@ from typing import Any
 
 from seamscope.decisions.records import AccountDelta, AccountTotals, StoredOffload
 
-__all__ = ["delta_text", "offload_fields", "offload_from", "totals_of"]
+__all__ = ["FIELDS", "delta_text", "offload_fields", "offload_from", "totals_of"]
+
+FIELDS = (
+    "offload_id",
+    "conversation_id",
+    "call_id",
+    "tool_name",
+    "model",
+    "stub",
+    "output_tokens",
+    "stub_tokens",
+    "predicted_net_saving",
+    "horizon",
+    "recall_probability",
+    "created_at",
+    "expires_at",
+)
+"""The record's fields, in the order every store writes and reads them."""
 
 
 def offload_fields(offload: StoredOffload) -> dict[str, str]:

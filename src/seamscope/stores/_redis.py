@@ -28,35 +28,20 @@ from seamscope.stores._checks import (
     redacted,
     stamped,
 )
-from seamscope.stores._codec import delta_text, offload_fields, offload_from, totals_of
+from seamscope.stores._codec import FIELDS, delta_text, offload_fields, offload_from, totals_of
 
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
 
-_FIELDS = (
-    "offload_id",
-    "conversation_id",
-    "call_id",
-    "tool_name",
-    "model",
-    "stub",
-    "output_tokens",
-    "stub_tokens",
-    "predicted_net_saving",
-    "horizon",
-    "recall_probability",
-    "created_at",
-    "expires_at",
-)
-_EXPIRES = _FIELDS.index("expires_at") + 1  # its place in a Lua row (1-based)
+_EXPIRES = FIELDS.index("expires_at") + 1  # its place in a Lua row (1-based)
 
 _SLACK = 300.0
 """Seconds a content key outlives its ``expires_at`` in Redis (and a record
 its ``expires_at`` plus the TTL): expiry is decided by the store's clock,
 workers' clocks differ, Redis only cleans up after them."""
 
-_LUA_FIELDS = "{" + ", ".join(f"'{name}'" for name in _FIELDS) + "}"
+_LUA_FIELDS = "{" + ", ".join(f"'{name}'" for name in FIELDS) + "}"
 
 # Every script names its fixed keys in KEYS; an offload's own keys are the
 # prefix (ARGV[1]) and 'o:' (record hash), 'c:' (content), 'd:' (deltas list)
@@ -151,7 +136,7 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     redis.call('ZREM', KEYS[1], id)
   elseif redis.call('EXISTS', prefix .. 'c:' .. id) == 1
       and (row[{_EXPIRES}] == '' or tonumber(row[{_EXPIRES}]) > now) then
-    for i = 1, {len(_FIELDS)} do out[#out + 1] = row[i] end
+    for i = 1, {len(FIELDS)} do out[#out + 1] = row[i] end
   end
 end
 return out
@@ -336,7 +321,7 @@ class RedisStore:
             record_ms,
             offload.conversation_id,
         ]
-        for name in _FIELDS:
+        for name in FIELDS:
             args += (name, fields[name])
         evicted = self._call("put", lambda: self._put(keys=keys, args=args))
         return tuple(evicted)
@@ -366,9 +351,9 @@ class RedisStore:
         return Recalled(RecallStatus.EVICTED)
 
     def _rows(self, values: Sequence[Any]) -> list[StoredOffload]:
-        width = len(_FIELDS)
+        width = len(FIELDS)
         return [
-            offload_from(dict(zip(_FIELDS, values[i : i + width], strict=True)))
+            offload_from(dict(zip(FIELDS, values[i : i + width], strict=True)))
             for i in range(0, len(values), width)
         ]
 
@@ -393,14 +378,14 @@ class RedisStore:
         def work() -> list[Any]:
             with self._client.pipeline(transaction=True) as pipe:
                 for offload_id in ids:
-                    pipe.hmget(self._key("o", offload_id), *_FIELDS)
+                    pipe.hmget(self._key("o", offload_id), *FIELDS)
                 return pipe.execute()
 
         rows = self._call("lookup", work)
         found = {}
         for offload_id, row in zip(ids, rows, strict=True):
             if row[0] is not None and row[1] == conversation_id:
-                found[offload_id] = offload_from(dict(zip(_FIELDS, row, strict=True)))
+                found[offload_id] = offload_from(dict(zip(FIELDS, row, strict=True)))
         return found
 
     def add(self, deltas: Sequence[AccountDelta]) -> None:
@@ -422,8 +407,8 @@ class RedisStore:
         values = self._call("claim", lambda: self._claim(keys=keys, args=[offload_id]))
         if not values:
             return None
-        width = len(_FIELDS)
-        offload = offload_from(dict(zip(_FIELDS, values[:width], strict=True)))
+        width = len(FIELDS)
+        offload = offload_from(dict(zip(FIELDS, values[:width], strict=True)))
         return ClaimedOffload(offload, totals_of(values[width:]))
 
     def due(self, *, idle_since: float, now: float, limit: int = 100) -> Sequence[str]:

@@ -18,30 +18,15 @@ from seamscope.decisions.records import (
     StoredOffload,
 )
 from seamscope.stores._checks import check_clock, check_limit, check_seconds, check_ttl, stamped
-from seamscope.stores._codec import delta_text, offload_fields, offload_from, totals_of
+from seamscope.stores._codec import FIELDS, delta_text, offload_fields, offload_from, totals_of
 
 __all__ = ["SQLiteStore"]
 
-_FIELDS = (
-    "offload_id",
-    "conversation_id",
-    "call_id",
-    "tool_name",
-    "model",
-    "stub",
-    "output_tokens",
-    "stub_tokens",
-    "predicted_net_saving",
-    "horizon",
-    "recall_probability",
-    "created_at",
-    "expires_at",
-)
-_COLUMNS = ", ".join(_FIELDS)
+_COLUMNS = ", ".join(FIELDS)
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS seamscope_offloads (
-    {", ".join(f"{name} TEXT NOT NULL" for name in _FIELDS)},
+    {", ".join(f"{name} TEXT NOT NULL" for name in FIELDS)},
     content TEXT,
     gone TEXT,
     gone_at REAL,
@@ -158,8 +143,8 @@ class SQLiteStore:
             db.execute("DELETE FROM seamscope_offloads WHERE offload_id = ?", (offload.offload_id,))
             db.execute(
                 f"INSERT INTO seamscope_offloads ({_COLUMNS}, content, active, expires)"
-                f" VALUES ({', '.join('?' * len(_FIELDS))}, ?, ?, ?)",
-                (*(fields[name] for name in _FIELDS), content, now, expires),
+                f" VALUES ({', '.join('?' * len(FIELDS))}, ?, ?, ?)",
+                (*(fields[name] for name in FIELDS), content, now, expires),
             )
             (held,) = db.execute(
                 "SELECT value FROM seamscope_meta WHERE key = 'held'"
@@ -222,7 +207,7 @@ class SQLiteStore:
                 (conversation_id, now),
             ).fetchall()
         )
-        return [offload_from(dict(zip(_FIELDS, row, strict=True))) for row in rows]
+        return [offload_from(dict(zip(FIELDS, row, strict=True))) for row in rows]
 
     def lookup(
         self, conversation_id: str, offload_ids: Iterable[str]
@@ -237,7 +222,7 @@ class SQLiteStore:
                 (conversation_id, *ids),
             ).fetchall()
         )
-        found = [offload_from(dict(zip(_FIELDS, row, strict=True))) for row in rows]
+        found = [offload_from(dict(zip(FIELDS, row, strict=True))) for row in rows]
         return {o.offload_id: o for o in found}
 
     def add(self, deltas: Sequence[AccountDelta]) -> None:
@@ -272,7 +257,7 @@ class SQLiteStore:
                 "SELECT delta FROM seamscope_accounts WHERE offload_id = ? ORDER BY rowid",
                 (offload_id,),
             ).fetchall()
-            offload = offload_from(dict(zip(_FIELDS, row, strict=True)))
+            offload = offload_from(dict(zip(FIELDS, row, strict=True)))
             return ClaimedOffload(offload, totals_of(d[0] for d in deltas))
 
         claimed: ClaimedOffload | None = self._run(work, write=True)
