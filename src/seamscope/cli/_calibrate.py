@@ -46,6 +46,7 @@ from seamscope.cli._prometheus import PrometheusError, read_evidence, valid_rang
 from seamscope.cli._whatif import (
     UnreadableInput,
     add_jaeger_arguments,
+    duplicates_note,
     jaeger_source,
     opened_inputs,
 )
@@ -358,7 +359,7 @@ def add_calibrate_parser(sub: Any) -> None:
         metavar="URL",
         help="read the evidence of a fleet from Prometheus (http://host:9090) instead of "
         "traces: the per-(tool, model) series the ledger exports, one PromQL query per "
-        "quantity; the file says source = \"prometheus\" (default: none)",
+        'quantity; the file says source = "prometheus" (default: none)',
     )
     p.add_argument(
         "--range",
@@ -437,7 +438,7 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
         return usage("--prior-strength must be a number > 0")
     if args.priors_version is not None and not args.priors_version.strip():
         return usage("--version must not be empty")
-    problems = 0
+    problems = duplicates = 0
     source_kind = None
     try:
         if args.prometheus is not None:
@@ -450,6 +451,7 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
             for source, line, message in reader.problems:
                 err.print(f"error: {source}:{line}: {message}", markup=False, highlight=False)
             problems = reader.problem_count
+            duplicates = reader.duplicates
             where = ", ".join(args.files) or f"{args.jaeger} service {args.service}"
             sources = [name for name, _ in handles] or [f"{args.jaeger} service {args.service}"]
     except UnreadableInput as exc:
@@ -483,7 +485,12 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
     if args.format == "json":
         for row in rows:
             out.file.write(json.dumps(row) + "\n")
-        total = {"pairs": len(rows), "version": version, "output": args.output}
+        total = {
+            "pairs": len(rows),
+            "version": version,
+            "output": args.output,
+            "duplicates_dropped": duplicates,
+        }
         out.file.write(json.dumps({"total": total}) + "\n")
     else:
         for row in rows:
@@ -496,10 +503,14 @@ def run_calibrate(args: argparse.Namespace, console: Console, err: Console) -> i
             markup=False,
             highlight=False,
         )
+        for note in duplicates_note(duplicates):
+            out.print(note, markup=False, highlight=False)
     return 1 if problems else 0
 
 
-def from_prometheus(url: str, window: str | None) -> tuple[dict[tuple[str, str], Evidence], list[str]]:
+def from_prometheus(
+    url: str, window: str | None
+) -> tuple[dict[tuple[str, str], Evidence], list[str]]:
     """The evidence of every (tool, model) pair Prometheus holds, and the queries
     issued (see :mod:`seamscope.cli._prometheus`)."""
     rows, queries = read_evidence(url, window)

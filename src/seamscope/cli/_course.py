@@ -17,33 +17,34 @@ What the ledger was told, in the order it was told, per
 * a compaction: a ``seamscope.compaction`` span, by its end;
 * a settlement: a ``seamscope.offload.settle`` span, by its start.
 
-Reading is one ``json.loads`` per line and a look at each span's name;
-only the spans above have their attributes read. A conversation's events are
-handed on once it has settled and :data:`SETTLED_IDLE_LINES` lines went by
-without a span of it, or once :data:`IDLE_LINES` lines went by without one
-(a conversation that never offloaded never settles), and at the end of the
-input: memory follows the conversations open at once, not the file. A span
-read twice (same span id in the same conversation) counts once.
+Reading groups the spans into traces as ``explain`` does (see
+:class:`CourseReader`): a span the input holds twice (a re-sent batch, a
+collector's replay, anywhere in the input) counts once, and only the spans
+above have their attributes read. Memory follows the traces open at once and
+the largest conversation, not the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import marshal
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from operator import itemgetter
-from typing import Any, NamedTuple, TextIO
+from typing import Any, NamedTuple, TextIO, cast
 
-from seamscope.cli._otlp import MAX_LINE_CHARS, read_lines
+from seamscope.cli._otlp import Problem, SpanRecord
+from seamscope.cli._traces import SPILL_MEMORY_BYTES, Collector, TraceInfo, reread
+from seamscope.cli._views import merge
 from seamscope.decisions.records import ModelUsage
 from seamscope.telemetry import conventions as c
 
 _STORE_FAILED = c.OffloadReasonCode.STORE_FAILED.value
 
 __all__ = [
-    "IDLE_LINES",
-    "SETTLED_IDLE_LINES",
     "Chat",
     "Compact",
     "Conversation",
@@ -54,14 +55,7 @@ __all__ = [
     "Event",
 ]
 
-SETTLED_IDLE_LINES = 64
-"""Lines without a span of a settled conversation after which it is handed on."""
-IDLE_LINES = 100_000
-"""Lines without a span of any conversation after which it is handed on."""
-
-
 _KEY_VALUE = itemgetter("key", "value")
-_MAX_ORPHANS = 4096  # spans waiting for their parent's conversation id
 
 
 class Chat(NamedTuple):
@@ -129,10 +123,7 @@ class Conversation:
 
     conversation_id: str
     events: list[tuple[int, int, Event]] = field(default_factory=list)
-    span_ids: set[str] = field(default_factory=set)
     marked: bool = False  # some chat span carries seamscope.offload.carried
-    settled: bool = False
-    last_line: int = 0
 
     def ordered(self) -> list[Event]:
         """The events by time (ties in reading order); unmarked chats dropped
@@ -175,6 +166,7 @@ _READ = frozenset(
         c.ATTR_GEN_AI_TOOL_NAME,
         c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
         c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        c.ATTR_GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
         c.ATTR_GEN_AI_USAGE_INPUT_TOKENS,
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
         c.ATTR_OFFLOAD_CARRIED,
@@ -201,18 +193,28 @@ _READ = frozenset(
 
 
 class _Attrs:
-    """One span's attributes: keys mapped at C speed, values decoded when read."""
+    """One span's attributes (key to value as the file has it), decoded when read."""
 
     __slots__ = ("_raw",)
 
-    def __init__(self, items: Any) -> None:
+    def __init__(self, raw: dict[Any, Any]) -> None:
+        self._raw = raw
+
+    @classmethod
+    def of_items(cls, items: Any) -> _Attrs:
+        """From an OTLP attribute list (a list of ``{"key", "value"}`` objects)."""
         if not items:
-            self._raw: dict[str, Any] = {}
-            return
+            return cls({})
         try:
-            self._raw = dict(map(_KEY_VALUE, items))
+            return cls(dict(map(_KEY_VALUE, items)))
         except (TypeError, KeyError):  # an attribute without a value: the slow way
-            self._raw = {a["key"]: a.get("value") for a in items if a.get("key") in _READ}
+            return cls(
+                {
+                    a["key"]: a.get("value")
+                    for a in items
+                    if type(a) is dict and a.get("key") in _READ
+                }
+            )
 
     def get(self, key: str) -> Any:
         return _value(self._raw.get(key))
@@ -241,7 +243,11 @@ class _Attrs:
 def _usage(a: _Attrs) -> ModelUsage:
     total = a.int(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS) or 0
     read = min(total, a.int(c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS) or 0)
-    write = min(total - read, a.int(c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS) or 0)
+    # a trace written before the rename (semantic-conventions-genai #440) has only the old name
+    written = a.int(c.ATTR_GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS, None)
+    if written is None:
+        written = a.int(c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
+    write = min(total - read, written or 0)
     return ModelUsage(total, max(0, a.int(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS) or 0), read, write)
 
 
@@ -249,91 +255,184 @@ def _cost(value: float) -> Decimal:
     return Decimal(repr(value)) if value else Decimal(0)
 
 
+def _stored(event: Event) -> tuple[Any, ...]:
+    """``event`` as plain values :mod:`marshal` writes (see :func:`_restored`)."""
+    if type(event) is Chat:
+        u = event.usage
+        usage = (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
+        return (0, event.t, event.model, usage, event.carried, event.stubs)
+    if type(event) is Compact:
+        return (3, *event[:6], str(event.cost), *event[7:])
+    kind = 1 if type(event) is Gate else 2 if type(event) is Recall else 4
+    return (kind, *event)
+
+
+def _restored(row: tuple[Any, ...]) -> Event:
+    kind = row[0]
+    if kind == 0:
+        return Chat(row[1], row[2], ModelUsage(*row[3]), row[4], row[5])
+    if kind == 3:
+        return Compact._make((*row[1:7], Decimal(row[7]), *row[8:]))
+    return (Gate, Gate, Recall, Compact, Settle)[kind](*row[1:])
+
+
+class _Inputs:
+    """Every input read so far, read again in one stream (the second pass): a
+    file from where it started, standard input and query answers from a copy."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[Any, int]] = []
+        self._current = 0
+
+    def add(self, handle: Any, start: int) -> None:
+        self._parts.append((handle, start))
+
+    def rewind(self) -> _Inputs:
+        for handle, start in self._parts:
+            handle.seek(start)
+        self._current = 0
+        return self
+
+    def readline(self, limit: int = -1) -> str:
+        while self._current < len(self._parts):
+            text: str = self._parts[self._current][0].readline(limit)
+            if text:
+                if not text.endswith("\n") and len(text) != limit:
+                    text += "\n"  # a file's last line: never joined to the next file's first
+                return text
+            self._current += 1
+        return ""
+
+
 class CourseReader:
-    """Reads OTLP-JSON lines and hands each finished conversation to ``finish``."""
+    """Reads OTLP-JSON lines and hands each conversation's course to ``finish``.
+
+    Spans are grouped into traces as ``explain`` groups them
+    (:class:`~seamscope.cli._traces.Collector`): a trace is merged by span id
+    (:func:`~seamscope.cli._views.merge`: the first copy of a re-sent span
+    counts, wherever in the input the copy is) and a trace that received spans
+    after it was finished is read again, whole, in a second pass. Each
+    finished trace's events go to a spill file (in memory up to
+    :data:`SPILL_MEMORY_BYTES`, on disk past it), per conversation; at
+    :meth:`close_all` each conversation is read back, one at a time, in the
+    order it was first seen, and handed on. Memory follows the traces open at
+    once and the largest conversation, not the file.
+    """
 
     def __init__(self, finish: Callable[[Conversation], None]) -> None:
         self._finish = finish
-        self._open: dict[str, Conversation] = {}
         self._source = "<input>"
-        self._orphans: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-        self._seq = 0
-        self._tick = 0  # lines read over every input, for the idle rule
-        self.lines = 0
+        self._collector = Collector(self._trace, report=self._report)
+        self._inputs = _Inputs()
+        self._stack = contextlib.ExitStack()
+        self._spill: Any = self._stack.enter_context(
+            tempfile.SpooledTemporaryFile(max_size=SPILL_MEMORY_BYTES)  # noqa: SIM115
+        )
+        self._size = 0
+        self._chunks: dict[str, dict[str, tuple[int, int]]] = {}
+        self._queried: Any = None
+        self._trace_duplicates: dict[str, int] = {}
         self.problems: list[tuple[str, int, str]] = []
         self.problem_count = 0
-        self.spans = 0
+        self.duplicates = 0
+        """Spans dropped as copies of a span already read (same trace and span id)."""
 
-    def _problem(self, number: int, message: str) -> None:
+    @property
+    def lines(self) -> int:
+        """Lines (export requests) read in the first pass."""
+        return self._collector.reader.lines
+
+    def _report(self, problem: Problem) -> None:
         self.problem_count += 1
         if len(self.problems) < 100:
-            self.problems.append((self._source, number, message))
+            span = f"span {problem.span_id}: " if problem.span_id else ""
+            self.problems.append((self._source, problem.line, span + problem.message))
 
     def read(self, handle: TextIO, source: str = "<input>") -> None:
-        """Read one input; conversations still open stay open (the next input
-        may go on with them) until :meth:`close_all`."""
+        """Read one input; traces and conversations go on into the next input."""
         self._source = source
-        for number, text in read_lines(handle):
-            self._tick += 1
-            if text is None:
-                self._problem(number, f"line longer than {MAX_LINE_CHARS} characters; skipped")
-                continue
-            if not text.strip():
-                continue
-            self.lines += 1
-            try:
-                request = json.loads(text)
-            except (ValueError, RecursionError) as exc:
-                self._problem(number, f"not valid JSON ({type(exc).__name__}); skipped")
-                continue
-            self._request(number, request)
+        copy = None
+        try:
+            seekable = handle.seekable()
+            start = handle.tell() if seekable else 0
+        except (OSError, ValueError):
+            seekable = False
+        if seekable:
+            self._inputs.add(handle, start)
+        else:
+            copy = self._stack.enter_context(
+                tempfile.SpooledTemporaryFile(SPILL_MEMORY_BYTES, "w+", encoding="utf-8")  # noqa: SIM115
+            )
+            self._inputs.add(copy, 0)
+        self._collector.read(handle, copy)
 
     def feed(self, request: Any, source: str = "<query>") -> None:
-        """One export request already parsed (an answer of a query API)."""
-        self._source = source
-        self._tick += 1
-        self.lines += 1
-        self._request(self._tick, request)
-
-    def _request(self, number: int, request: Any) -> None:
-        if type(request) is not dict:
-            self._problem(number, "not an OTLP export request; skipped")
-            return
-        try:
-            for rs in request.get("resourceSpans") or ():
-                for ss in rs.get("scopeSpans") or ():
-                    for sp in ss.get("spans") or ():
-                        self._span(number, sp)
-        except (TypeError, AttributeError, KeyError, ValueError) as exc:
-            self._problem(number, f"malformed span ({type(exc).__name__}); rest of line skipped")
-        if self._tick % 64 == 0:
-            self._expire(self._tick)
+        """One export request already parsed (an answer of a query API); read with
+        the others of the same source at :meth:`close_all`."""
+        if self._queried is None:
+            self._queried = (
+                self._stack.enter_context(
+                    tempfile.SpooledTemporaryFile(SPILL_MEMORY_BYTES, "w+", encoding="utf-8")  # noqa: SIM115
+                ),
+                source,
+            )
+        self._queried[0].write(json.dumps(request, separators=(",", ":")) + "\n")
 
     def close_all(self) -> None:
-        for conversation in list(self._open.values()):
-            self._close(conversation)
+        """Finish reading (the second pass, when a trace needs it) and hand on every
+        conversation."""
+        try:
+            if self._queried is not None:
+                copy, source = self._queried
+                self._queried = None
+                copy.seek(0)
+                self.read(copy, source)
+            late = self._collector.late
+            if late:
+                reread(cast(TextIO, self._inputs.rewind()), late, self._trace)
+            for conversation_id, chunks in self._chunks.items():
+                self._finish(self._conversation(conversation_id, chunks.values()))
+            self._chunks = {}
+        finally:
+            self._stack.close()
 
-    def _conversation(self, conversation_id: str) -> Conversation:
-        conv = self._open.get(conversation_id)
-        if conv is None:
-            conv = self._open[conversation_id] = Conversation(conversation_id)
-        conv.last_line = self._tick
+    def _conversation(self, key: str, chunks: Iterable[tuple[int, int]]) -> Conversation:
+        conv = Conversation(key)
+        for offset, length in chunks:
+            self._spill.seek(offset)
+            for t, line, index, row in marshal.loads(self._spill.read(length)):
+                event = _restored(row)
+                if type(event) is Chat and event.carried is not None:
+                    conv.marked = True
+                conv.events.append((t, line * _LINE_SPAN + index, event))
         return conv
 
-    def _add(self, conv: Conversation, t: int, event: Event) -> None:
-        self._seq += 1
-        conv.events.append((t, self._seq, event))
+    def _trace(self, info: TraceInfo, records: list[SpanRecord]) -> None:
+        spans, duplicates = merge(records)
+        if info.late:  # the second pass: the whole trace, the first pass's copies again
+            self.duplicates += duplicates - self._trace_duplicates.pop(info.trace_id, 0)
+        elif duplicates:
+            self.duplicates += duplicates
+            self._trace_duplicates[info.trace_id] = duplicates
+        found: dict[str, list[tuple[int, int, int, tuple[Any, ...]]]] = {}
+        for index, span in enumerate(spans.values()):
+            for key, event in self._events(span, spans):
+                found.setdefault(key, []).append((event.t, span.line, index, _stored(event)))
+        for key, rows in found.items():
+            data = marshal.dumps(rows)
+            self._spill.seek(self._size)
+            self._spill.write(data)
+            self._chunks.setdefault(key, {})[info.trace_id] = (self._size, len(data))
+            self._size += len(data)
 
-    def _span(self, number: int, sp: dict[str, Any]) -> None:
-        self.spans += 1
-        name = sp["name"]
-        if self._orphans and sp.get("spanId") in self._orphans:
-            self._adopt(sp)
-        events = sp.get("events")
-        if events:
-            for ev in events:
-                if ev.get("name") == c.EVENT_OFFLOAD_RECALLED:
-                    self._recall(number, ev)
+    @staticmethod
+    def _events(span: SpanRecord, spans: dict[str, SpanRecord]) -> Iterator[tuple[str, Event]]:
+        for raw in span.events or ():
+            if type(raw) is dict and raw.get("name") == c.EVENT_OFFLOAD_RECALLED:
+                recall = _recall(raw)
+                if recall is not None:
+                    yield recall
+        name = span.name
         if name.startswith("chat"):
             kind = 0
         elif name == c.SPAN_OFFLOAD_GATE:
@@ -344,128 +443,116 @@ class CourseReader:
             kind = 3
         else:
             return
-        a = _Attrs(sp.get("attributes"))
+        a = _Attrs(span.attributes)
         conversation_id = a.get(c.ATTR_GEN_AI_CONVERSATION_ID)
+        if kind == 2 and (type(conversation_id) is not str or not conversation_id):
+            conversation_id = _ancestor_conversation(span, spans)  # its iteration names it
         if type(conversation_id) is not str or not conversation_id:
-            parent = sp.get("parentSpanId")
-            if kind == 2 and parent and len(self._orphans) < _MAX_ORPHANS:
-                # a compaction span names no conversation: its iteration does
-                self._orphans.setdefault(parent, []).append((number, sp))
             return  # the ledger follows conversations only
-        conv = self._conversation(conversation_id)
-        span_id = str(sp.get("spanId"))
-        if span_id in conv.span_ids:
-            return
-        conv.span_ids.add(span_id)
-        end = int(sp.get("endTimeUnixNano") or 0)
+        end = span.end_ns
         if kind == 0:
             if a.get(c.ATTR_GEN_AI_OPERATION_NAME) != "chat":
                 return
             carried = a.get(c.ATTR_OFFLOAD_CARRIED)
             if carried is not None:
-                conv.marked = True
-                carried = tuple(str(x) for x in carried)
+                carried = tuple(str(x) for x in carried) if type(carried) is tuple else ()
             sizes = a.get(c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS)
             stubs = tuple(float(x) for x in sizes) if isinstance(sizes, tuple) else ()
             model = a.text(c.ATTR_GEN_AI_REQUEST_MODEL)
-            self._add(conv, end, Chat(end, model, _usage(a), carried, stubs))
+            yield conversation_id, Chat(end, model, _usage(a), carried, stubs)
         elif kind == 1:
-            self._add(conv, end, self._gate(end, a))
+            yield conversation_id, _gate(end, a)
         elif kind == 2:
-            self._add(conv, end, self._compact(end, a))
+            yield conversation_id, _compact(end, a)
         else:
-            start = int(sp.get("startTimeUnixNano") or 0)
+            start = span.start_ns
             value = a.get(c.ATTR_OFFLOAD_REALIZED_NET_SAVING_USD)
-            settle = Settle(
-                start,
-                a.text(c.ATTR_OFFLOAD_ID),
-                a.text(c.ATTR_OFFLOAD_SETTLE_TRIGGER, "explicit"),
-                float(value) if type(value) in (int, float) else None,
-                a.int(c.ATTR_OFFLOAD_TURNS_CARRIED, None),
-                a.int(c.ATTR_OFFLOAD_RECALLS, None),
+            yield (
+                conversation_id,
+                Settle(
+                    start,
+                    a.text(c.ATTR_OFFLOAD_ID),
+                    a.text(c.ATTR_OFFLOAD_SETTLE_TRIGGER, "explicit"),
+                    float(value) if type(value) in (int, float) else None,
+                    a.int(c.ATTR_OFFLOAD_TURNS_CARRIED, None),
+                    a.int(c.ATTR_OFFLOAD_RECALLS, None),
+                ),
             )
-            conv.settled = True
-            self._add(conv, start, settle)
 
-    @staticmethod
-    def _gate(t: int, a: _Attrs) -> Gate:
-        offload_id = a.get(c.ATTR_OFFLOAD_ID)
-        tool = a.get(c.ATTR_GEN_AI_TOOL_NAME)
-        return Gate(
-            t,
-            tool if type(tool) is str else None,
-            a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
-            a.float(c.ATTR_OFFLOAD_OUTPUT_TOKENS),
-            a.get(c.ATTR_OFFLOAD_FIRE) is True,
-            offload_id if type(offload_id) is str else None,
-            a.int(c.ATTR_OFFLOAD_HORIZON) or 0,
-            a.float(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
-            a.number(c.ATTR_OFFLOAD_STUB_TOKENS),
-            a.int(c.ATTR_OFFLOAD_THRESHOLD_TOKENS, None),
-            a.int(c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS, None),
-            a.int(c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS, None),
-            a.float(c.ATTR_OFFLOAD_NET_SAVING_USD),
-            a.get(c.ATTR_OFFLOAD_REASON_CODE) == _STORE_FAILED,
-        )
 
-    @staticmethod
-    def _compact(t: int, a: _Attrs) -> Compact:
-        ids = a.get(c.ATTR_COMPACTION_TOOL_CALL_IDS)
-        return Compact(
-            t,
-            a.text(c.ATTR_OFFLOAD_ID),
-            a.text(c.ATTR_OFFLOAD_MECHANISM, "context_editing"),
-            a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
-            a.float(c.ATTR_COMPACTION_REMOVED_TOKENS),
-            a.number(c.ATTR_COMPACTION_KEPT_TOKENS) or 0,
-            _cost(a.float(c.ATTR_COMPACTION_COST_USD)),
-            a.int(c.ATTR_OFFLOAD_HORIZON) or 0,
-            a.float(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
-            a.text(c.ATTR_OFFLOAD_PRICING_SOURCE, "none") != "none",
-            tuple(str(x) for x in ids) if isinstance(ids, tuple) else (),
-        )
+_LINE_SPAN = 1 << 32  # reading order: line, then the span's place in its trace
 
-    def _adopt(self, parent: dict[str, Any]) -> None:
-        """Give the spans waiting for ``parent`` its conversation id."""
-        waiting = self._orphans.pop(str(parent.get("spanId")), [])
-        conversation_id = _Attrs(parent.get("attributes")).get(c.ATTR_GEN_AI_CONVERSATION_ID)
-        if type(conversation_id) is not str or not conversation_id:
-            return
-        for number, sp in waiting:
-            items = list(sp.get("attributes") or ())
-            items.append({"key": c.ATTR_GEN_AI_CONVERSATION_ID, "value": conversation_id})
-            self._span(number, {**sp, "attributes": items})
-            self.spans -= 1
 
-    def _recall(self, number: int, ev: dict[str, Any]) -> None:
-        a = _Attrs(ev.get("attributes"))
-        conversation_id = a.text(c.ATTR_GEN_AI_CONVERSATION_ID)
-        offload_id = a.text(c.ATTR_OFFLOAD_ID)
-        if not conversation_id or not offload_id:
-            return
-        t = int(ev.get("timeUnixNano") or 0)
-        conv = self._conversation(conversation_id)
-        key = f"recall:{offload_id}:{t}"
-        if key in conv.span_ids:
-            return
-        conv.span_ids.add(key)
-        recall = Recall(
-            t,
-            offload_id,
-            a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
-            max(0, a.number(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS) or 0),
-            max(0, a.int(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS) or 0),
-        )
-        self._add(conv, t, recall)
+def _ancestor_conversation(span: SpanRecord, spans: dict[str, SpanRecord]) -> str | None:
+    parent = span.parent_span_id
+    for _ in range(64):
+        found = spans.get(parent) if parent else None
+        if found is None:
+            return None
+        value = _value(found.attributes.get(c.ATTR_GEN_AI_CONVERSATION_ID))
+        if type(value) is str and value:
+            return value
+        parent = found.parent_span_id
+    return None
 
-    def _expire(self, number: int) -> None:
-        for conv in [
-            conv
-            for conv in self._open.values()
-            if number - conv.last_line >= (SETTLED_IDLE_LINES if conv.settled else IDLE_LINES)
-        ]:
-            self._close(conv)
 
-    def _close(self, conv: Conversation) -> None:
-        del self._open[conv.conversation_id]
-        self._finish(conv)
+def _gate(t: int, a: _Attrs) -> Gate:
+    offload_id = a.get(c.ATTR_OFFLOAD_ID)
+    tool = a.get(c.ATTR_GEN_AI_TOOL_NAME)
+    return Gate(
+        t,
+        tool if type(tool) is str else None,
+        a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+        a.float(c.ATTR_OFFLOAD_OUTPUT_TOKENS),
+        a.get(c.ATTR_OFFLOAD_FIRE) is True,
+        offload_id if type(offload_id) is str else None,
+        a.int(c.ATTR_OFFLOAD_HORIZON) or 0,
+        a.float(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
+        a.number(c.ATTR_OFFLOAD_STUB_TOKENS),
+        a.int(c.ATTR_OFFLOAD_THRESHOLD_TOKENS, None),
+        a.int(c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS, None),
+        a.int(c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS, None),
+        a.float(c.ATTR_OFFLOAD_NET_SAVING_USD),
+        a.get(c.ATTR_OFFLOAD_REASON_CODE) == _STORE_FAILED,
+    )
+
+
+def _compact(t: int, a: _Attrs) -> Compact:
+    ids = a.get(c.ATTR_COMPACTION_TOOL_CALL_IDS)
+    return Compact(
+        t,
+        a.text(c.ATTR_OFFLOAD_ID),
+        a.text(c.ATTR_OFFLOAD_MECHANISM, "context_editing"),
+        a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+        a.float(c.ATTR_COMPACTION_REMOVED_TOKENS),
+        a.number(c.ATTR_COMPACTION_KEPT_TOKENS) or 0,
+        _cost(a.float(c.ATTR_COMPACTION_COST_USD)),
+        a.int(c.ATTR_OFFLOAD_HORIZON) or 0,
+        a.float(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
+        a.text(c.ATTR_OFFLOAD_PRICING_SOURCE, "none") != "none",
+        tuple(str(x) for x in ids) if isinstance(ids, tuple) else (),
+    )
+
+
+def _recall(ev: dict[str, Any]) -> tuple[str, Recall] | None:
+    a = _Attrs.of_items(ev.get("attributes"))
+    conversation_id = a.text(c.ATTR_GEN_AI_CONVERSATION_ID)
+    offload_id = a.text(c.ATTR_OFFLOAD_ID)
+    if not conversation_id or not offload_id:
+        return None
+    t = _int(ev.get("timeUnixNano"))
+    recall = Recall(
+        t,
+        offload_id,
+        a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+        max(0, a.number(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS) or 0),
+        max(0, a.int(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS) or 0),
+    )
+    return conversation_id, recall
+
+
+def _int(raw: Any) -> int:
+    try:
+        return max(0, int(raw or 0))
+    except (TypeError, ValueError):
+        return 0

@@ -34,6 +34,7 @@ from seamscope.telemetry import conventions as c
 __all__ = [
     "TraceTree",
     "assemble",
+    "merge",
     "middleware_story",
     "number",
     "settlements",
@@ -89,6 +90,19 @@ class TraceTree:
 _start = attrgetter("start_ns", "span_id")
 
 
+def merge(records: Iterable[SpanRecord]) -> tuple[dict[str, SpanRecord], int]:
+    """``records`` (one trace) by span id, the first copy of a repeated id kept
+    (a re-sent batch, a collector's replay), and how many copies were dropped."""
+    spans: dict[str, SpanRecord] = {}
+    duplicates = 0
+    for span in records:
+        if span.span_id in spans:
+            duplicates += 1
+        else:
+            spans[span.span_id] = span
+    return spans, duplicates
+
+
 def assemble(records: Iterable[SpanRecord]) -> TraceTree:
     """Merge ``records`` (one trace) by span id and walk them from their roots.
 
@@ -97,12 +111,7 @@ def assemble(records: Iterable[SpanRecord]) -> TraceTree:
     cycle) are reported as problems, with the line they were read from.
     """
     tree = TraceTree()
-    spans: dict[str, SpanRecord] = {}
-    for span in records:
-        if span.span_id in spans:
-            tree.duplicates += 1
-        else:
-            spans[span.span_id] = span
+    spans, tree.duplicates = merge(records)
     roots: list[SpanRecord] = []
     kids: dict[str, list[SpanRecord]] = {}
     for span in spans.values():

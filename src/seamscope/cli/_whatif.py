@@ -32,6 +32,7 @@ __all__ = [
     "Overrides",
     "UnreadableInput",
     "add_whatif_parser",
+    "duplicates_note",
     "opened_inputs",
     "parse_overrides",
     "run_whatif",
@@ -445,8 +446,19 @@ def _total_json(t: Totals, overrides: Overrides, reader: CourseReader) -> dict[s
             "conversations_with_inferred_carry": t.inferred,
             "lines": reader.lines,
             "skipped": reader.problem_count,
+            "duplicates_dropped": reader.duplicates,
         }
     }
+
+
+def duplicates_note(count: int) -> list[str]:
+    """The note on spans read more than once (explain's words), if any."""
+    if not count:
+        return []
+    return [
+        f"note: {count} duplicate span{'s' if count != 1 else ''} dropped (same trace id and "
+        "span id read more than once)"
+    ]
 
 
 def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
@@ -512,6 +524,6 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.format == "json":
         emit(json.dumps(_total_json(totals, overrides, reader)))
     else:
-        for text in _total_lines(totals, overrides):
+        for text in _total_lines(totals, overrides) + duplicates_note(reader.duplicates):
             emit(text)
     return 1 if reader.problem_count else 0
