@@ -9,6 +9,7 @@ DecisionLayer.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -358,7 +359,16 @@ def test_a_conversation_through_create_agent(
         c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: 1_000,
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: 50,
         c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 200,
-        c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 100,
+        c.ATTR_GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: 100,
+        c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 100,  # the old name, one release
+        # the tools the model was sent (names and types; schemas only with content capture)
+        c.ATTR_GEN_AI_TOOL_DEFINITIONS: json.dumps(
+            [
+                {"type": "function", "name": name}
+                for name in ("run_block", "fetch_data", "search", "big_report")
+            ],
+            separators=(",", ":"),
+        ),
         c.ATTR_OFFLOAD_CARRIED: [],  # the ledger accounted it; nothing offloaded yet
         c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS: [],
     } == attrs(chat_1)

@@ -368,6 +368,9 @@ def test_genai_spans_around_the_decisions(spans: Any) -> None:
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: 80,
         c.ATTR_OFFLOAD_CARRIED: (),  # accounted by the ledger; no live offload yet
         c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS: (),
+        # the selected tools, in order: what the model was sent (names and types only)
+        c.ATTR_GEN_AI_TOOL_DEFINITIONS: '[{"type":"function","name":"run_block"},'
+        '{"type":"function","name":"fetch_data"},{"type":"function","name":"hydrate_context"}]',
     }
     assert expected_chat == s.attrs(chat)
     assert SpanKind.CLIENT == chat.kind

@@ -274,12 +274,14 @@ class DecisionLayer:
         self.reuse_selection = reuse_selection
         self.agent_name = agent_name
         self.provider_name = provider_name
-        limits = telemetry_config or getattr(self.observer, "config", None)
+        limits = telemetry_config or getattr(observer, "config", None)
+        if not isinstance(limits, TelemetryConfig):
+            limits = TelemetryConfig.create()
         self.genai = GenAISpans(
             tracer_provider,
-            max_length=limits.max_attribute_length
-            if isinstance(limits, TelemetryConfig)
-            else TelemetryConfig.create().max_attribute_length,
+            max_length=limits.max_attribute_length,
+            max_items=limits.max_array_length,
+            mask=limits.mask,
         )
         if spans_go_nowhere:
             warnings.warn(
@@ -532,13 +534,35 @@ class Iteration:
         self.model = name
         return name, named
 
+    def _record_tools(self, span: trace.Span, tools: Sequence[Any] | None) -> None:
+        """``gen_ai.tool.definitions``: the tools sent with this request (default:
+        this iteration's selection; none recorded when no selection ran)."""
+        if tools is None:
+            if self.selection is None:
+                return
+            tools = self.selection.tools
+        layer = self.turn.layer
+        try:
+            detail = bool(layer.observer.capture_content)
+        except Exception:
+            detail = False
+        layer.genai.record_tools(span, tools, detail=detail)
+
     @contextlib.contextmanager
-    def chat(self, model: str | None = None, *, named: bool = True) -> Iterator[ChatCall]:
+    def chat(
+        self,
+        model: str | None = None,
+        *,
+        named: bool = True,
+        tools: Sequence[Any] | None = None,
+    ) -> Iterator[ChatCall]:
         """A ``chat {model}`` span around the model call.
 
         ``model``: the model really called (default: the PRE seam's choice,
         else the layer's default model); ``named`` False says the name is
         only the default, so the response's model names the call if reported.
+        ``tools``: the tools really sent with the request, when not this
+        iteration's selection (``gen_ai.tool.definitions``).
         """
         name, named = self._chat_name(model, named)
         layer = self.turn.layer
@@ -550,6 +574,7 @@ class Iteration:
         ) as span:
             if self.unavailable is not None:
                 GenAISpans.mark_unavailable(span, self.unavailable)
+            self._record_tools(span, tools)
             yield ChatCall(self, name, span, named=named)
 
     def start_chat(
@@ -558,11 +583,13 @@ class Iteration:
         *,
         named: bool = True,
         parent: otel_context.Context | None = None,
+        tools: Sequence[Any] | None = None,
     ) -> tuple[ChatCall, Invocation]:
         """A ``chat {model}`` span held open across callbacks (the start/stop form
         of :meth:`chat`): report on the ChatCall, end with the Invocation's
         ``stop()``/``fail()`` from whichever task ends the call. ``parent``: the
-        context the span is a child of (default: the current one)."""
+        context the span is a child of (default: the current one); ``tools`` as
+        in :meth:`chat`."""
         name, named = self._chat_name(model, named)
         layer = self.turn.layer
         held = layer.genai.start_chat(
@@ -574,6 +601,7 @@ class Iteration:
         )
         if self.unavailable is not None:
             GenAISpans.mark_unavailable(held.span, self.unavailable)
+        self._record_tools(held.span, tools)
         return ChatCall(self, name, held.span, named=named), held
 
     def post_model(self, emitted: Any, *, calls: Sequence[Any] | None = None) -> PostModelResult:

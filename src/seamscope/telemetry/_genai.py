@@ -12,7 +12,9 @@ the loop.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -20,11 +22,18 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from seamscope import __version__
-from seamscope.decisions.records import ModelUsage
+from seamscope.decisions.records import ModelUsage, tool_name
 from seamscope.telemetry import conventions as c
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = ["DEFAULT_MAX_LENGTH", "GenAISpans", "Invocation", "error_type", "record_error"]
+__all__ = [
+    "DEFAULT_MAX_LENGTH",
+    "GenAISpans",
+    "Invocation",
+    "error_type",
+    "record_error",
+    "tool_definitions",
+]
 
 DEFAULT_MAX_LENGTH = 1024
 """``TelemetryConfig.max_attribute_length``'s default: the cut of a reported
@@ -47,6 +56,98 @@ _WRAPPERS = frozenset(
         ("pydantic_ai", "ToolRetryError"),  # pydantic-ai around a ModelRetry
     }
 )
+
+
+# where a tool object keeps its parameters' JSON schema: the Agents SDK's FunctionTool,
+# pydantic-ai's ToolDefinition, LangChain's BaseTool (a pydantic model of the arguments)
+_SCHEMA_FIELDS = ("params_json_schema", "parameters_json_schema", "tool_call_schema", "args_schema")
+
+
+def _function_of(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An OpenAI-style ``{"type": "function", "function": {...}}`` dict's inner part."""
+    inner = tool.get("function")
+    return inner if isinstance(inner, Mapping) else tool
+
+
+def _tool_type(tool: Any) -> str:
+    declared = tool.get("type") if isinstance(tool, Mapping) else getattr(tool, "type", None)
+    if isinstance(declared, str) and declared:
+        return declared
+    if isinstance(tool, str | Mapping) or any(hasattr(tool, f) for f in _SCHEMA_FIELDS):
+        return "function"
+    return type(tool).__name__  # a tool of another kind (a provider-hosted tool)
+
+
+def _schema(tool: Any) -> Any:
+    if isinstance(tool, Mapping):
+        inner = _function_of(tool)
+        return inner.get("parameters", inner.get("input_schema"))
+    for name in _SCHEMA_FIELDS:
+        value = getattr(tool, name, None)
+        if isinstance(value, Mapping):
+            return dict(value)
+        if isinstance(value, type) and hasattr(value, "model_json_schema"):
+            return value.model_json_schema()
+    return None
+
+
+def _description(tool: Any) -> Any:
+    if isinstance(tool, Mapping):
+        return _function_of(tool).get("description")
+    return getattr(tool, "description", None)
+
+
+def tool_definitions(
+    tools: Sequence[Any],
+    *,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    max_items: int = 128,
+    detail: bool = False,
+    mask: Callable[[str], str] = str,
+) -> str | None:
+    """``gen_ai.tool.definitions``: the tools sent to the model, as the JSON
+    array the GenAI conventions define (gen-ai-tool-definitions.json), in order.
+
+    Each entry has the tool's ``type`` and ``name`` (``?`` when it cannot be
+    read). The type is the tool's own declared one (a dict's ``type``, an
+    object's ``type`` attribute), ``function`` for a function tool (a name, a
+    dict, an object with a parameter schema: LangChain's tools, the Agents
+    SDK's ``FunctionTool``, pydantic-ai's ``ToolDefinition``), else the class
+    name of a tool of another kind (a provider-hosted tool). With ``detail``
+    (content capture on, opt-in) an entry also has the tool's ``description``
+    (through ``mask``) and ``parameters`` (its JSON schema) where it has them.
+
+    The text is valid JSON of at most ``max_length`` characters listing at
+    most ``max_items`` tools: an entry whose detail does not fit is listed
+    without it, and the tools from the first one that does not fit even so are
+    left out (the iteration's ``seamscope.selection.selected`` names them all).
+    None when not even the first tool fits.
+    """
+    parts: list[str] = []
+    size = 2  # the brackets
+    for tool in tools[:max_items]:
+        entry: dict[str, Any] = {"type": _tool_type(tool), "name": tool_name(tool) or "?"}
+        bare = json.dumps(entry, separators=(",", ":"), default=str)
+        text = bare
+        if detail:
+            description = _description(tool)
+            if isinstance(description, str) and description:
+                entry["description"] = mask(description)
+            schema = _schema(tool)
+            if isinstance(schema, Mapping):
+                entry["parameters"] = schema
+            text = json.dumps(entry, separators=(",", ":"), default=str)
+        extra = len(text) + (1 if parts else 0)
+        if size + extra > max_length:
+            text = bare
+            extra = len(text) + (1 if parts else 0)
+            if size + extra > max_length:
+                break
+        parts.append(text)
+        size += extra
+    if tools and not parts:
+        return None
+    return "[" + ",".join(parts) + "]"
 
 
 def error_type(exc: BaseException) -> str:
@@ -164,7 +265,9 @@ class GenAISpans:
 
     Every name and id (agent, conversation, model, tool, call id) is cut to
     ``max_length`` characters, in the attributes and in the span names, as
-    on seamscope's decision spans (``TelemetryConfig.max_attribute_length``).
+    on seamscope's decision spans (``TelemetryConfig.max_attribute_length``);
+    a chat span's tool definitions list at most ``max_items`` tools
+    (``max_array_length``), their descriptions through ``mask``.
     """
 
     def __init__(
@@ -172,10 +275,14 @@ class GenAISpans:
         tracer_provider: trace.TracerProvider | None = None,
         *,
         max_length: int = DEFAULT_MAX_LENGTH,
+        max_items: int = 128,
+        mask: Callable[[str], str] = str,
     ) -> None:
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("seamscope", __version__)
         self._max = max_length
+        self._max_items = max_items
+        self._mask = mask
 
     @property
     def max_length(self) -> int:
@@ -277,6 +384,31 @@ class GenAISpans:
                 span.update_name(f"chat {model}")
                 span.set_attribute(c.ATTR_GEN_AI_REQUEST_MODEL, model)
 
+    def record_tools(
+        self,
+        span: trace.Span,
+        tools: Sequence[Any],
+        *,
+        detail: bool = False,
+    ) -> None:
+        """``gen_ai.tool.definitions`` on a recording chat span: the tools sent
+        with this request (:func:`tool_definitions`; descriptions and schemas
+        only with ``detail``, i.e. content capture on); never raises."""
+        try:
+            if not span.is_recording():
+                return
+            value = tool_definitions(
+                tools,
+                max_length=self._max,
+                max_items=self._max_items,
+                detail=detail,
+                mask=self._mask,
+            )
+            if value is not None:
+                span.set_attribute(c.ATTR_GEN_AI_TOOL_DEFINITIONS, value)
+        except Exception as exc:
+            _failed("chat", exc)
+
     @staticmethod
     def mark_unavailable(span: trace.Span, chosen: str) -> None:
         """``seamscope.model.chosen_unavailable`` on a chat span whose model is not
@@ -300,7 +432,9 @@ class GenAISpans:
         max_length: int = DEFAULT_MAX_LENGTH,
     ) -> None:
         """Set ``gen_ai.usage.*`` (and the response model, a free string the
-        caller reports, cut to ``max_length`` characters) on a chat span."""
+        caller reports, cut to ``max_length`` characters) on a chat span: the
+        inference span only, never ``invoke_agent`` (a consumer sums the chat
+        spans; semantic-conventions-genai #469)."""
         with contextlib.suppress(Exception):
             span.set_attribute(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
             span.set_attribute(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
@@ -309,6 +443,10 @@ class GenAISpans:
                     c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens
                 )
             if usage.cache_write_tokens:
+                span.set_attribute(
+                    c.ATTR_GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS, usage.cache_write_tokens
+                )
+                # the name before semantic-conventions-genai #440, kept one release
                 span.set_attribute(
                     c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens
                 )

@@ -118,8 +118,10 @@ __all__ = [
     "ATTR_GEN_AI_RESPONSE_MODEL",
     "ATTR_GEN_AI_TOOL_CALL_ID",
     "ATTR_GEN_AI_TOOL_NAME",
+    "ATTR_GEN_AI_TOOL_DEFINITIONS",
     "ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
     "ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
+    "ATTR_GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS",
     "ATTR_GEN_AI_USAGE_INPUT_TOKENS",
     "ATTR_GEN_AI_USAGE_OUTPUT_TOKENS",
     "ATTR_ITERATION_INDEX",
@@ -395,6 +397,12 @@ ATTR_GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 """OpenTelemetry GenAI: the emitted tool call's id (kept through a rewrite)."""
 ATTR_GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 """OpenTelemetry GenAI: the executed tool's name."""
+ATTR_GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+"""OpenTelemetry GenAI: on a chat span, the tools sent with the request (JSON, after selection).
+
+A JSON array of ``{"type", "name"}`` objects in the order sent, at most
+``max_array_length``; ``description`` and ``parameters`` only when content
+capture is on."""
 ATTR_GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 """OpenTelemetry GenAI: the conversation, when the caller provides it."""
 ATTR_GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
@@ -403,8 +411,16 @@ ATTR_GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 """OpenTelemetry GenAI: input tokens of a model call, when reported."""
 ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
 """OpenTelemetry GenAI: input tokens of a model call served from the prompt cache."""
+ATTR_GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
+"""OpenTelemetry GenAI: input tokens of a model call written to the prompt cache (chat spans only).
+
+The name since semantic-conventions-genai #440; never on ``invoke_agent`` spans
+(#469: a consumer sums the inference spans)."""
 ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
-"""OpenTelemetry GenAI: input tokens of a model call written to the prompt cache."""
+"""Deprecated alias of ``gen_ai.usage.cache_write.input_tokens``, written beside it until 0.2.0.
+
+Its name before semantic-conventions-genai #440, with the same value for one
+release, so queries and backends reading the old name keep working."""
 ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 """OpenTelemetry GenAI: output tokens of a model call, when reported."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -160,8 +160,12 @@ class _ModelCallStep(_Step):
         it, name = self.iteration, self.model_name
         if it is None or name is None:
             return contained(None, "")
-        named = self.named
-        return contained(lambda: it.chat(name, named=named), "langchain.chat_span")
+        named, tools = self.named, self.sent_tools()
+        return contained(lambda: it.chat(name, named=named, tools=tools), "langchain.chat_span")
+
+    def sent_tools(self) -> Sequence[Any] | None:
+        """The tools the model call is sent, when not the iteration's selection."""
+        return None
 
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
         """Usage on the chat span and in the ledger, with what the request's
@@ -456,3 +460,6 @@ class TailStep(_ModelCallStep):
             run.bound = tuple(tool_name(t) or "?" for t in request.tools)
         except Exception:
             failed("langchain.model_tail")
+
+    def sent_tools(self) -> Sequence[Any] | None:
+        return self.request.tools  # a watched middleware may have narrowed the selection
