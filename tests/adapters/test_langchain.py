@@ -449,6 +449,10 @@ def test_a_conversation_through_create_agent(
         c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS: 12_500,
         c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: 250,
         c.ATTR_OFFLOAD_PRIOR_SOURCE: c.PriorSource.DEFAULT.value,
+        c.ATTR_OFFLOAD_INPUT_USD_PER_MTOK: 1.0,  # the rates it was priced with
+        c.ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK: 5.0,
+        c.ATTR_OFFLOAD_CACHE_READ_USD_PER_MTOK: 0.1,
+        c.ATTR_OFFLOAD_CACHE_WRITE_USD_PER_MTOK: 1.25,
         c.ATTR_GEN_AI_REQUEST_MODEL: HAIKU,
         c.ATTR_OFFLOAD_ID: "off-1",
         c.ATTR_GEN_AI_TOOL_NAME: "big_report",

@@ -51,6 +51,7 @@ WORKED_A = OffloadGateDecision(
     recall_probability=0.5,
     stub_tokens=80,
     net_saving=Decimal("0.463625"),
+    rates=(Decimal(5), Decimal(25), Decimal("0.5"), Decimal("6.25")),  # genai-prices' row
 )
 
 
@@ -90,7 +91,8 @@ def test_worked_example_a_priced_by_an_override_says_so() -> None:
         OffloadGateInputs(20_000, 5, 0.5, OPUS),
         pricing=PricingTable({OPUS: {"input": 5, "output": 25}}),
     )
-    assert replace(WORKED_A, pricing_source=PricingSource.OVERRIDE) == decision
+    rates = (Decimal(5), Decimal(25), None, None)  # the rates it was priced with
+    assert replace(WORKED_A, pricing_source=PricingSource.OVERRIDE, rates=rates) == decision
 
 
 def test_below_threshold_never_fires() -> None:
@@ -172,6 +174,7 @@ def test_a_net_negative_offload_does_not_fire() -> None:
         stub_tokens=80,
         net_saving=Decimal("-0.00915"),
         threshold_tokens=10_000,  # the inputs it was priced with
+        rates=WORKED_A.rates,
     ) == evaluate_offload_gate(
         OffloadGateInputs(12_000, 1, 1.0, OPUS, large_offload_threshold_tokens=10_000)
     )

@@ -231,6 +231,7 @@ def test_settlement_on_conversation_end(
         horizon=5,
         recall_probability=0.5,
         remaining_turns=1,
+        rates=(D(1), D(5), D("0.1"), D("1.25")),  # the ledger's rates for the model
     )
     assert [expected] == settlements
     assert (D("0.01992"), c.OffloadOutcome.GAIN) == (
@@ -256,6 +257,10 @@ def test_settlement_on_conversation_end(
         c.ATTR_OFFLOAD_HORIZON: 5,
         c.ATTR_OFFLOAD_RECALL_PROBABILITY: 0.5,
         c.ATTR_OFFLOAD_MECHANISM: "seamscope_gate",
+        c.ATTR_OFFLOAD_INPUT_USD_PER_MTOK: 1.0,
+        c.ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK: 5.0,
+        c.ATTR_OFFLOAD_CACHE_READ_USD_PER_MTOK: 0.1,
+        c.ATTR_OFFLOAD_CACHE_WRITE_USD_PER_MTOK: 1.25,
     } == s.attrs(span)
     assert [(c.EVENT_OFFLOAD_SETTLED, {c.ATTR_OFFLOAD_OUTCOME: "gain"})] == s.events(span)
     settled = s.metric_points(metric_reader)[c.METRIC_OFFLOAD_SETTLED.name]

@@ -232,6 +232,8 @@ GATE_FIRED = gate_attrs(
         c.ATTR_OFFLOAD_REASON_CODE: c.OffloadReasonCode.NET_POSITIVE.value,
         c.ATTR_OFFLOAD_PRICING_SOURCE: c.PricingSource.OVERRIDE.value,
         c.ATTR_OFFLOAD_ID: "off-1",
+        c.ATTR_OFFLOAD_INPUT_USD_PER_MTOK: 1.0,  # the rates it was priced with
+        c.ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK: 5.0,
     },
 )
 GATE_BELOW = gate_attrs(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import marshal
+import math
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -50,12 +51,17 @@ __all__ = [
     "Conversation",
     "CourseReader",
     "Gate",
+    "Rates",
     "Recall",
     "Settle",
     "Event",
 ]
 
 _KEY_VALUE = itemgetter("key", "value")
+
+
+Rates = tuple[float, float, float | None, float | None]
+"""Input, output, cache-read and cache-write rates, USD per 1M tokens, as recorded."""
 
 
 class Chat(NamedTuple):
@@ -81,6 +87,7 @@ class Gate(NamedTuple):
     recall_output_tokens: int | None
     net_saving_usd: float
     store_failed: bool = False  # the gate fired but the offload store did not keep it
+    rates: Rates | None = None  # the rates the gate priced its model at (USD per 1M tokens)
 
 
 class Recall(NamedTuple):
@@ -112,6 +119,8 @@ class Settle(NamedTuple):
     realized_net_usd: float | None
     turns_carried: int | None
     recalls: int | None
+    model: str = ""
+    rates: Rates | None = None  # the ledger's rates for ``model`` (USD per 1M tokens)
 
 
 Event = Chat | Gate | Recall | Compact | Settle
@@ -169,8 +178,12 @@ _READ = frozenset(
         c.ATTR_GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
         c.ATTR_GEN_AI_USAGE_INPUT_TOKENS,
         c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
+        c.ATTR_OFFLOAD_CACHE_READ_USD_PER_MTOK,
+        c.ATTR_OFFLOAD_CACHE_WRITE_USD_PER_MTOK,
         c.ATTR_OFFLOAD_CARRIED,
         c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS,
+        c.ATTR_OFFLOAD_INPUT_USD_PER_MTOK,
+        c.ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK,
         c.ATTR_OFFLOAD_FIRE,
         c.ATTR_OFFLOAD_HORIZON,
         c.ATTR_OFFLOAD_ID,
@@ -336,11 +349,20 @@ class CourseReader:
         self.problem_count = 0
         self.duplicates = 0
         """Spans dropped as copies of a span already read (same trace and span id)."""
+        self._rates: tuple[dict[str, Rates], dict[str, Rates]] = ({}, {})  # gates, settles
 
     @property
     def lines(self) -> int:
         """Lines (export requests) read in the first pass."""
         return self._collector.reader.lines
+
+    @property
+    def rates(self) -> dict[str, Rates]:
+        """The rates each model was priced at in the input (a settle span's, the
+        ledger's, before a gate span's): for the models a conversation's own spans
+        do not price."""
+        gates, settles = self._rates
+        return {**gates, **settles}
 
     def _report(self, problem: Problem) -> None:
         self.problem_count += 1
@@ -418,6 +440,8 @@ class CourseReader:
         for index, span in enumerate(spans.values()):
             for key, event in self._events(span, spans):
                 found.setdefault(key, []).append((event.t, span.line, index, _stored(event)))
+                if isinstance(event, Settle | Gate) and event.rates is not None and event.model:
+                    self._rates[type(event) is Settle].setdefault(event.model, event.rates)
         for key, rows in found.items():
             data = marshal.dumps(rows)
             self._spill.seek(self._size)
@@ -476,6 +500,8 @@ class CourseReader:
                     float(value) if type(value) in (int, float) else None,
                     a.int(c.ATTR_OFFLOAD_TURNS_CARRIED, None),
                     a.int(c.ATTR_OFFLOAD_RECALLS, None),
+                    a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
+                    _rates(a),
                 ),
             )
 
@@ -514,7 +540,29 @@ def _gate(t: int, a: _Attrs) -> Gate:
         a.int(c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS, None),
         a.float(c.ATTR_OFFLOAD_NET_SAVING_USD),
         a.get(c.ATTR_OFFLOAD_REASON_CODE) == _STORE_FAILED,
+        _rates(a),
     )
+
+
+def _rates(a: _Attrs) -> Rates | None:
+    """The rates a gate or settle span recorded; None without both the input and
+    output rate (a span written before they were recorded, or unpriced)."""
+    rate_in = a.number(c.ATTR_OFFLOAD_INPUT_USD_PER_MTOK)
+    rate_out = a.number(c.ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK)
+    if not (_rate(rate_in) and _rate(rate_out)):
+        return None
+    read = a.number(c.ATTR_OFFLOAD_CACHE_READ_USD_PER_MTOK)
+    write = a.number(c.ATTR_OFFLOAD_CACHE_WRITE_USD_PER_MTOK)
+    return (
+        float(rate_in),  # type: ignore[arg-type]
+        float(rate_out),  # type: ignore[arg-type]
+        float(read) if _rate(read) else None,  # type: ignore[arg-type]
+        float(write) if _rate(write) else None,  # type: ignore[arg-type]
+    )
+
+
+def _rate(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value >= 0
 
 
 def _compact(t: int, a: _Attrs) -> Compact:

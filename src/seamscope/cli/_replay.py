@@ -34,7 +34,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from seamscope.cli._course import Chat, Compact, Conversation, Event, Gate, Recall, Settle
+from seamscope.cli._course import (
+    Chat,
+    Compact,
+    Conversation,
+    Event,
+    Gate,
+    Rates,
+    Recall,
+    Settle,
+)
 from seamscope.decisions._ledger import OffloadLedger
 from seamscope.decisions._offload import evaluate_offload_gate
 from seamscope.decisions._pricing import PricingTable, to_decimal
@@ -51,7 +60,15 @@ from seamscope.decisions.records import (
     SettleTrigger,
 )
 
-__all__ = ["GateConfig", "NewOffload", "Replay", "Resolve", "recorded_inputs", "replay"]
+__all__ = [
+    "GateConfig",
+    "NewOffload",
+    "Replay",
+    "Resolve",
+    "recorded_inputs",
+    "recorded_rates",
+    "replay",
+]
 
 _ZERO = Decimal(0)
 _BIG = 1 << 40
@@ -89,6 +106,20 @@ def recorded_inputs(gate: Gate) -> GateConfig:
         if gate.recall_output_tokens is None
         else gate.recall_output_tokens,
     )
+
+
+def recorded_rates(conv: Conversation) -> dict[str, Rates]:
+    """The rates the loop priced each model of ``conv`` at, as its spans recorded
+    them: a settle span's (the ledger's) first, then a gate span's (the gate's).
+    A model absent here is priced by the default table."""
+    out: dict[str, Rates] = {}
+    gates: dict[str, Rates] = {}
+    for _, _, ev in conv.events:
+        if type(ev) is Settle and ev.rates is not None and ev.model:
+            out.setdefault(ev.model, ev.rates)
+        elif type(ev) is Gate and ev.rates is not None and ev.model:
+            gates.setdefault(ev.model, ev.rates)
+    return {**gates, **out}
 
 
 def _inputs(gate: Gate, cfg: GateConfig) -> OffloadGateInputs:

@@ -18,15 +18,15 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, TextIO
 
 from rich.console import Console
 
-from seamscope.cli._course import Compact, Conversation, CourseReader, Gate
-from seamscope.cli._replay import GateConfig, Replay, replay
+from seamscope.cli._course import Compact, Conversation, CourseReader, Gate, Rates
+from seamscope.cli._replay import GateConfig, Replay, recorded_rates, replay
 
 __all__ = [
     "Overrides",
@@ -49,7 +49,8 @@ _EPILOG = (
     "--set keys: threshold_tokens, stub_tokens, horizon, recall_probability, "
     "recall_input_tokens, recall_output_tokens (every gate call); tool.NAME.KEY (calls of "
     "tool NAME: wins over --priors and the global keys); price.MODEL.input / .output / "
-    ".cache_read / .cache_write (USD per 1M tokens; prices the counterfactual only). "
+    ".cache_read / .cache_write (USD per 1M tokens; prices the counterfactual only, on top of the "
+    "rates the spans recorded). "
     "A key not set keeps the value each gate span recorded. "
     "exit codes: 0 success; 1 some lines or spans were skipped (the rest was re-priced); "
     "2 usage error (a bad --set or --priors, FILE missing, neither FILE nor --jaeger or both, "
@@ -185,16 +186,39 @@ def parse_overrides(items: list[str], priors: Any = None) -> Overrides:
     return out
 
 
-def counterfactual_pricing(overrides: Overrides) -> Any:
-    """The default table with ``price.*`` overrides on top (a rate not given
-    keeps the model's default)."""
+def _table_rows(recorded: Mapping[str, Rates]) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for model, (rate_in, rate_out, read, write) in recorded.items():
+        row: dict[str, Any] = {"input": rate_in, "output": rate_out}
+        if read is not None:
+            row["cache_read"] = read
+        if write is not None:
+            row["cache_write"] = write
+        rows[model] = row
+    return rows
+
+
+def recorded_pricing(recorded: Mapping[str, Rates]) -> Any:
+    """The default table with the rates the loop recorded on top (see
+    :func:`~seamscope.cli._replay.recorded_rates`)."""
     from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable
 
+    return PricingTable(_table_rows(recorded)) if recorded else DEFAULT_PRICING
+
+
+def counterfactual_pricing(
+    overrides: Overrides, recorded: Mapping[str, Rates] | None = None
+) -> Any:
+    """The default table with the recorded rates on top, then the ``price.*``
+    overrides (a rate not given keeps the model's recorded rate, else its default)."""
+    from seamscope.decisions._pricing import PricingTable
+
     if not overrides.prices:
-        return DEFAULT_PRICING
-    table: dict[str, dict[str, Any]] = {}
+        return recorded_pricing(recorded or {})
+    table = _table_rows(recorded or {})
+    base_table = recorded_pricing(recorded or {})
     for model, rates in overrides.prices.items():
-        quote = DEFAULT_PRICING.lookup(model)
+        quote = base_table.lookup(model)
         base: dict[str, Any] = {}
         if quote is not None:
             price = quote.price
@@ -206,10 +230,40 @@ def counterfactual_pricing(overrides: Overrides) -> Any:
         merged = {**base, **rates}
         if "input" not in merged or "output" not in merged:
             raise ValueError(
-                f"--set price.{model}: the model has no default price: give both .input and .output"
+                f"--set price.{model}: the model has no recorded or default price: give both "
+                ".input and .output"
             )
         table[model] = merged
     return PricingTable(table)
+
+
+class _Tables:
+    """Per conversation: the realized table (the recorded rates) and the
+    counterfactual one (the same with ``price.*`` on top), built once per set
+    of recorded rates."""
+
+    def __init__(self, overrides: Overrides, reader: CourseReader) -> None:
+        self._overrides = overrides
+        self._reader = reader
+        self._built: dict[Any, tuple[Any, Any]] = {}
+
+    def __call__(self, conv: Conversation) -> tuple[Any, Any]:
+        if not self._built:  # the input is read: a price.* key needs a price to change
+            counterfactual_pricing(self._overrides, self._reader.rates)
+        recorded = {**self._reader.rates, **recorded_rates(conv)}
+        key = tuple(sorted(recorded.items()))
+        found = self._built.get(key)
+        if found is None:
+            realized = recorded_pricing(recorded)
+            counterfactual = (
+                counterfactual_pricing(self._overrides, recorded)
+                if self._overrides.prices
+                else realized
+            )
+            found = self._built[key] = (realized, counterfactual)
+            if len(self._built) > 256:
+                self._built.pop(next(iter(self._built)))
+        return found
 
 
 @dataclass(slots=True)
@@ -398,17 +452,15 @@ def whatif(
     query: Callable[[CourseReader], None] | None = None,
 ) -> tuple[Totals, CourseReader]:
     """Re-price every conversation of ``sources`` ((name, text handle) pairs)."""
-    from seamscope.decisions._pricing import DEFAULT_PRICING
-
     totals = Totals()
-    pricing = counterfactual_pricing(overrides)
 
     def finish(conv: Conversation) -> None:
+        realized, counterfactual = tables(conv)
         r = replay(
             conv,
             overrides.resolve,
-            realized_pricing=DEFAULT_PRICING,
-            counterfactual_pricing=pricing,
+            realized_pricing=realized,
+            counterfactual_pricing=counterfactual,
             resolve_compaction=overrides.compaction,
         )
         if not (r.gate_calls or r.compactions):
@@ -417,6 +469,7 @@ def whatif(
         emit(json.dumps(_json(r)) if fmt == "json" else _line(r))
 
     reader = CourseReader(finish)
+    tables = _Tables(overrides, reader)
     for name, handle in sources:
         reader.read(handle, name)
     if query is not None:
@@ -498,7 +551,6 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
     try:
         priors = None if args.priors is None else Priors.load(args.priors)
         overrides = parse_overrides(args.sets, priors)
-        counterfactual_pricing(overrides)
     except ValueError as exc:
         return usage(str(exc))
     from seamscope.cli._jaeger import JaegerError
@@ -511,7 +563,7 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
     try:
         with opened_inputs(args.files) as handles:
             totals, reader = whatif(handles, overrides, emit, fmt=args.format, query=query)
-    except UnreadableInput as exc:
+    except (UnreadableInput, ValueError) as exc:  # a price.* key without a price to change
         return usage(str(exc))
     except JaegerError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)

@@ -1003,12 +1003,10 @@ class OffloadLedger:
     def _settled(self, pending: list[_Due]) -> list[Settlement]:
         due: list[Settlement] = []
         for item in pending:
-            if isinstance(item, Settlement):
-                due.append(item)
-            else:
-                settled = self._claim(item)
-                if settled is not None:
-                    due.append(settled)
+            settled = item if isinstance(item, Settlement) else self._claim(item)
+            if settled is not None:
+                price = self._price(settled.model)  # the rates it was priced with, on record
+                due.append(settled if price is None else replace(settled, rates=price.rates))
         shadows: list[ShadowSettlement] = []
         if self._shadow_due:
             with self._lock:

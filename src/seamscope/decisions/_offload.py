@@ -157,6 +157,7 @@ def evaluate_offload_gate(
         threshold_tokens=inputs.large_offload_threshold_tokens,
         recall_input_tokens=inputs.recall_input_tokens,
         recall_output_tokens=inputs.recall_output_tokens,
+        rates=quote.price.rates,
     )
 
 

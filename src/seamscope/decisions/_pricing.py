@@ -83,6 +83,16 @@ class ModelPrice:
             object.__setattr__(self, name, value)
 
     @property
+    def rates(self) -> tuple[Decimal, Decimal, Decimal | None, Decimal | None]:
+        """(input, output, cache read, cache write) USD per 1M tokens, as given."""
+        return (
+            self.input_per_mtok,
+            self.output_per_mtok,
+            self.cache_read_per_mtok,
+            self.cache_write_per_mtok,
+        )
+
+    @property
     def input_rate(self) -> Decimal:
         """USD per input token."""
         return self.input_per_mtok / MILLION

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from seamscope.decisions.records import (
@@ -294,6 +295,8 @@ def gate_attributes(decision: OffloadGateDecision, limits: Limits) -> Attributes
     attrs[c.ATTR_OFFLOAD_RECALL_INPUT_TOKENS] = decision.recall_input_tokens
     attrs[c.ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS] = decision.recall_output_tokens
     attrs[c.ATTR_OFFLOAD_PRIOR_SOURCE] = decision.prior_source.value
+    if decision.rates is not None:
+        attrs.update(_rates(decision.rates))
     if decision.priors_version is not None:
         attrs[c.ATTR_OFFLOAD_PRIORS_VERSION] = limits.text(decision.priors_version)
     shadow = decision.shadow
@@ -304,7 +307,29 @@ def gate_attributes(decision: OffloadGateDecision, limits: Limits) -> Attributes
     return attrs
 
 
+_RATE_KEYS = (
+    c.ATTR_OFFLOAD_INPUT_USD_PER_MTOK,
+    c.ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK,
+    c.ATTR_OFFLOAD_CACHE_READ_USD_PER_MTOK,
+    c.ATTR_OFFLOAD_CACHE_WRITE_USD_PER_MTOK,
+)
+
+
+def _rates(rates: tuple[Decimal | None, ...]) -> Attributes:
+    """The rates a gate or ledger priced a model at (USD per 1M tokens)."""
+    return {
+        key: float(rate) for key, rate in zip(_RATE_KEYS, rates, strict=True) if rate is not None
+    }
+
+
 def settlement_attributes(s: Settlement, limits: Limits) -> Attributes:
+    attrs = _settlement_attributes(s, limits)
+    if s.rates is not None:
+        attrs.update(_rates(s.rates))
+    return attrs
+
+
+def _settlement_attributes(s: Settlement, limits: Limits) -> Attributes:
     return {
         c.ATTR_OFFLOAD_ID: limits.text(s.offload_id),
         c.ATTR_GEN_AI_CONVERSATION_ID: limits.text(s.conversation_id),

@@ -152,6 +152,10 @@ __all__ = [
     "ATTR_OFFLOAD_THRESHOLD_TOKENS",
     "ATTR_OFFLOAD_RECALL_INPUT_TOKENS",
     "ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS",
+    "ATTR_OFFLOAD_INPUT_USD_PER_MTOK",
+    "ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK",
+    "ATTR_OFFLOAD_CACHE_READ_USD_PER_MTOK",
+    "ATTR_OFFLOAD_CACHE_WRITE_USD_PER_MTOK",
     "ATTR_OFFLOAD_CARRIED",
     "ATTR_OFFLOAD_CARRIED_STUB_TOKENS",
     "ATTR_OFFLOAD_PRIOR_SOURCE",
@@ -583,6 +587,18 @@ ATTR_OFFLOAD_RECALL_INPUT_TOKENS: Final = "seamscope.offload.recall_input_tokens
 """int: the input tokens of one recall hop as the gate priced it."""
 ATTR_OFFLOAD_RECALL_OUTPUT_TOKENS: Final = "seamscope.offload.recall_output_tokens"
 """int: the output tokens of one recall hop as the gate priced it."""
+ATTR_OFFLOAD_INPUT_USD_PER_MTOK: Final = "seamscope.offload.input_usd_per_mtok"
+"""double on a gate or settle span: the input rate its model was priced at (USD per 1M tokens).
+
+On a gate span the gate's rate, on a settle span the ledger's; absent when
+unpriced. ``seamscope whatif`` re-settles the realized side at these rates
+(a user's ``PricingTable`` override included), read by their shortest repr."""
+ATTR_OFFLOAD_OUTPUT_USD_PER_MTOK: Final = "seamscope.offload.output_usd_per_mtok"
+"""double on a gate or settle span: the output rate its model was priced at (USD per 1M tokens)."""
+ATTR_OFFLOAD_CACHE_READ_USD_PER_MTOK: Final = "seamscope.offload.cache_read_usd_per_mtok"
+"""double on a gate or settle span: the cache-read rate, when the pricing table has one."""
+ATTR_OFFLOAD_CACHE_WRITE_USD_PER_MTOK: Final = "seamscope.offload.cache_write_usd_per_mtok"
+"""double on a gate or settle span: the cache-write rate, when the pricing table has one."""
 ATTR_OFFLOAD_CARRIED: Final = "seamscope.offload.carried"
 """string[] on a chat span the ledger accounted: the offloads whose stub it carried (or none)."""
 ATTR_OFFLOAD_CARRIED_STUB_TOKENS: Final = "seamscope.offload.carried_stub_tokens"

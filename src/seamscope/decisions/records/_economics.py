@@ -119,6 +119,9 @@ class OffloadGateDecision:
     or a calibrated priors file (``priors_version``: that file's version);
     ``shadow``: a shadow configuration's verdict on the same call. The
     threshold and recall-hop sizes are the inputs it was priced with.
+    ``rates``: the model's rates it was priced with, USD per 1M tokens
+    (input, output, cache read, cache write; a cache rate None when the table
+    has none), None when unpriced or below the threshold.
     """
 
     fire: bool
@@ -142,6 +145,7 @@ class OffloadGateDecision:
     threshold_tokens: int = DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS
     recall_input_tokens: int = DEFAULT_RECALL_INPUT_TOKENS
     recall_output_tokens: int = DEFAULT_RECALL_OUTPUT_TOKENS
+    rates: tuple[Decimal, Decimal, Decimal | None, Decimal | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +345,9 @@ class Settlement:
     remaining_turns: int = 0
     """The model calls of the conversation after the offload until it settled
     (the turns it was or would have been carried: the gate's horizon, realized)."""
+    rates: tuple[Decimal, Decimal, Decimal | None, Decimal | None] | None = None
+    """The ledger's rates for ``model``, USD per 1M tokens (input, output, cache
+    read, cache write), None when it has no price for it."""
 
     @property
     def realized_costs(self) -> Decimal:
