@@ -16,8 +16,14 @@ LangChain conversation's turns with scripted models, no network.
 
 from __future__ import annotations
 
+import importlib
+import json
+import os
+import subprocess
+import sys
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +42,7 @@ langfuse_processor = pytest.importorskip("langfuse._client.span_processor", reas
 pytest.importorskip("langchain", reason=ENABLE)
 
 SEED = 7
+TESTS = Path(__file__).resolve().parents[1]
 OWN = ("seamscope.", "gen_ai.", "error.")  # the attribute keys seamscope writes
 
 
@@ -189,15 +196,32 @@ def test_openinference_span_processor_leaves_seamscope_spans_as_they_are(plain: 
     )
 
 
-def _instrumentor(module: str, name: str) -> Callable[[TracerProvider], Callable[[], None]]:
-    package = pytest.importorskip(module, reason=ENABLE)
+def _instrumented(module: str, name: str, scope: str) -> dict[str, Any]:
+    """The demo run with a LangChain instrumentor beside seamscope, summed up.
+
+    Run in a process of its own (see the test): OpenLLMetry's ``uninstrument()``
+    leaves LangChain's and LangGraph's methods wrapped, spans going to a shut
+    provider, so no later test of this process could run LangChain unchanged."""
+    package = importlib.import_module(module)
 
     def instrument(provider: TracerProvider) -> Callable[[], None]:
         instrumentor = getattr(package, name)()
         instrumentor.instrument(tracer_provider=provider)
         return instrumentor.uninstrument
 
-    return instrument
+    run = _demo(instrument=instrument)
+    traces: dict[int, set[str]] = {}
+    for span in run.spans:
+        traces.setdefault(span.context.trace_id, set()).add(span.instrumentation_scope.name)
+    turns = {s.context.trace_id for s in run.ours if s.name == "invoke_agent triage"}
+    return {
+        "shape": repr(_shape(run)),
+        "theirs": sum(s.instrumentation_scope.name == scope for s in run.spans),
+        "turn_scopes": sorted(sorted(traces[t]) for t in turns),
+        "turn_roots": sum(s.parent is None and s.context.trace_id in turns for s in run.spans),
+        "langfuse_kept_all": sorted(s.context.span_id for s in run.spans)
+        == sorted(s.context.span_id for s in run.langfuse),
+    }
 
 
 @pytest.mark.parametrize(
@@ -219,20 +243,26 @@ def _instrumentor(module: str, name: str) -> Callable[[TracerProvider], Callable
 def test_a_langchain_instrumentor_beside_seamscope_changes_none_of_its_spans(
     plain: Run, module: str, name: str, scope: str
 ) -> None:
-    run = _demo(instrument=_instrumentor(module, name))
-    assert _shape(plain) == _shape(run)
-    theirs = [s for s in run.spans if s.instrumentation_scope.name == scope]
-    assert theirs
-    # one trace per LangChain turn: the peer's spans and seamscope's together
-    traces: dict[int, set[str]] = {}
-    for span in run.spans:
-        traces.setdefault(span.context.trace_id, set()).add(span.instrumentation_scope.name)
-    langchain_turns = {s.context.trace_id for s in run.ours if s.name == "invoke_agent triage"}
-    assert 3 == len(langchain_turns)
-    assert [{scope, "seamscope"}] * 3 == [traces[t] for t in langchain_turns]
-    roots = [s for s in run.spans if s.parent is None and s.context.trace_id in langchain_turns]
-    assert 3 == len(roots)
-    # Langfuse keeps the peer's spans (a known scope) and every seamscope span
-    assert sorted(s.context.span_id for s in run.spans) == sorted(
-        s.context.span_id for s in run.langfuse
+    pytest.importorskip(module, reason=ENABLE)
+    code = (
+        "import json, sys\n"
+        "from telemetry.test_genai_consumers import _instrumented\n"
+        "print(json.dumps(_instrumented(*sys.argv[1:])))\n"
     )
+    done = subprocess.run(
+        [sys.executable, "-c", code, module, name, scope],
+        cwd=TESTS,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert 0 == done.returncode, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert repr(_shape(plain)) == summary["shape"]
+    assert summary["theirs"] > 0
+    # one trace per LangChain turn (3): the peer's spans and seamscope's together
+    assert [sorted({scope, "seamscope"})] * 3 == summary["turn_scopes"]
+    assert 3 == summary["turn_roots"]
+    # Langfuse keeps the peer's spans (a known scope) and every seamscope span
+    assert summary["langfuse_kept_all"]
