@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("seamscope.decisions")
+_MAX_UNPRICED_WARNINGS = 64  # models named per gate; the rest are in the traces only
 
 
 _ZERO = Decimal(0)
@@ -205,6 +207,8 @@ class OffloadGate:
         "_observer",
         "_pricing",
         "_template",
+        "_unpriced",
+        "_unpriced_lock",
         "horizon",
         "priors",
         "recall_probability",
@@ -266,6 +270,8 @@ class OffloadGate:
         if shadow is not None and (not isinstance(shadow, OffloadGate) or shadow is self):
             raise _c.fail("OffloadGate", "shadow", "another OffloadGate or None", shadow)
         self.shadow: OffloadGate | None = shadow
+        self._unpriced: set[str] = set()  # models already named in a WARNING
+        self._unpriced_lock = threading.Lock()
 
     @property
     def pricing(self) -> PricingTable:
@@ -337,6 +343,8 @@ class OffloadGate:
             inputs = source[0]
         handle = self._observer.start_offload_gate(inputs, call)
         decision = evaluate_offload_gate(inputs, pricing=self._pricing)
+        if decision.reason_code is OffloadReasonCode.UNPRICED_MODEL:
+            self._warn_unpriced(inputs.model_name)
         if source is not None or self.shadow is not None:
             decision = replace(
                 decision,
@@ -350,6 +358,22 @@ class OffloadGate:
                 decision = _kept(decision, keep, self._observer)
         link = self._observer.end_offload_gate(handle, decision)
         return decision, link
+
+    def _warn_unpriced(self, model: str) -> None:
+        """One WARNING per model for this gate: an unpriced model switches
+        offloading off for its turns, and only a trace would say so."""
+        with self._unpriced_lock:
+            if model in self._unpriced or len(self._unpriced) >= _MAX_UNPRICED_WARNINGS:
+                return
+            self._unpriced.add(model)
+        _log.warning(
+            "OffloadGate: no price for model %r (neither the gate's PricingTable nor "
+            "genai-prices knows it): its large tool outputs are never offloaded. Give its "
+            "rates, USD per 1M tokens: pricing=PricingTable({%r: {'input': ..., "
+            "'output': ...}})",
+            model,
+            model,
+        )
 
     def _prior(
         self, inputs: OffloadGateInputs, tool: str | None
