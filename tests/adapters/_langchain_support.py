@@ -16,6 +16,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.tools import BaseTool, tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from opentelemetry.sdk.trace import ReadableSpan
 
 BIG_REPORT_CHARS = 80_000
@@ -43,6 +44,14 @@ def _drain(script: deque[AIMessage]) -> Iterator[AIMessage]:
         yield script.popleft()
 
 
+def _bound_name(tool: Any) -> str:
+    """The name a real chat model binds a tool under (LangChain's OpenAI tool form:
+    a ``BaseTool``, a function, or a dict already in a provider's form)."""
+    if isinstance(tool, dict) and "name" in tool:  # a provider's built-in tool
+        return str(tool["name"])
+    return str(convert_to_openai_tool(tool)["function"]["name"])
+
+
 class ScriptedChatModel(GenericFakeChatModel):
     """A fake chat model that answers from a script shared by several instances.
 
@@ -56,7 +65,7 @@ class ScriptedChatModel(GenericFakeChatModel):
     error: Any = None
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        names = [t.name if isinstance(t, BaseTool) else t.get("name") for t in tools]
+        names = [_bound_name(t) for t in tools]
         return self.bind(bound_tools=names, tool_choice=tool_choice, **kwargs)
 
     def _generate(
@@ -90,7 +99,7 @@ class UnnamedChatModel(GenericFakeChatModel):
     error: Any = None
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        names = [t.name if isinstance(t, BaseTool) else t.get("name") for t in tools]
+        names = [_bound_name(t) for t in tools]
         return self.bind(bound_tools=names, tool_choice=tool_choice, **kwargs)
 
     def _generate(

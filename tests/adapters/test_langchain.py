@@ -859,12 +859,22 @@ def test_configuration_errors_name_the_argument(
         SeamscopeMiddleware(**options)
 
 
-def test_the_recall_tool_is_registered_only_with_offload(
+def test_the_recall_tool_is_registered_only_with_tool_hooks(
     tracer_provider: Any, meter_provider: Any
 ) -> None:
+    """It is run by LangChain's tools node only when seamscope has tool hooks
+    (a watched middleware has them); else it is answered in the model call."""
+    from langchain.agents.middleware import ToolRetryMiddleware
+
     layer = make_layer(tracer_provider, meter_provider)
-    assert [RECALL_TOOL] == [t.name for t in SeamscopeMiddleware(layer).tools]
+    assert [] == list(SeamscopeMiddleware(layer).tools)
     assert [] == list(SeamscopeMiddleware(layer, offload=False).tools)
+    hooked = SeamscopeMiddleware(layer)
+    hooked.watching(ToolRetryMiddleware())
+    assert [RECALL_TOOL] == [t.name for t in hooked.tools]
+    unhooked = SeamscopeMiddleware(layer, offload=False)
+    unhooked.watching(ToolRetryMiddleware())
+    assert [] == list(unhooked.tools)
 
 
 def test_role_and_scope_may_come_from_the_runtime_context(

@@ -21,6 +21,7 @@ from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from seamscope.adapters import DecisionLayer
@@ -391,6 +392,15 @@ def test_a_middleware_outside_seamscope_that_handles_an_exception_keeps_one_trac
             attrs(s)[c.ATTR_ITERATION_INDEX] for s in named(in_trace, c.SPAN_ITERATION)
         ]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    runs = named(spans, f"invoke_agent {AGENT}")
+    if outside == "ToolErrorMiddleware":
+        # seamscope has no tool hook: it heard the tool raise (a callback) and
+        # the next model call continue the run, whatever the order: one run per
+        # invoke, not failed, and nothing to warn about
+        assert [None, None] == [attrs(s).get(c.ATTR_ERROR_TYPE) for s in runs]
+        assert [StatusCode.UNSET] * 2 == [s.status.status_code for s in runs]
+        assert [] == warnings
+        return
     assert 1 == len(warnings)
     assert "put SeamscopeMiddleware first in create_agent(middleware=[...])" in (
         warnings[0].getMessage()

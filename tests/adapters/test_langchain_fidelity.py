@@ -30,7 +30,6 @@ from pydantic import BaseModel
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.langchain import SeamscopeMiddleware
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.telemetry import conventions as c
 
 from ._langchain_support import ai, scripted_models
@@ -244,14 +243,17 @@ TOOLLESS: dict[str, tuple[list[Any], list[AgentMiddleware[Any, Any, Any]]]] = {
 }
 
 
+@pytest.mark.parametrize("offload", [True, False], ids=["offload", "no_offload"])
 @pytest.mark.parametrize("case", sorted(TOOLLESS))
-def test_an_agent_without_tools_runs_as_without_seamscope_when_it_does_not_offload(
-    case: str, tracer_provider: Any, meter_provider: Any
+def test_an_agent_without_tools_runs_as_without_seamscope(
+    case: str, offload: bool, tracer_provider: Any, meter_provider: Any
 ) -> None:
+    """Offloading or not: the same graph, routing and LangChain checks (its
+    ValueError for a tool a middleware adds that the agent cannot execute)."""
     script, middleware = TOOLLESS[case]
     layer = make_layer(tracer_provider, meter_provider)
     alone = agent_for(script, [], None, {}, middleware=middleware)
-    mine = agent_for(script, [], layer, {"offload": False}, middleware=middleware)
+    mine = agent_for(script, [], layer, {"offload": offload}, middleware=middleware)
 
     expected = outcome(alone)
     if case == "unknown_tool":
@@ -263,25 +265,14 @@ def test_an_agent_without_tools_runs_as_without_seamscope_when_it_does_not_offlo
     assert sorted(alone.get_graph().nodes) == sorted(mine.get_graph().nodes)
 
 
-def test_with_offload_an_agent_without_tools_gets_what_the_docstring_says(
-    tracer_provider: Any, meter_provider: Any
+@pytest.mark.parametrize("offload", [True, False], ids=["offload", "no_offload"])
+def test_seamscope_has_no_tool_hooks_and_registers_no_tool(
+    offload: bool, tracer_provider: Any, meter_provider: Any
 ) -> None:
-    """The recall tool and ``wrap_tool_call``: a ``tools`` node, the tool agent's
-    routing, and no unknown-tool check (SeamscopeMiddleware's docstring)."""
-    layer = make_layer(tracer_provider, meter_provider)
-    seamscope = SeamscopeMiddleware(layer)
-    assert [RECALL_TOOL] == [t.name for t in seamscope.tools]
-    assert type(seamscope).wrap_tool_call is not AgentMiddleware.wrap_tool_call
-    script, middleware = TOOLLESS["unknown_tool"]
-    agent = agent_for(script, [], layer, {}, middleware=middleware)
-    assert "tools" in agent.get_graph().nodes
-    assert 2 == len(outcome(agent))  # LangChain's check is skipped
-
-
-def test_without_offload_seamscope_has_no_tool_hooks_and_no_recall_tool(
-    tracer_provider: Any, meter_provider: Any
-) -> None:
-    seamscope = SeamscopeMiddleware(make_layer(tracer_provider, meter_provider), offload=False)
+    """Unless a watched middleware has tool hooks: the recall tool is offered to
+    the model as a description once there is something to recall, and
+    answered in the model call (tests/adapters/test_langchain.py)."""
+    seamscope = SeamscopeMiddleware(make_layer(tracer_provider, meter_provider), offload=offload)
     assert isinstance(seamscope, SeamscopeMiddleware)
     assert "SeamscopeMiddleware" == seamscope.name
     assert [] == list(seamscope.tools)
@@ -437,3 +428,75 @@ def test_a_run_an_interrupt_paused_resumes_in_the_same_trace(
     }
     paused, resumed = named(spans, "execute_tool deploy")
     assert (None, None) == (error_type(paused), error_type(resumed))
+
+
+# -- an offload and a recall, with no tool hook -------------------------------------------------
+
+
+@tool
+def big_log(day: str) -> str:
+    """The whole log of a day."""
+    return f"{day}: " + "line of log text. " * 4000
+
+
+def test_an_offload_is_written_by_the_next_model_call_and_a_recall_answered_in_its_own(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """The gate fires when the tool's run ends; the next model call receives the
+    stub and writes it into the state under the tool's own ToolMessage id; the
+    recall the model emits is answered in that model call (the tools node runs
+    only the real tool), and the model then gets the whole output back."""
+    layer = DecisionLayer(
+        default_model=OPUS,
+        agent_name=AGENT,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        offload_id_factory=lambda: "off-1",
+    )
+    script = [
+        ai(("big_log", {"day": "mon"}, "c1")),
+        ai(("recall_tool_result", {"offload_id": "off-1"}, "c2")),
+        ai(text="Monday was quiet."),
+    ]
+    models, log = scripted_models([OPUS], script)
+    seamscope = SeamscopeMiddleware(layer)
+    agent = create_agent(
+        models[OPUS], [big_log], middleware=[seamscope], checkpointer=InMemorySaver()
+    )
+    thread: Any = {"configurable": {"thread_id": THREAD}}
+    full = big_log.invoke({"day": "mon"})
+    chunks = list(agent.stream(start("what happened on monday?"), thread, stream_mode="updates"))
+
+    # the model calls: the stub, then the whole output after the recall
+    assert 3 == len(log)
+    (tool_answer,) = [m for m in log[1].messages if getattr(m, "tool_call_id", None) == "c1"]
+    assert str(tool_answer.content).startswith("[offloaded ")
+    assert "recall_tool_result" in (log[1].tools or [])
+    (recalled,) = [m for m in log[2].messages if getattr(m, "tool_call_id", None) == "c2"]
+    assert full == recalled.content
+    # the nodes: the tools node ran once (the real tool), the recall was the model's
+    assert ["model", "tools", "model", "model"] == [node for c_ in chunks for node in c_]
+
+    def written(update: Any) -> list[Any]:  # a node's update, or its list of updates
+        updates = update if isinstance(update, list) else [update]
+        return [m for u in updates if u for m in u.get("messages", [])]
+
+    # the model call after the tools node: its AIMessage with the recall's answer,
+    # then the stub it sent, written over the tool's own message
+    assert [("AIMessage", None), ("ToolMessage", "c2"), ("ToolMessage", "c1")] == [
+        (type(m).__name__, getattr(m, "tool_call_id", None)) for m in written(chunks[2]["model"])
+    ]
+    # the state: the tool's own ToolMessage (same id) holds the stub
+    state = agent.get_state(thread).values["messages"]
+    (tools_wrote,) = written(chunks[1]["tools"])
+    (in_state,) = [m for m in state if getattr(m, "tool_call_id", None) == "c1"]
+    assert tools_wrote.id == in_state.id
+    assert full == tools_wrote.content
+    assert tool_answer.content == in_state.content
+    # the trace: the recall's execute_tool span, and a priced recall in the ledger
+    spans = span_exporter.get_finished_spans()
+    (recall_span,) = named(spans, "execute_tool recall_tool_result")
+    assert error_type(recall_span) is None
+    settled = layer.end_conversation(THREAD)
+    assert 1 == len(settled)
+    assert 1 == settled[0].recalls

@@ -19,6 +19,7 @@ from agents import (
     CodeInterpreterTool,
     GuardrailFunctionOutput,
     HostedMCPTool,
+    ModelProvider,
     ModelRetrySettings,
     ModelSettings,
     MultiProvider,
@@ -363,6 +364,42 @@ def test_the_sdk_still_sees_a_chat_completions_model(kind: str, tracer_provider:
     expected = "fine" if kind == "chat_completions" else "UserError"
     assert expected == outcome(False)
     assert expected == outcome(True)
+
+
+class FailingProvider(ModelProvider):
+    """A model provider that cannot resolve any name (counts its attempts)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str | None] = []
+
+    def get_model(self, model_name: str | None) -> Any:
+        self.asked.append(model_name)
+        raise ValueError("provider failure")
+
+
+@pytest.mark.parametrize("method", ["run_streamed", "run"])
+def test_a_provider_that_fails_in_the_sdks_model_check_fails_the_same(
+    method: str, tracer_provider: Any
+) -> None:
+    """Resolving the model for that check, the SDK meets the provider's error
+    first: the caller gets the provider's ValueError, not a UserError."""
+
+    def outcome(through_seamscope: bool) -> tuple[str, str, bool]:
+        provider = FailingProvider()
+        agent = Agent(name="analyst", model="gpt-4.1", output_guardrails=[accept])
+        runner: Any = SeamscopeRunner(make_layer(tracer_provider)) if through_seamscope else Runner
+        config = RunConfig(model_provider=provider)
+        try:
+            if method == "run_streamed":
+                runner.run_streamed(agent, "hi", previous_response_id="r", run_config=config)
+            else:
+                asyncio.run(runner.run(agent, "hi", previous_response_id="r", run_config=config))
+        except Exception as exc:
+            return type(exc).__name__, str(exc), bool(provider.asked)
+        return "no error", "", bool(provider.asked)
+
+    assert ("ValueError", "provider failure", True) == outcome(False)
+    assert outcome(False) == outcome(True)
 
 
 # -- 9. the SDK's signatures -----------------------------------------------------------------

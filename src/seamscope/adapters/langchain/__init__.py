@@ -42,11 +42,14 @@ Per tool call: an ``execute_tool {tool}`` span around the tool (in
 else from LangChain's tool callbacks: see "What it changes for LangChain"
 in ``SeamscopeMiddleware``'s docstring); then, for a text output large
 enough to reach the gate's threshold, the offload gate. When it fires, the
-ToolMessage content is replaced by a stub naming the offload id, the full
-output is kept in the offload store, and the model can bring it back with
-the ``recall_tool_result`` tool (registered through the middleware's
-``tools``, offered whenever the prompt holds a stub, whichever worker made
-it). A recall is a real cost in the ledger.
+full output is kept in the offload store and the ToolMessage's content is
+replaced by a stub naming the offload id (by the next model call, which
+sends the stub and writes it into the state; inside ``wrap_tool_call`` when
+the middleware has tool hooks), and the model can bring it back with the
+``recall_tool_result`` tool, offered whenever the prompt holds a stub,
+whichever worker made it (answered in the model call that emits it; a
+registered tool run by the ``tools`` node when the middleware has tool
+hooks). A recall is a real cost in the ledger.
 
 LangChain's own decision middlewares
 ------------------------------------

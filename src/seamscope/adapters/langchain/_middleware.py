@@ -32,6 +32,7 @@ from seamscope.adapters.langchain._framework import (
 )
 from seamscope.adapters.langchain._runs import Compactions, Outputs, Runs, failed
 from seamscope.adapters.langchain._steps import ModelStep, StepContext, TailStep, ToolStep
+from seamscope.adapters.langchain._stubs import PendingStubs, recall_spec
 from seamscope.adapters.langchain._watch import Watcher, watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
@@ -76,37 +77,28 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     middleware's does, one conditional edge from the model back to the
     loop's entry in an agent with tools (``get_graph()`` draws it); LangChain
     takes it only when every tool call of the last AIMessage was already
-    answered, which only a middleware's own messages can arrange. Each
-    hook that would change the graph or LangChain's checks is there only
-    for a decision that needs it:
+    answered, which only a middleware's own messages can arrange (a recall,
+    below). It has no tool hook and registers no tool, offloading or not,
+    unless it watches a middleware with tool hooks:
 
-    * ``offload=False``, and no watched middleware with tool hooks: no
-      ``wrap_tool_call`` and no recall tool. The graph and LangChain's checks
-      are the same as without seamscope (an agent without tools gets no
-      ``tools`` node, a tool a middleware adds that the agent cannot execute
-      raises LangChain's ``ValueError``). Each tool call's ``execute_tool``
-      span comes from LangChain's tool callbacks (a handler added to every
-      callback manager once such a middleware exists; it ignores all but
-      tool runs of the agents it follows).
-    * ``offload=True`` (the default): the offload gate replaces a tool's
-      output by a stub inside ``wrap_tool_call``, and the model recalls it
-      with the ``recall_tool_result`` tool (in ``tools``). So LangChain
-      (1) builds its ``tools`` node even for an agent given no tools, whose
-      routing after the model is then a tool agent's: a ``jump_to`` an
-      ``after_model`` hook returns is followed even when it was not declared
-      in ``can_jump_to``, and a tool call the model emits runs (an unknown
-      name gets LangChain's error ToolMessage) instead of ending the run;
-      (2) skips its check for tools a middleware adds that the agent cannot
-      execute, as for any middleware with ``wrap_tool_call``. It is not
-      re-made here: only the innermost model hook sees the tools finally
-      bound, and no hook sees the ``tools`` node's registry, so a check from
-      the public request would raise where LangChain does not. Middlewares
-      inside this one never see the recall tool in ``request.tools`` until
-      the conversation has an offloaded output. For an agent without tools,
-      pass ``offload=False``.
+    * the default: each tool call's ``execute_tool`` span comes from
+      LangChain's tool callbacks (a handler added to every callback manager
+      once such a middleware exists; it ignores all but tool runs of the
+      agents it follows, and the failure of a graph run). The offload gate
+      decides when a tool's run ends; the next model call sends the stub
+      instead of the output and writes it into the state (the same
+      ``ToolMessage`` id, in the model call's ``Command``). The recall tool
+      is offered as a tool description (LangChain binds it as a built-in
+      tool; its check of the tools a middleware adds is unchanged), and a
+      recall the model emits is answered in that model call: its
+      ``ToolMessage`` follows the ``AIMessage`` (:mod:`._stubs`). So an agent
+      without tools gets no ``tools`` node, and a tool a middleware adds that
+      the agent cannot execute raises LangChain's ``ValueError``, as alone.
     * ``watching()`` a middleware with tool hooks: ``wrap_tool_call`` too
       (LangChain builds the ``tools`` node and skips its check for that
-      middleware already): the spans name the calls it blocked.
+      middleware already): the spans name the calls it blocked, the gate
+      replaces the output inside it, and ``recall_tool_result`` is a
+      registered tool (in ``tools``) the ``tools`` node runs.
 
     A policy's ``redirect_to`` needs no tool hook: the POST seam rewrites the
     emitted calls in ``wrap_model_call``.
@@ -157,8 +149,6 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.layer = layer
         self.models: Mapping[str, BaseChatModel] = dict(models)
         self._offload = bool(offload)
-        if self._offload:  # LangChain reads the class to know whether there are tool hooks
-            self.__class__ = _hooked(type(self))
         self._runs = Runs(layer, role, scope)
         self._outputs = Outputs(
             chosen or MemoryStore(max_items=max_stored_outputs or 256), observer=layer.observer
@@ -168,7 +158,9 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._graph_lock = threading.Lock()
         self._compactions = Compactions(_MAX_CONVERSATIONS)
         self._tail: _ModelTail | None = None
-        self.tools: Sequence[BaseTool] = [self._recall_tool()] if self._offload else []
+        # tool hooks and a registered recall tool only once a watched middleware
+        # has tool hooks (watching()): LangChain reads both when it builds the agent
+        self.tools: Sequence[BaseTool] = []
         self.kit = StepContext(
             layer,
             self.models,
@@ -177,7 +169,9 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self._outputs,
             self._compactions,
             outputs_of=self._outputs_of,
-            tool_hooks=isinstance(self, _ToolHooked),
+            tool_hooks=False,
+            pending=PendingStubs(_MAX_CONVERSATIONS),
+            recall_spec=recall_spec(_RECALL_DESCRIPTION),
         )
         """What this middleware's steps read (they never read the middleware)."""
         if not self.kit.tool_hooks:
@@ -211,6 +205,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if not self.kit.tool_hooks and any(_has_tool_hooks(m) for m in middlewares):
             self.__class__ = _hooked(type(self))
             self.kit.tool_hooks = True
+            self.tools = [self._recall_tool()] if self._offload else []
             tool_runs.unfollow(self.kit)
         return [self, *(watched(self.kit, m) for m in middlewares), self._tail]
 

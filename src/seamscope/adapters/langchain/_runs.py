@@ -127,6 +127,10 @@ class Run:
         self.blocked: set[str] = set()
         self._spans: RunSpans | None = None  # from open()
         self.error: str | None = None  # the type of the exception that ended it
+        # what a tool run raised (heard by a callback, not a hook): the run ends
+        # with it when LangGraph releases the invocation, unless a model call
+        # comes first (a middleware handled it)
+        self.failing: BaseException | None = None
 
     @property
     def otel(self) -> Any:
@@ -288,7 +292,7 @@ class Runs:
             self.watch(run, runtime)
             return run, False
         for old in stale:
-            old.close(None if old.paused else _Abandoned())
+            old.close(None if old.paused else old.failing or _Abandoned())
         self.watch(candidate, runtime)
         return candidate, True
 
@@ -312,7 +316,7 @@ class Runs:
         with self._lock:
             stale = self._register(run)
         for old in stale:
-            old.close(None if old.paused else _Abandoned())
+            old.close(None if old.paused else old.failing or _Abandoned())
         self.watch(run, runtime)
         return run, True
 
@@ -339,6 +343,13 @@ class Runs:
                 while len(self._ended) > _MAX_ENDED_RUNS:
                     self._ended.popitem(last=False)
         run.close(exc)
+
+    def fail_with(self, error: BaseException) -> None:
+        """End the runs a tool run's ``error`` left failing (the agent raised it)."""
+        with self._lock:
+            failing = [run for run in self._runs.values() if run.failing is error]
+        for run in failing:
+            self.close(run, error, seen=False)
 
     def _forget(self, run: Run) -> None:
         """Drop ``run`` from the registry (holding the lock)."""
@@ -390,7 +401,7 @@ class Runs:
                 continue
             if run.closed or run.paused:
                 continue
-            if not run.close(_Abandoned(), blocking=False):
+            if not run.close(run.failing or _Abandoned(), blocking=False):
                 self._released.append(key)
                 return
             with contextlib.suppress(Exception):

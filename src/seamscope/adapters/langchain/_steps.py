@@ -47,6 +47,7 @@ from seamscope.adapters.langchain._runs import (
     contained,
     failed,
 )
+from seamscope.adapters.langchain._stubs import PendingStubs, answer_recalls
 from seamscope.adapters.langchain._tool_errors import TOOL_OUTCOME, ToolOutcome
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import (
@@ -76,7 +77,12 @@ class StepContext:
     tool_hooks: bool = True
     """Whether the middleware defines ``wrap_tool_call`` (LangChain then builds
     a ``tools`` node even for an agent without tools); False: its tool calls'
-    spans come from LangChain's tool callbacks (:mod:`._tool_runs`)."""
+    spans come from LangChain's tool callbacks (:mod:`._tool_runs`), and its
+    offloads and recalls are made at the model seam (:mod:`._stubs`)."""
+    pending: PendingStubs | None = None
+    """The stubs of fired offloads the next model call writes (no tool hooks)."""
+    recall_spec: Mapping[str, Any] | None = None
+    """The recall tool as the model is offered it (no tool hooks)."""
 
     def outputs_for(self, runtime: Any) -> Outputs:
         return self.outputs if self.outputs_of is None else self.outputs_of(runtime)
@@ -202,6 +208,7 @@ class ModelStep(_ModelCallStep):
         self.created = False
         self.structured: tuple[dict[str, Any], ...] = ()
         self.ends = False  # LangChain routes the agent to the end after this call
+        self.written: list[ToolMessage] = []  # offloaded outputs' stubs for the state
 
     def prepare(self) -> ModelRequest[Any]:
         """The request to execute: selected tools, chosen model, forced tool."""
@@ -211,15 +218,22 @@ class ModelStep(_ModelCallStep):
             self.run, self.created = mw.runs.for_hook(request.state, request.runtime, create=True)
             if self.run is None:
                 return request
+            self.run.failing = None  # a tool's exception was handled: the run goes on
             self.run.bound = None
             self.run.tools = translate.client_tools(request.tools)
+            if mw.pending is not None and not mw.tool_hooks:
+                # the stubs of the outputs offloaded since the last model call
+                messages, self.written = mw.pending.apply(self.run.scope, request.messages)
+                if messages != list(request.messages):
+                    request = self.request = request.override(messages=messages)
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
             self.attached = Attached(self.run.otel)
             # the recall tool is offered whenever the prompt holds a stub (any worker's)
-            offered = translate.offered(
-                request.tools, recall=bool(translate.stubs(request.messages)[0])
-            )
+            recall = bool(translate.stubs(request.messages)[0])
+            offered = translate.offered(request.tools, recall=recall)
+            if recall and not mw.tool_hooks and mw.recall_spec is not None:
+                offered.append(dict(mw.recall_spec))
             self.structured = translate.structured_tools(request)
             selection = it.select_tools(offered, fixed=self.structured)
             plan = plan_model(it, models=mw.models, own=request.model, name_of=translate.model_name)
@@ -258,7 +272,9 @@ class ModelStep(_ModelCallStep):
     def finish(
         self, response: ModelResponse[Any]
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
-        """The POST seam over the emitted tool calls; the response to return."""
+        """The POST seam over the emitted tool calls, the recalls answered (no
+        tool hooks); the response to return, with the stubs this call sent."""
+        mw = self.mw
         try:
             it = self.iteration
             message = translate.last_ai(response.result)
@@ -279,6 +295,15 @@ class ModelStep(_ModelCallStep):
             if it is not None and message is not None and answers:
                 structured_answers(it, message, [translate.tool_call(raw) for raw in answers])
             run = self.run
+            message = translate.last_ai(response.result)
+            if run is not None and it is not None and message is not None and not mw.tool_hooks:
+                response = answer_recalls(
+                    response,
+                    message,
+                    run=run,
+                    iteration=it,
+                    outputs=mw.outputs_for(self.request.runtime),
+                )
             if run is not None:
                 run.emitted = len(translate.routed_calls(message, self.structured))
                 # a tools node exists when seamscope runs tool hooks or the agent has tools
@@ -286,7 +311,24 @@ class ModelStep(_ModelCallStep):
                 self.ends = translate.ends_run(self.request, response, tools_node=tools_node)
         except Exception:
             failed("langchain.after_model_call")
-        return response
+        return self._with_stubs(response)
+
+    def _with_stubs(
+        self, response: ModelResponse[Any]
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """The response, with the stubs this call sent written into the state
+        (same ``ToolMessage`` ids: LangGraph's message reducer replaces them)."""
+        written, run, pending = self.written, self.run, self.mw.pending
+        if not written or run is None or pending is None:
+            return response
+        try:
+            pending.written(run.scope, [m.tool_call_id for m in written])
+            return ExtendedModelResponse(
+                model_response=response, command=Command(update={"messages": written})
+            )
+        except Exception:
+            failed("langchain.after_model_call")
+            return response
 
     def close(self) -> None:
         """After the model call LangChain routes to the end, the run ends (no

@@ -1,7 +1,7 @@
 """``execute_tool`` spans from LangChain's tool callbacks, for a middleware without tool hooks.
 
-A ``SeamscopeMiddleware`` that neither offloads nor watches a middleware
-with tool hooks defines no ``wrap_tool_call``: LangChain then builds the
+A ``SeamscopeMiddleware`` that watches no middleware with tool hooks
+defines no ``wrap_tool_call``: LangChain then builds the
 same graph and runs the same checks as without seamscope. Its tool calls
 are heard instead through LangChain's callbacks: :data:`TOOL_RUNS`, one
 :class:`ToolRuns` handler added with ``register_configure_hook`` (public
@@ -17,8 +17,9 @@ the run's iteration, current while the tool runs (attached in the tool
 run's own context, detached at its end in that same context);
 ``on_tool_end`` ends it with the tool's answer (an error answer is a failed
 execution, with the ``error.type`` of what the tool run raised or
-handled: :mod:`._tool_errors`) and does the kit's accounting (a re-read of
-a result a watched context editing cleared); ``on_tool_error`` fails it.
+handled: :mod:`._tool_errors`) and does the kit's accounting (the offload
+gate, whose stub the next model call sends: :mod:`._stubs`; a re-read of a
+result a watched context editing cleared); ``on_tool_error`` fails it.
 Arguments the tool rejected fail only the span (``ToolInvocationError``:
 LangGraph's tool node answers them); an interrupt pauses the run; any
 other exception the tool run raised ends the run too (the tool node
@@ -76,7 +77,6 @@ class ToolRuns(BaseCallbackHandler):
 
     run_inline = True  # called where the tool runs, in its context
     ignore_llm = True
-    ignore_chain = True
     ignore_retriever = True
     ignore_chat_model = True
     ignore_retry = True
@@ -167,8 +167,11 @@ class ToolRuns(BaseCallbackHandler):
             failed("langchain.tool_result")
         found.span.stop(text if text is not None else output)
         try:
-            run = found.run
-            settle_output(found.kit, run, found.iteration, found.call, text, found.runtime)
+            run, kit = found.run, found.kit
+            stub = settle_output(kit, run, found.iteration, found.call, text, found.runtime)
+            if stub is not None and kit.pending is not None and found.call.id:
+                # the next model call sends it and writes it into the state (._stubs)
+                kit.pending.put(run.scope, found.call.id, stub)
             if run.ends_at(found.call.name) and not run.closed:
                 found.kit.runs.close(run, None)
             found.kit.runs.drain()
@@ -194,10 +197,29 @@ class ToolRuns(BaseCallbackHandler):
                 found.span.end(None)
                 return
             found.span.fail(error)
-            found.kit.runs.close(found.run, error, seen=False)
+            run = found.run
+            if run.watched is None:  # no end of the invocation to wait for
+                found.kit.runs.close(run, error, seen=False)
+            else:  # a middleware may handle it: the next model call says so
+                run.failing = error
             found.kit.runs.drain()
         except Exception:
             failed("langchain.tool_error")
+
+    def on_chain_error(
+        self, error: BaseException, *, parent_run_id: Any = None, **kwargs: Any
+    ) -> None:
+        """A graph invocation raised: the runs a tool's exception left failing
+        with that very exception (no middleware handled it) end with it."""
+        if parent_run_id is not None:
+            return
+        with self._lock:
+            kits = list(self._kits.values())
+        for kit in kits:
+            try:
+                kit.runs.fail_with(error)
+            except Exception:
+                failed("langchain.run_end")
 
 
 _HANDLER = ToolRuns()

@@ -132,8 +132,12 @@ class RoutedModel(Model):
 
     # -- the model the SDK sees -------------------------------------------------
 
-    def _named(self, name: Any, *, strict: bool = False) -> Model | None:
-        """The provider's model for ``name`` (resolved once per run)."""
+    def _named(
+        self, name: Any, *, strict: bool = False, provider_errors: bool = False
+    ) -> Model | None:
+        """The provider's model for ``name`` (resolved once per run); None when
+        it cannot be resolved. ``strict``: raise instead (a name that is not a
+        str is a TypeError); ``provider_errors``: raise what the provider raised."""
         if name is not None and not isinstance(name, str):
             if strict:
                 raise TypeError(f"not a model name: {name!r}")
@@ -143,32 +147,36 @@ class RoutedModel(Model):
             try:
                 found = self._provider.get_model(name)
             except Exception:
-                if strict:
+                if strict or provider_errors:
                     raise
                 return None
             self._resolved[name] = found
         return found
 
-    def _seen(self) -> Model | None:
+    def _seen(self, *, provider_errors: bool = False) -> Model | None:
         """The model the SDK itself would resolve for the agent it runs now
-        (its ``get_model`` with the caller's RunConfig); None when unknown."""
+        (its ``get_model`` with the caller's RunConfig); None when unknown.
+        ``provider_errors``: what the provider raised resolving it is raised."""
         base = self._base
         if isinstance(base, Model):
             return base
         if isinstance(base, str):
-            return self._named(base)
+            return self._named(base, provider_errors=provider_errors)
         agent = self.run.current_agent
         if agent is None:
             return None
         model = getattr(agent, "model", None)
-        return model if isinstance(model, Model) else self._named(model)
+        if isinstance(model, Model):
+            return model
+        return self._named(model, provider_errors=provider_errors)
 
     @property  # type: ignore[misc]
-    def __class__(self) -> type[Any]:  # isinstance reads it
-        try:
-            seen = self._seen()
-        except Exception:
-            seen = None
+    def __class__(self) -> type[Any]:
+        """The type of the model the SDK would resolve (``isinstance`` reads it).
+        Where the SDK checks that type, it resolves the model itself, so what the
+        caller's provider raises then is raised here too (``isinstance``
+        propagates it): the SDK's check fails as it would without seamscope."""
+        seen = self._seen(provider_errors=True)
         return type(self) if seen is None else type(seen)
 
     def __getattr__(self, name: str) -> Any:
