@@ -8,10 +8,12 @@ models and tools a user replaces, so nothing is substituted. A check then
 reads back the OTLP-JSON trace file the snippet wrote and asserts the spans
 its decisions must produce.
 
-The OpenAI Agents SDK and pydantic-ai snippets call real provider classes;
-their own tests run them with only the model objects replaced
-(``tests/adapters/test_openai_agents.py``, ``tests/adapters/test_pydantic_ai.py``),
-and a test here checks that every block has one runner or the other.
+Every block runs with no key and no network: an adapter page's first example
+with scripted models (as the README's quickstart), its second with the
+provider's real models only when ``OPENAI_API_KEY`` is set (without it, it says
+so and stops). Those second examples also run in the adapters' own tests with
+only the model objects replaced (``tests/adapters/test_openai_agents.py``,
+``tests/adapters/test_pydantic_ai.py``).
 """
 
 from __future__ import annotations
@@ -249,6 +251,32 @@ def check_symfonic(run: Run) -> None:
     assert 2 == len([s for s in run.spans if s.name.startswith("chat ")])
 
 
+def check_openai_sales(run: Run) -> None:
+    """The sales policy put gpt-4.1-mini on both calls; the report was offloaded,
+    its stub carried to the second call, which was offered the recall tool."""
+    assert "Q3 sales grew 12%." in run.stdout.splitlines()
+    assert ["sales_data_read"] * 2 == [
+        s.attributes[c.ATTR_POLICY_WINNER] for s in run.named(c.SPAN_SEAM_PRE_MODEL)
+    ]
+    chats = run.named("chat gpt-4.1-mini")
+    assert [["big_report"], ["big_report", "recall_tool_result"]] == [
+        [d["name"] for d in json.loads(s.attributes[c.ATTR_GEN_AI_TOOL_DEFINITIONS])] for s in chats
+    ]
+    [gate] = run.named(c.SPAN_OFFLOAD_GATE)
+    assert gate.attributes[c.ATTR_OFFLOAD_FIRE] is True
+    assert [gate.attributes[c.ATTR_OFFLOAD_ID]] == chats[1].attributes[c.ATTR_OFFLOAD_CARRIED]
+    [settle] = run.named(c.SPAN_OFFLOAD_SETTLE)
+    assert 1 == settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED]
+
+
+def check_needs_a_key(run: Run) -> None:
+    """Without OPENAI_API_KEY the real-provider example says so and stops."""
+    assert (["set OPENAI_API_KEY to run this example against OpenAI's models"], []) == (
+        run.stdout.splitlines(),
+        run.spans,
+    )
+
+
 def check_own_providers(run: Run) -> None:
     """The in-memory exporter got the turn's spans; nothing else was printed."""
     assert [
@@ -287,6 +315,7 @@ class Case:
     page: str
     heading: str
     check: Callable[[Run], None]
+    env: dict[str, str] | None = None
 
 
 QUICKSTART = Case(
@@ -300,21 +329,27 @@ CASES = [
     Case("docs/adapters/langchain.md", "LangChain's own decision middlewares",
          check_langchain_middlewares),
     Case("docs/adapters/symfonic.md", "symfonic-core", check_symfonic),
+    # with a key in the environment too: the SDK's own tracing stays off, nothing printed
+    Case("docs/adapters/openai-agents.md", "OpenAI Agents SDK", check_openai_sales,
+         {"OPENAI_API_KEY": "sk-offline-test"}),
+    Case("docs/adapters/openai-agents.md", "With OpenAI's models", check_needs_a_key),
+    Case("docs/adapters/pydantic-ai.md", "pydantic-ai", check_openai_sales),
+    Case("docs/adapters/pydantic-ai.md", "With OpenAI's models", check_needs_a_key),
     Case("docs/configuration.md", "Your own providers, and logs", check_own_providers),
     Case("docs/configuration.md", "Configuration", check_configuration),
 ]
-# pages whose snippet another test runs (with the provider's model objects replaced)
+# snippets another test runs too, with a key and the provider's model objects replaced
 RUN_ELSEWHERE = {
-    ("docs/adapters/openai-agents.md", "OpenAI Agents SDK"):
+    ("docs/adapters/openai-agents.md", "With OpenAI's models"):
         ROOT / "tests" / "adapters" / "test_openai_agents.py",
-    ("docs/adapters/pydantic-ai.md", "pydantic-ai"):
+    ("docs/adapters/pydantic-ai.md", "With OpenAI's models"):
         ROOT / "tests" / "adapters" / "test_pydantic_ai.py",
 }
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{case.page}:{case.heading}" for case in CASES])
 def test_the_snippet_runs_as_written(case: Case, tmp_path: Path) -> None:
-    case.check(run_snippet(snippet(case.page, case.heading), tmp_path))
+    case.check(run_snippet(snippet(case.page, case.heading), tmp_path, case.env))
 
 
 def test_every_python_block_of_the_readme_and_the_docs_is_run() -> None:

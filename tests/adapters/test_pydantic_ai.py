@@ -836,7 +836,9 @@ SNIPPET_PAGE = "docs/adapters/pydantic-ai.md"
 
 def _readme_snippet() -> str:
     text = (Path(__file__).parents[2] / SNIPPET_PAGE).read_text(encoding="utf-8")
-    [block] = re.findall(r"```python\n(.*?)```", text, re.S)
+    # the example with OpenAI's models (the page's first one runs offline, scripted)
+    section = text.split("## With OpenAI's models", 1)[1]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
     return block
 
 
@@ -871,7 +873,7 @@ def test_readme_snippet_runs(
     assert calls[1].outputs()["c1"].startswith("[offloaded ")
     [settlement] = namespace["settled"]
     assert (mini, 1) == (settlement.model, settlement.turns_carried)
-    written = (tmp_path / "pydantic-ai-trace.jsonl").read_text(encoding="utf-8")
+    written = (tmp_path / "pydantic-ai-openai-trace.jsonl").read_text(encoding="utf-8")
     for name in (
         f"invoke_agent {AGENT}",
         c.SPAN_OFFLOAD_GATE,

@@ -44,7 +44,9 @@ def test_explain_on_the_demos_log_file_names_the_trace_to_open_once(
     assert log is not None and log.read_text(encoding="utf-8").count("\n") > 1
     code, out, err = explain(str(log))
     assert (2, "", f"error: {log} is a log file, not a trace: open {trace} instead\n") == (
-        code, out, err
+        code,
+        out,
+        err,
     )
 
 
@@ -70,7 +72,8 @@ def test_log_lines_among_spans_are_named_once_with_their_count(
     mixed.write_text(spans + '{"event": "x", "level": "info"}\n' * 4, encoding="utf-8")
     code, out, err = explain(str(mixed))
     assert (1, [f"error: {mixed}:{first}: {LOG_LINE} (and 3 more such lines)"]) == (
-        code, err.splitlines()
+        code,
+        err.splitlines(),
     )
     assert "turn 1 · conversation demo-7 · agent analyst" in out
 
@@ -84,10 +87,13 @@ def test_an_error_repeated_on_many_lines_is_named_once_and_counted(
     bad.write_text(spans + "[1, 2]\n" * 6, encoding="utf-8")
     code, _, err = explain(str(bad))
     what = "not an OTLP trace export (no resourceSpans)"
-    assert (1, [
-        f"error: {bad}:{first}: {what}",
-        f"error: {bad}: the same on 5 more lines (the last: line {first + 5}): {what}",
-    ]) == (code, err.splitlines())
+    assert (
+        1,
+        [
+            f"error: {bad}:{first}: {what}",
+            f"error: {bad}: the same on 5 more lines (the last: line {first + 5}): {what}",
+        ],
+    ) == (code, err.splitlines())
 
 
 @pytest.mark.parametrize(
@@ -112,13 +118,17 @@ def test_every_help_states_each_default_and_the_exit_codes(command: str) -> None
     undocumented = [
         action.option_strings[0]
         for action in parser._actions
-        if action.option_strings and action.help != argparse.SUPPRESS
-        and "--help" not in action.option_strings and "default" not in (action.help or "")
+        if action.option_strings
+        and action.help != argparse.SUPPRESS
+        and "--help" not in action.option_strings
+        and "default" not in (action.help or "")
     ]
     epilog = parser.epilog or ""
     interrupted = f"{EXIT_INTERRUPTED} interrupted"
     assert ([], True, True) == (
-        undocumented, epilog.startswith("exit codes: 0 "), interrupted in epilog
+        undocumented,
+        epilog.startswith("exit codes: 0 "),
+        interrupted in epilog,
     )
     assert f"{EXIT_INTERRUPTED} interrupted" in (_parser().epilog or "")
 
@@ -135,9 +145,23 @@ def test_ctrl_c_during_the_demo_is_one_line_exit_130_and_the_spans_so_far_read_b
 ) -> None:
     trace = tmp_path / "trace.jsonl"
     demo = subprocess.Popen(
-        [sys.executable, "-m", "seamscope", "demo", "--turns", "400", "--pace", "0.05",
-         "--quiet", "--output", str(trace)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "seamscope",
+            "demo",
+            "--turns",
+            "400",
+            "--pace",
+            "0.05",
+            "--quiet",
+            "--output",
+            str(trace),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _wait_for(lambda: trace.exists() and trace.stat().st_size > 0, "the first spans")
@@ -154,21 +178,26 @@ def test_ctrl_c_during_the_demo_is_one_line_exit_130_and_the_spans_so_far_read_b
     assert lines and all("resourceSpans" in json.loads(line) for line in lines)
     explained = subprocess.run(
         [sys.executable, "-m", "seamscope", "explain", str(trace)],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert (0, True) == (
-        explained.returncode, "turn 1 · conversation demo-7 · agent analyst" in explained.stdout
+        explained.returncode,
+        "turn 1 · conversation demo-7 · agent analyst" in explained.stdout,
     ), explained.stderr
 
 
-def test_ctrl_c_during_explain_is_one_line_and_exit_130(
-    tmp_path: Path, demo_trace: Path
-) -> None:
+def test_ctrl_c_during_explain_is_one_line_and_exit_130(tmp_path: Path, demo_trace: Path) -> None:
     """explain reading a pipe that has not ended: Ctrl-C stops it with one line."""
     shutil.copy(demo_trace, tmp_path / "trace.jsonl")
     reader = subprocess.Popen(
         [sys.executable, "-m", "seamscope", "explain", "-"],
-        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:
@@ -194,3 +223,28 @@ def test_an_error_naming_a_long_path_is_one_line_through_a_pipe(
     assert 2 == main([command, str(missing)])
     lines = capsys.readouterr().err.splitlines()
     assert [True] == [str(missing) in line for line in lines], lines
+
+
+def test_explain_on_a_file_that_is_no_trace_says_so_once(explain: Explain) -> None:
+    """A Python file (a CSV, anything) is named as not a trace file, in one line,
+    instead of one JSON error per kind of line."""
+    from seamscope.cli import _learn
+
+    source = Path(_learn.__file__)
+    code, out, err = explain(str(source))
+    assert (2, "") == (code, out)
+    assert [
+        f"error: {source} is not a trace file: no line of it is an OTLP-JSON export request "
+        '(one {"resourceSpans": [...]} per line, as configure(trace_file=...) and seamscope '
+        "demo --output write)"
+    ] == err.splitlines()
+
+
+def test_garbage_lines_before_the_first_request_are_still_named(
+    tmp_path: Path, demo_trace: Path, explain: Explain
+) -> None:
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("not json\n" + demo_trace.read_text(encoding="utf-8"), encoding="utf-8")
+    code, out, err = explain(str(mixed))
+    assert 1 == code and "turn 1" in out
+    assert err.startswith(f"error: {mixed}:1: not valid JSON")

@@ -127,7 +127,9 @@ def add_explain_parser(sub: Any) -> None:
         help="output format: text trees or one JSON document (default text)",
     )
     p.add_argument(
-        "--svg", metavar="FILE", help="also save the printed trees as an SVG picture (default: none)"
+        "--svg",
+        metavar="FILE",
+        help="also save the printed trees as an SVG picture (default: none)",
     )
 
 
@@ -164,9 +166,7 @@ class Options:
             return False
         if not self.only_offloads:
             return True
-        priced = any(
-            g.get("reason_code") != "below_threshold" for g in it.get("offload_gates", [])
-        )
+        priced = any(g.get("reason_code") != "below_threshold" for g in it.get("offload_gates", []))
         return priced or any(d.get("span") == c.SPAN_COMPACTION for d in it.get("middleware", []))
 
 
@@ -215,8 +215,34 @@ class _Problems:
         self._repeats: dict[str, list[int]] = {}  # message -> [repeats, last line]
         self._unnamed = 0
         self._first_log_line = 0
+        self.is_trace: Callable[[], bool] = lambda: True
+        """Whether the input has shown an export request yet: until it has, problems
+        are held (a file that is no trace at all is said so once, not line by line)."""
+        self._held: list[Problem] = []
 
     def __call__(self, problem: Problem) -> None:
+        if not self.is_trace():
+            if len(self._held) < MAX_NAMED_PROBLEMS:
+                self._held.append(problem)
+            else:
+                self.count += 1
+                self._unnamed += 1
+            return
+        self.release()
+        self._name(problem)
+
+    def release(self) -> None:
+        """Name the problems held while the input had not shown an export request."""
+        held, self._held = self._held, []
+        for problem in held:
+            self._name(problem)
+
+    def drop_held(self) -> int:
+        """Forget the held problems (the input is not a trace file); how many lines."""
+        held, self._held = self._held, []
+        return len(held)
+
+    def _name(self, problem: Problem) -> None:
         self.count += 1
         if problem.message == LOG_LINE:  # said once, at the end (a log file: which to open)
             self.log_lines += 1
@@ -238,6 +264,7 @@ class _Problems:
 
     def close(self, *, log_file: bool = False) -> None:
         """Say what was counted; ``log_file``: the caller says the file is a log."""
+        self.release()
         if self._first_log_line and not log_file:
             self.err.print(
                 f"error: {self.source}:{self._first_log_line}: {LOG_LINE}"
@@ -253,7 +280,7 @@ class _Problems:
                     f"{'line' if repeats == 1 else 'lines'} (the last: line {last}): {message}",
                     markup=False,
                     highlight=False,
-                    )
+                )
         self._repeats = {m: [0, last] for m, (_, last) in self._repeats.items()}
         if self._unnamed:
             self.err.print(
@@ -264,7 +291,21 @@ class _Problems:
             self._unnamed = 0
 
     def only_log_lines(self) -> bool:
-        return self.count > 0 and self.count == self.log_lines
+        count = self.count + len(self._held)
+        log_lines = self.log_lines + sum(p.message == LOG_LINE for p in self._held)
+        return count > 0 and count == log_lines
+
+
+def _not_a_trace(collector: Collector, problems: _Problems) -> bool:
+    """No line was an export request, nor metrics or logs, nor a log line: some other
+    file (source code, a CSV, a binary)."""
+    reader = collector.reader
+    return bool(
+        reader.lines
+        and not reader.export_lines
+        and not reader.other_signals
+        and not problems.only_log_lines()
+    )
 
 
 def _trace_file_beside(source: str) -> str:
@@ -442,6 +483,7 @@ def explain(
         collect_tools=options.tool is not None,
         report=problems,
     )
+    problems.is_trace = lambda: collector.reader.export_lines > 0
     outcome = Outcome()
     copy: Any = None
     needles = id_needles(wanted) if wanted else None
@@ -466,6 +508,15 @@ def explain(
             outcome.traces = len(collector.traces)
             outcome.late = len(late)
             if not collector.traces and not collector.skipped:
+                if _not_a_trace(collector, problems):
+                    problems.drop_held()
+                    outcome.code = _usage(
+                        err,
+                        f"{source} is not a trace file: no line of it is an OTLP-JSON export "
+                        'request (one {"resourceSpans": [...]} per line, as configure('
+                        "trace_file=...) and seamscope demo --output write)",
+                    )
+                    return outcome
                 problems.close(log_file=problems.only_log_lines())
                 if problems.only_log_lines():
                     outcome.code = _usage(
@@ -489,9 +540,7 @@ def explain(
     return outcome
 
 
-def _number_pass(
-    collector: Collector, wanted: str | None, needles: Any, handle: TextIO
-) -> None:
+def _number_pass(collector: Collector, wanted: str | None, needles: Any, handle: TextIO) -> None:
     """With ``--trace-id`` the first pass skipped the lines without the id: read the
     chosen trace's conversation's other turns from them (only the lines that name the
     conversation), so the turn gets the number a whole read would give it."""

@@ -497,6 +497,8 @@ class LineReader:
         self._conversation_spans = conversation_spans
         self.lines = 0
         self.other_signals = 0
+        self.export_lines = 0
+        """Lines that are, or look like (cut short), an OTLP trace export request."""
 
     def read(
         self, number: int, text: str
@@ -508,11 +510,16 @@ class LineReader:
         try:
             request = json.loads(text)
         except json.JSONDecodeError as exc:
+            self.export_lines += '"resourceSpans"' in text
             return [], [], [Problem(number, _json_problem(exc, text))]
         except RecursionError:
+            self.export_lines += '"resourceSpans"' in text
             return [], [], [Problem(number, "not readable: JSON nested too deeply")]
         except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            self.export_lines += '"resourceSpans"' in text
             return [], [], [Problem(number, f"not readable: {exc}")]
+        if type(request) is dict and "resourceSpans" in request:
+            self.export_lines += 1
         if type(request) is not dict or "resourceSpans" not in request:
             if type(request) is dict and any(k in request for k in _OTHER_SIGNALS):
                 self.other_signals += 1
