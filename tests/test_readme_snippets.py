@@ -248,7 +248,30 @@ def check_langchain_middlewares(run: Run) -> None:
 def check_symfonic(run: Run) -> None:
     _decision_spans(run)
     assert 2 == len(run.named(c.SPAN_ITERATION))
-    assert 2 == len([s for s in run.spans if s.name.startswith("chat ")])
+    chats = [s for s in run.spans if s.name.startswith("chat ")]
+    assert 2 == len(chats)
+    # the tools symfonic bound for each model call (its on_llm_pre_call), names and types only
+    assert [[("function", "run_block"), ("function", "fetch_data"), ("function", RECALL)]] * 2 == [
+        [(d["type"], d["name"]) for d in json.loads(s.attributes[c.ATTR_GEN_AI_TOOL_DEFINITIONS])]
+        for s in chats
+    ]
+
+
+RECALL = "recall_tool_result"
+
+
+def test_symfonic_tool_descriptions_only_with_content_capture(tmp_path: Path) -> None:
+    run = run_snippet(
+        snippet("docs/adapters/symfonic.md", "symfonic-core"),
+        tmp_path,
+        {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
+    )
+    chat = next(s for s in run.spans if s.name.startswith("chat "))
+    definitions = json.loads(chat.attributes[c.ATTR_GEN_AI_TOOL_DEFINITIONS])
+    assert ("Run a code block against the warehouse.", ["code"]) == (
+        definitions[0]["description"],
+        sorted(definitions[0]["parameters"]["properties"]),
+    )
 
 
 def check_openai_sales(run: Run) -> None:

@@ -22,7 +22,13 @@ from seamscope.decisions._seams import (
 )
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._configure import TelemetryHandle, check_telemetry_options
-from seamscope.telemetry._genai import GenAISpans, Invocation, error_type, record_error
+from seamscope.telemetry._genai import (
+    GenAISpans,
+    Invocation,
+    error_type,
+    record_error,
+    tool_definitions,
+)
 from seamscope.telemetry._logging import log_event, telemetry_error
 from seamscope.telemetry._observer import OTelObserver
 
@@ -46,4 +52,5 @@ __all__ = [
     "log_event",
     "record_error",
     "telemetry_error",
+    "tool_definitions",
 ]

@@ -272,6 +272,7 @@ class _Hooks:
     node_start: Callable[[Any], None]
     node_error: Callable[[Any], None]
     llm_start: Callable[[Any], None]
+    llm_pre_call: Callable[[Any], None]
     llm_end: Callable[[Any], None]
     dispatch: Callable[[Any], None]
     before_tool: Callable[[Any, Any], None]
@@ -311,6 +312,9 @@ class _Handler:
 
     async def on_llm_start(self, event: Any) -> None:
         self._hooks.llm_start(event)
+
+    async def on_llm_pre_call(self, event: Any) -> None:
+        self._hooks.llm_pre_call(event)
 
     async def on_llm_end(self, event: Any) -> None:
         self._hooks.llm_end(event)
@@ -422,6 +426,7 @@ class SymfonicInstrumentation(_SeamRecorder):
             node_start=self._node_start,
             node_error=self._node_error,
             llm_start=self._llm_start,
+            llm_pre_call=self._llm_pre_call,
             llm_end=self._llm_end,
             dispatch=self._dispatch,
             before_tool=self._before_tool,

@@ -40,6 +40,7 @@ from seamscope._internal import (
     contained_error,
     guard_observer,
     telemetry_error,
+    tool_definitions,
 )
 from seamscope.adapters._kit import estimate_tokens
 from seamscope.adapters.symfonic._state import _Call, _Iteration, _Run
@@ -485,6 +486,40 @@ class _RunRecorder:
             run, {c.ATTR_GEN_AI_OPERATION_NAME: "chat", c.ATTR_GEN_AI_REQUEST_MODEL: model}
         )
         it.chat = self._span(f"chat {model}", SpanKind.CLIENT, attrs, it.ctx)
+
+    @_contained
+    def _llm_pre_call(self, event: Any) -> None:
+        """The tools symfonic binds for the react node's model call, as the
+        provider will see them: ``gen_ai.tool.definitions`` on its chat span
+        (descriptions and schemas only with content capture on)."""
+        if getattr(event, "node_name", None) != _REACT_NODE:
+            return
+        run = self._run(event.run_id)
+        it = None if run is None else run.current
+        span = None if it is None else it.chat
+        if span is None or not span.is_recording():
+            return
+        config = getattr(self.observer, "config", None)
+        if not isinstance(config, TelemetryConfig):
+            config = TelemetryConfig.create()
+        tools = [
+            {
+                "name": t.get("name"),
+                "description": t.get("description"),
+                "parameters": t.get("schema"),
+            }
+            for t in getattr(event, "tools", None) or ()
+            if isinstance(t, Mapping)
+        ]
+        value = tool_definitions(
+            tools,
+            max_length=config.max_attribute_length,
+            max_items=config.max_array_length,
+            detail=bool(self._obs.capture_content),
+            mask=config.mask,
+        )
+        if value is not None:
+            span.set_attribute(c.ATTR_GEN_AI_TOOL_DEFINITIONS, value)
 
     def _carried(self, conversation_id: str, messages: Any) -> list[CarriedStub]:
         """The offloads whose stub (not the output) the prompt carries.
