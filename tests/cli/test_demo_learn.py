@@ -17,7 +17,7 @@ EXPECTED = [
     "fires 2 → 1 (−off-52e6b438)",
     "  demo-7-langchain: realized −$0.0264 → counterfactual exact −$0.0264 · difference exact "
     "+$0.0000 · fires 0 → 0",
-    "  total (2 conversations, 5 gate calls, 1 compactions; under "
+    "  total (2 conversations, 5 gate calls, 1 compaction; under "
     f"{WHATIF_SET}): realized −$0.0036 → counterfactual exact +$0.0594, expected +$0.0000 "
     "[+$0.0000, +$0.0000]",
     "  difference: exact +$0.0629, expected +$0.0000 · fires 2 → 1 (1 no longer, 0 newly)",

@@ -11,13 +11,16 @@ same characters. Text taken from a file has its control characters escaped.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -74,9 +77,24 @@ def usd(value: Any, signed: bool = False) -> str:
     v = number(value)
     if v is None:
         return "?"
+    return money(v, signed)
+
+
+def money(value: float | Decimal, signed: bool = False) -> str:
+    """USD to 4 decimals; an amount that is not zero but would print as 0.0000 gets
+    two significant digits (a tiny loss still reads as one: −$0.000012)."""
+    size = -value if value < 0 else value
+    if size and size < _TINY:
+        digits = min(15, 1 - math.floor(math.log10(size)))
+        text = f"${size:.{digits}f}"
+    else:
+        text = f"${size:.4f}"
     if signed:
-        return f"{'+' if v >= 0 else '−'}${abs(v):.4f}"
-    return f"${v:.4f}"
+        return f"{'+' if value >= 0 else '−'}{text}"
+    return text if value >= 0 else f"-{text}"
+
+
+_TINY = 0.00005  # below this, 4 decimals print 0.0000
 
 
 def _tokens(value: Any) -> str:
@@ -152,9 +170,7 @@ def _gate(g: dict[str, Any]) -> list[Frag]:
     code = g.get("reason_code")
     if code in ("net_positive", "net_not_positive"):
         verdict = ("fire   ", "green") if g.get("fire") else ("no fire", "yellow")
-        terms = (
-            f" net {usd(g.get('net_saving_usd'), True)} = {_equation(g)}"
-        )
+        terms = f" net {usd(g.get('net_saving_usd'), True)} = {_equation(g)}"
         p = number(g.get("recall_probability"))
         horizon = number(g.get("horizon"))
         tail = (
@@ -357,7 +373,13 @@ def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
             if chosen
             else []
         )
-        node.add(("chat", "cyan"), (f"        {_t(chat.get('model'))}{usage}", ""), *unavailable)
+        failed = [(f"  failed: {_t(chat['error_type'])}", "red")] if chat.get("error_type") else []
+        node.add(
+            ("chat", "cyan"),
+            (f"        {_t(chat.get('model'))}{usage}", ""),
+            *failed,
+            *unavailable,
+        )
     for d in it.get("dispatches", []):
         node.add(*_dispatch(d))
     for d in blocked:
@@ -595,9 +617,34 @@ def shadow_lines(shadows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def narrow_settlements(settlements: list[dict[str, Any]]) -> list[Text]:
+    """The offload summary two lines an offload, for a terminal too narrow for the
+    table (whose columns rich would cut to ``+$0.1…``): every id and amount whole."""
+    lines = [Text(_TITLE)]
+    for row in _settlement_rows(settlements):
+        offload, mechanism, model, predicted, realized, carried, recalls, cache, outcome = row
+        head = Text(f"{offload} · {model} · {mechanism} · cache Δ {cache} · ")
+        head.append(outcome, style="green" if outcome == "gain" else "red")
+        lines.append(head)
+        lines.append(
+            Text(
+                f"  predicted {predicted} → realized {realized} · carried {carried} · "
+                f"recalls {recalls}"
+            )
+        )
+    return lines
+
+
 def write_settlements(console: Console, settlements: list[dict[str, Any]]) -> None:
-    """Print the offload summary: plain lines to a file or pipe, rich otherwise."""
+    """Print the offload summary: plain lines to a file or pipe, rich otherwise (the
+    table when the terminal is wide enough for it whole, else two lines an offload)."""
     if console.is_terminal or console.record:
-        console.print(render_settlements(settlements))
+        table = render_settlements(settlements)
+        wanted = Measurement.get(console, console.options.update_width(1 << 16), table)
+        if wanted.maximum <= console.width:
+            console.print(table)
+            return
+        for line in narrow_settlements(settlements):
+            console.print(line, highlight=False)
     else:
         console.file.write("\n".join(plain_settlements(settlements)) + "\n")

@@ -401,6 +401,9 @@ def _iteration(
                 chosen = a.text(c.ATTR_MODEL_CHOSEN_UNAVAILABLE)
                 if chosen:  # the PRE seam chose a model not callable here
                     chat["chosen_unavailable"] = chosen
+                failed = a.text(c.ATTR_ERROR_TYPE)
+                if failed or child.status_code == "ERROR":  # the model call raised
+                    chat["error_type"] = failed or "error"
                 view["chat"] = chat
                 chats.append((child.start_ns, chat))
             elif op == _GENAI_TOOL:

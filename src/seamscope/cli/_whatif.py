@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from seamscope.cli._course import Compact, Conversation, CourseReader, Gate, Rates
+from seamscope.cli._render import money
 from seamscope.cli._replay import GateConfig, Replay, recorded_rates, replay
 
 __all__ = [
@@ -102,12 +103,19 @@ class Overrides:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     prices: dict[str, dict[str, str]] = field(default_factory=dict)
     priors: Any = None  # seamscope.decisions._priors.Priors
+    applied: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Gate calls each (tool, model) pair's prior was applied to."""
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    """The (tool, model) pairs of the gate calls read."""
 
     def resolve(self, gate: Gate, recorded: GateConfig) -> GateConfig:
         cfg = replace(recorded, **self.gate) if self.gate else recorded
         if self.priors is not None:
+            pair = (gate.tool or "", gate.model)
+            self.seen.add(pair)
             prior = self.priors.lookup(gate.tool, gate.model)
             if prior is not None:
+                self.applied[pair] = self.applied.get(pair, 0) + 1
                 cfg = replace(
                     cfg, horizon=prior.horizon, recall_probability=prior.recall_probability
                 )
@@ -128,12 +136,63 @@ class Overrides:
             parts.append(f"priors {self.priors.version}")
         return ", ".join(parts) or "the recorded configuration"
 
+    def priors_use(self) -> dict[str, Any] | None:
+        """Which entries of the priors file were applied, and why the others were not."""
+        if self.priors is None:
+            return None
+        minimum = self.priors.min_offloads
+        applied, few, absent = [], [], []
+        for prior in sorted(self.priors, key=lambda p: (p.tool, p.model)):
+            pair = (prior.tool, prior.model)
+            entry = {"tool": prior.tool, "model": prior.model, "offloads": prior.offloads}
+            if prior.offloads < minimum:
+                few.append(entry)
+            elif pair not in self.seen:
+                absent.append(entry)
+            else:
+                applied.append({**entry, "gate_calls": self.applied.get(pair, 0)})
+        return {
+            "version": self.priors.version,
+            "entries": len(self.priors),
+            "min_offloads": minimum,
+            "applied": applied,
+            "skipped_fewer_offloads": few,
+            "skipped_not_in_input": absent,
+        }
+
+    def priors_lines(self) -> list[str]:
+        """What the priors file did, in words (none without --priors)."""
+        use = self.priors_use()
+        if use is None:
+            return []
+        applied = use["applied"]
+        calls = sum(e["gate_calls"] for e in applied)
+        text = (
+            f"priors {use['version']}: {_count(use['entries'], 'entry')}; applied "
+            f"{_count(len(applied), 'pair')} to {_count(calls, 'gate call')}"
+        )
+        lines = [text]
+        few, absent = use["skipped_fewer_offloads"], use["skipped_not_in_input"]
+        if few:
+            lines.append(
+                f"  skipped {_count(len(few), 'pair')} with fewer than {use['min_offloads']} "
+                f"offloads (the file's min_offloads: the gate keeps its own priors for them; "
+                f"calibrate --min-offloads N sets it): {_pairs(few)}"
+            )
+        if absent:
+            lines.append(
+                f"  skipped {_count(len(absent), 'pair')} with no gate call in the input: "
+                f"{_pairs(absent)}"
+            )
+        return lines
+
     def as_json(self) -> dict[str, Any]:
         return {
             "set": dict(self.gate),
             "tools": self.tools,
             "prices": self.prices,
             "priors_version": None if self.priors is None else self.priors.version,
+            "priors": self.priors_use(),
         }
 
 
@@ -301,7 +360,19 @@ class Totals:
 
 
 def _money(value: Decimal) -> str:
-    return f"{'+' if value >= 0 else '−'}${abs(value):.4f}"
+    return money(value, True)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 compaction``, ``2 compactions``, ``2 entries``."""
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun[:-1]}ies" if noun.endswith("y") else f"{n} {noun}s"
+
+
+def _pairs(entries: list[dict[str, Any]], shown: int = 5) -> str:
+    named = ", ".join(f"{e['tool']} · {e['model']} ({e['offloads']})" for e in entries[:shown])
+    return named + (f", and {len(entries) - shown} more" if len(entries) > shown else "")
 
 
 def _exact(value: Decimal) -> str:
@@ -516,8 +587,9 @@ def duplicates_note(count: int) -> list[str]:
 
 def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
     lines = [
-        f"total ({t.conversations} conversations, {t.gate_calls} gate calls, {t.compactions} "
-        f"compactions; under {overrides.describe()}): realized {_money(t.realized)} → "
+        f"total ({_count(t.conversations, 'conversation')}, {_count(t.gate_calls, 'gate call')}, "
+        f"{_count(t.compactions, 'compaction')}; under {overrides.describe()}): realized "
+        f"{_money(t.realized)} → "
         f"counterfactual exact {_money(t.exact)}, expected {_money(t.expected)} "
         f"[{_money(t.low)}, {_money(t.high)}]",
         f"difference: exact {_money(t.exact - t.realized)}, expected {_money(t.expected)} · fires "
@@ -526,13 +598,14 @@ def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
     ]
     if t.mismatched:
         lines.append(
-            f"note: {t.mismatched} settlements re-settled under the recorded configuration differ "
-            "from their settle spans (recorded with other prices, or a course the trace does not "
-            "show whole)"
+            f"note: {_count(t.mismatched, 'settlement')} re-settled under the recorded "
+            f"configuration {'differs from its settle span' if t.mismatched == 1 else 'differ from their settle spans'} "
+            "(recorded with other prices, or a course the trace does not show whole)"
         )
     if t.inferred:
         lines.append(
-            f"note: {t.inferred} conversations have no seamscope.offload.carried on their chat "
+            f"note: {_count(t.inferred, 'conversation')} "
+            f"{'has' if t.inferred == 1 else 'have'} no seamscope.offload.carried on its chat "
             "spans: every chat span was taken to carry every live offload (the ledger's default)"
         )
     return lines
@@ -576,6 +649,7 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.format == "json":
         emit(json.dumps(_total_json(totals, overrides, reader)))
     else:
-        for text in _total_lines(totals, overrides) + duplicates_note(reader.duplicates):
+        lines = _total_lines(totals, overrides) + overrides.priors_lines()
+        for text in lines + duplicates_note(reader.duplicates):
             emit(text)
     return 1 if reader.problem_count else 0
