@@ -14,6 +14,11 @@ per run, where pytest-xdist would collect once per worker. A test that passed wi
 seamscope and not with it is run again, alone, in that mode; passing then, it is reported
 as flaky and not counted.
 
+``--baseline-cache DIR``: the runs without seamscope are kept there and reused; they
+depend only on the suite's files and the environment, so each is keyed by the suite,
+its version, the interpreter and every installed distribution but seamscope (name and
+version). CI keeps them beside the fetched suites.
+
 Exits 1 on an unexpected difference, on a listed difference that did not happen (the list
 is exact), or when a run collected no test or could not run; 0 otherwise.
 """
@@ -22,7 +27,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
+import importlib.metadata
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -171,6 +179,43 @@ def run_pytest(prepared: fetch.Prepared, mode: str, paths: list[str], work: Path
     return run
 
 
+def _baseline_key(prepared: fetch.Prepared) -> str:
+    """What a run without seamscope depends on: the suite, its version, its paths, the
+    interpreter, every installed distribution but seamscope."""
+    installed = sorted(
+        f"{(d.metadata['Name'] or '').lower()}=={d.version}"
+        for d in importlib.metadata.distributions()
+        if (d.metadata["Name"] or "").lower() != "seamscope"
+    )
+    parts = [prepared.name, prepared.version, sys.version, *prepared.paths, *installed]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _load_baseline(path: Path, suite: str) -> Run | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    run = Run(suite, "off", seconds=0.0, cpu_seconds=0.0)
+    run.results = {node: Outcome(*outcome) for node, outcome in data["results"].items()}
+    run.collection_errors = dict(data["collection_errors"])
+    run.log = f"(the run without seamscope, kept in {path})"
+    return run
+
+
+def _save_baseline(path: Path, run: Run) -> None:
+    if run.returncode not in (0, 1) or not run.results:
+        return  # a run that could not run is not kept
+    data = {
+        "results": {n: [o.passed, o.kind, o.message] for n, o in run.results.items()},
+        "collection_errors": run.collection_errors,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(data))
+    partial.replace(path)
+
+
 def _expected(path: Path) -> dict[tuple[str, str], dict[str, str]]:
     data = tomllib.loads(path.read_text()) if path.is_file() else {}
     expected: dict[tuple[str, str], dict[str, str]] = {}
@@ -186,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", action="append", choices=("on", "watched"), help="(repeatable)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--keep", type=Path, help="keep the junit files and logs in this folder")
+    parser.add_argument(
+        "--baseline-cache", type=Path, help="keep and reuse the runs without seamscope here"
+    )
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -202,9 +250,19 @@ def main(argv: list[str] | None = None) -> int:
         for mode in MODES[name]
         if mode == "off" or not args.mode or mode in args.mode
     ]
+    runs: dict[tuple[str, str], Run] = {}
+    baselines: dict[str, Path] = {}
+    if args.baseline_cache is not None:
+        for name in suites:
+            path = args.baseline_cache / f"{name}-off-{_baseline_key(prepared[name])}.json"
+            kept = _load_baseline(path, name) if path.is_file() else None
+            if kept is None:
+                baselines[name] = path
+            else:
+                runs[(name, "off")] = kept
+                jobs.remove((name, "off"))
     # the longest runs first (the Agents SDK's), so the side-by-side runs end together
     jobs.sort(key=lambda job: (job[0] != "openai-agents", job[1] != "off"))
-    runs: dict[tuple[str, str], Run] = {}
     again: dict[tuple[str, str], Run] = {}
     candidates: dict[tuple[str, str], list[str]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -214,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         for future in concurrent.futures.as_completed(futures):
             runs[futures[future]] = future.result()
+        for name, path in baselines.items():
+            _save_baseline(path, runs[(name, "off")])
         # each test that passed without seamscope and not with it, run again alone
         for (name, mode), run in runs.items():
             if mode != "off":
@@ -229,10 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
     print(f"\n== frameworks' own tests with seamscope (fetch: {fetched:.0f} s)")
     for (name, mode), run in sorted(runs.items()):
-        print(
-            f"{name}=={prepared[name].version} {mode:8} {run.counts()}  "
-            f"[{run.seconds:.0f} s, {run.cpu_seconds:.0f} s CPU, exit {run.returncode}]"
+        how = (
+            "kept from an earlier run"
+            if name not in baselines and mode == "off" and args.baseline_cache is not None
+            else f"{run.seconds:.0f} s, {run.cpu_seconds:.0f} s CPU, exit {run.returncode}"
         )
+        print(f"{name}=={prepared[name].version} {mode:8} {run.counts()}  [{how}]")
         if not run.results or run.returncode not in (0, 1):
             failures.append(f"{name} {mode}: pytest exit {run.returncode}, no test result")
             print(_first_lines(run.log[-3000:], 20))
