@@ -297,3 +297,23 @@ def test_content_capture_opts_in_to_descriptions_on_the_chat_span(capture: bool)
     if capture:
         expected |= {"description": "Look up a [masked].", "parameters": {"type": "object"}}
     assert [expected] == json.loads(chat.attributes[c.ATTR_GEN_AI_TOOL_DEFINITIONS])
+
+
+def test_each_chat_span_lists_its_own_iterations_tools() -> None:
+    """The text is remembered per tool list: a list seen before gives the same
+    text, another list its own (the same objects in another order too)."""
+    provider, exporter = _provider()
+    layer = DecisionLayer(default_model="claude-opus-4-6", tracer_provider=provider)
+    a, b = {"name": "a"}, {"name": "b", "type": "web_search"}
+    with layer.turn("conv-memo", []) as turn:
+        for tools in ([a, b], [a], [b, a], [a, b]):
+            with turn.iteration() as it:
+                it.select_tools(tools)
+                with it.chat():
+                    pass
+    provider.shutdown()
+    assert [["a", "b"], ["a"], ["b", "a"], ["a", "b"]] == [
+        [d["name"] for d in json.loads(s.attributes[c.ATTR_GEN_AI_TOOL_DEFINITIONS])]
+        for s in exporter.get_finished_spans()
+        if s.name.startswith("chat ")
+    ]

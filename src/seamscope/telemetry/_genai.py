@@ -58,6 +58,9 @@ _WRAPPERS = frozenset(
 )
 
 
+_MAX_DEFINITIONS = 64
+"""Distinct tool lists whose ``gen_ai.tool.definitions`` text a GenAISpans remembers."""
+
 # where a tool object keeps its parameters' JSON schema: the Agents SDK's FunctionTool,
 # pydantic-ai's ToolDefinition, LangChain's BaseTool (a pydantic model of the arguments)
 _SCHEMA_FIELDS = ("params_json_schema", "parameters_json_schema", "tool_call_schema", "args_schema")
@@ -283,6 +286,7 @@ class GenAISpans:
         self._max = max_length
         self._max_items = max_items
         self._mask = mask
+        self._definitions: dict[tuple[Any, ...], tuple[tuple[Any, ...], str | None]] = {}
 
     @property
     def max_length(self) -> int:
@@ -397,13 +401,23 @@ class GenAISpans:
         try:
             if not span.is_recording():
                 return
-            value = tool_definitions(
-                tools,
-                max_length=self._max,
-                max_items=self._max_items,
-                detail=detail,
-                mask=self._mask,
-            )
+            # one text per tool list: the same tool objects are sent call after call
+            # (a framework's tool reads cost microseconds each); the memo holds the
+            # tools, so no id in its keys is reused while it remembers them
+            key = (detail, *map(id, tools))
+            hit = self._definitions.get(key)
+            if hit is None:
+                text = tool_definitions(
+                    tools,
+                    max_length=self._max,
+                    max_items=self._max_items,
+                    detail=detail,
+                    mask=self._mask,
+                )
+                if len(self._definitions) >= _MAX_DEFINITIONS:
+                    self._definitions.clear()
+                hit = self._definitions[key] = (tuple(tools), text)
+            value = hit[1]
             if value is not None:
                 span.set_attribute(c.ATTR_GEN_AI_TOOL_DEFINITIONS, value)
         except Exception as exc:
