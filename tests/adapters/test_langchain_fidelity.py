@@ -500,3 +500,80 @@ def test_an_offload_is_written_by_the_next_model_call_and_a_recall_answered_in_i
     settled = layer.end_conversation(THREAD)
     assert 1 == len(settled)
     assert 1 == settled[0].recalls
+
+
+class Truncates(AgentMiddleware):
+    """A middleware inside seamscope that cuts every tool answer to 100 characters."""
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        result = handler(request)
+        return result.model_copy(update={"content": str(result.content)[:100]})
+
+
+def test_the_gate_sees_the_answer_the_state_holds_after_the_middlewares_around_the_tool(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    """The tool returned 72,000 characters; a middleware cut them to 100: that is
+    what the model gets, whole, and there is nothing for the gate to offload."""
+    layer = make_layer(tracer_provider, meter_provider)
+    script = [ai(("big_log", {"day": "mon"}, "c1")), ai(text="Short log.")]
+    models, log = scripted_models([OPUS], script)
+    agent = create_agent(
+        models[OPUS], [big_log], middleware=[SeamscopeMiddleware(layer), Truncates()]
+    )
+    agent.invoke(start("what happened on monday?"))
+
+    (answer,) = [m for m in log[1].messages if getattr(m, "tool_call_id", None) == "c1"]
+    assert big_log.invoke({"day": "mon"})[:100] == answer.content
+    spans = span_exporter.get_finished_spans()
+    assert [] == named(spans, c.SPAN_OFFLOAD_GATE)
+    assert [] == layer.end_conversation("any")
+
+
+class FailsOnce(AgentMiddleware):
+    """The model call after the tools fails once (the graph raises it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            raise ConnectionError("provider down")
+        return handler(request)
+
+
+def test_a_model_call_made_again_sends_the_same_stub_and_asks_the_gate_once(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
+) -> None:
+    layer = DecisionLayer(
+        default_model=OPUS,
+        agent_name=AGENT,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        offload_id_factory=iter(["off-1", "off-2"]).__next__,
+    )
+    script = [ai(("big_log", {"day": "mon"}, "c1")), ai(text="Monday was quiet.")]
+    models, log = scripted_models([OPUS], script)
+    agent = create_agent(
+        models[OPUS],
+        [big_log],
+        middleware=[SeamscopeMiddleware(layer), FailsOnce()],
+        checkpointer=InMemorySaver(),
+    )
+    thread: Any = {"configurable": {"thread_id": THREAD}}
+    with pytest.raises(ConnectionError):
+        agent.invoke(start("what happened on monday?"), thread)
+    # the state still holds the whole output: the failed model call wrote nothing
+    state = agent.get_state(thread).values["messages"]
+    assert big_log.invoke({"day": "mon"}) == state[-1].content
+    agent.invoke(None, thread)  # the graph goes on from its checkpoint
+
+    (answer,) = [m for m in log[1].messages if getattr(m, "tool_call_id", None) == "c1"]
+    assert str(answer.content).startswith("[offloaded off-1: ")
+    state = agent.get_state(thread).values["messages"]
+    (in_state,) = [m for m in state if getattr(m, "tool_call_id", None) == "c1"]
+    assert answer.content == in_state.content
+    gates = named(span_exporter.get_finished_spans(), c.SPAN_OFFLOAD_GATE)
+    assert 1 == len(gates)

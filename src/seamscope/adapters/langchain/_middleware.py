@@ -32,7 +32,7 @@ from seamscope.adapters.langchain._framework import (
 )
 from seamscope.adapters.langchain._runs import Compactions, Outputs, Runs, failed
 from seamscope.adapters.langchain._steps import ModelStep, StepContext, TailStep, ToolStep
-from seamscope.adapters.langchain._stubs import PendingStubs, recall_spec
+from seamscope.adapters.langchain._stubs import Decided, recall_spec
 from seamscope.adapters.langchain._watch import Watcher, watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
@@ -84,10 +84,11 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     * the default: each tool call's ``execute_tool`` span comes from
       LangChain's tool callbacks (a handler added to every callback manager
       once such a middleware exists; it ignores all but tool runs of the
-      agents it follows, and the failure of a graph run). The offload gate
-      decides when a tool's run ends; the next model call sends the stub
-      instead of the output and writes it into the state (the same
-      ``ToolMessage`` id, in the model call's ``Command``). The recall tool
+      agents it follows, and the failure of a graph run). The next model
+      call puts each new tool answer, as the state holds it, to the offload
+      gate; a fired offload's stub is sent instead of the output and written
+      into the state (the same ``ToolMessage`` id, in the model call's
+      ``Command``). The recall tool
       is offered as a tool description (LangChain binds it as a built-in
       tool; its check of the tools a middleware adds is unchanged), and a
       recall the model emits is answered in that model call: its
@@ -170,7 +171,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self._compactions,
             outputs_of=self._outputs_of,
             tool_hooks=False,
-            pending=PendingStubs(_MAX_CONVERSATIONS),
+            decided=Decided(_MAX_CONVERSATIONS),
             recall_spec=recall_spec(_RECALL_DESCRIPTION),
         )
         """What this middleware's steps read (they never read the middleware)."""

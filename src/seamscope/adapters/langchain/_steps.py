@@ -47,7 +47,7 @@ from seamscope.adapters.langchain._runs import (
     contained,
     failed,
 )
-from seamscope.adapters.langchain._stubs import PendingStubs, answer_recalls
+from seamscope.adapters.langchain._stubs import Decided, answer_recalls, gate_answers
 from seamscope.adapters.langchain._tool_errors import TOOL_OUTCOME, ToolOutcome
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import (
@@ -79,8 +79,8 @@ class StepContext:
     a ``tools`` node even for an agent without tools); False: its tool calls'
     spans come from LangChain's tool callbacks (:mod:`._tool_runs`), and its
     offloads and recalls are made at the model seam (:mod:`._stubs`)."""
-    pending: PendingStubs | None = None
-    """The stubs of fired offloads the next model call writes (no tool hooks)."""
+    decided: Decided | None = None
+    """The gate's decisions on tool answers not yet in the state (no tool hooks)."""
     recall_spec: Mapping[str, Any] | None = None
     """The recall tool as the model is offered it (no tool hooks)."""
 
@@ -209,6 +209,7 @@ class ModelStep(_ModelCallStep):
         self.structured: tuple[dict[str, Any], ...] = ()
         self.ends = False  # LangChain routes the agent to the end after this call
         self.written: list[ToolMessage] = []  # offloaded outputs' stubs for the state
+        self.decided: list[str] = []  # the tool calls whose answers the gate decided
 
     def prepare(self) -> ModelRequest[Any]:
         """The request to execute: selected tools, chosen model, forced tool."""
@@ -221,10 +222,18 @@ class ModelStep(_ModelCallStep):
             self.run.failing = None  # a tool's exception was handled: the run goes on
             self.run.bound = None
             self.run.tools = translate.client_tools(request.tools)
-            if mw.pending is not None and not mw.tool_hooks:
-                # the stubs of the outputs offloaded since the last model call
-                messages, self.written = mw.pending.apply(self.run.scope, request.messages)
-                if messages != list(request.messages):
+            if mw.decided is not None and mw.offload and not mw.tool_hooks:
+                # the tool answers sent for the first time, to the gate
+                run, runtime = self.run, request.runtime
+                messages, self.written, self.decided = gate_answers(
+                    request.messages,
+                    run=run,
+                    decided=mw.decided,
+                    gate=lambda it, call, text: settle_output(
+                        mw, run, it, call, text, runtime, reread=False
+                    ),
+                )
+                if self.written:
                     request = self.request = request.override(messages=messages)
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
@@ -318,13 +327,15 @@ class ModelStep(_ModelCallStep):
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
         """The response, with the stubs this call sent written into the state
         (same ``ToolMessage`` ids: LangGraph's message reducer replaces them)."""
-        written, run, pending = self.written, self.run, self.mw.pending
-        if not written or run is None or pending is None:
+        run, decided = self.run, self.mw.decided
+        if run is None or decided is None or not self.decided:
             return response
         try:
-            pending.written(run.scope, [m.tool_call_id for m in written])
+            decided.written(run.scope, self.decided)
+            if not self.written:
+                return response
             return ExtendedModelResponse(
-                model_response=response, command=Command(update={"messages": written})
+                model_response=response, command=Command(update={"messages": self.written})
             )
         except Exception:
             failed("langchain.after_model_call")
@@ -457,11 +468,20 @@ class ToolStep(_Step):
 
 
 def settle_output(
-    mw: StepContext, run: Run, it: Iteration, call: ToolCall, text: str | None, runtime: Any
+    mw: StepContext,
+    run: Run,
+    it: Iteration,
+    call: ToolCall,
+    text: str | None,
+    runtime: Any,
+    *,
+    offload: bool | None = None,
+    reread: bool = True,
 ) -> str | None:
     """The kit's accounting of a tool's answer: a recall's cost, a re-read of a
-    result a watched context editing cleared, or the offload gate; the stub
-    that replaces the answer's text, or None."""
+    result a watched context editing cleared (``reread``), or the offload gate
+    (``offload``; None: the middleware's choice); the stub that replaces the
+    answer's text, or None."""
     compactions, scope = mw.compactions, run.scope
     return account_tool_output(
         it,
@@ -471,9 +491,11 @@ def settle_output(
         scope=scope,
         usage=run.usage,
         context=run.otel,  # a tool callback's thread has no context of the run's
-        offload=mw.offload,
+        offload=mw.offload if offload is None else offload,
         reread=(
-            (lambda c: compactions.reread(scope, c.name, dict(c.args))) if mw.watching else None
+            (lambda c: compactions.reread(scope, c.name, dict(c.args)))
+            if mw.watching and reread
+            else None
         ),
     )
 

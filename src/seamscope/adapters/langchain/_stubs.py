@@ -4,14 +4,18 @@ A ``SeamscopeMiddleware`` whose configuration needs no ``wrap_tool_call``
 (nothing watched with tool hooks) still offloads, without changing
 LangChain's graph or checks:
 
-* the offload gate decides when the tool's run ends (LangChain's tool
-  callbacks, :mod:`._tool_runs`), as in every adapter; a fired offload's
-  stub waits in :class:`PendingStubs` until the next model call of the
-  conversation, which sends the stub instead of the output and writes it
-  into the agent's state (the tool's ``ToolMessage``, same id) with the
-  model response's ``Command``;
+* each model call, before anything else, puts the tool answers it is about
+  to send for the first time (the ``ToolMessage`` answers to the last
+  ``AIMessage``'s calls, as the state holds them: after every middleware
+  that changed them) to the offload gate, under the iteration whose calls
+  they answer (:func:`gate_answers`); a fired offload's stub is sent instead
+  of the output and written into the agent's state (the same
+  ``ToolMessage`` id) with the model response's ``Command``. The decisions
+  are kept per conversation (:class:`Decided`) until that state update is
+  made, so a model call made again (its first attempt raised) sends the
+  same stubs and never asks the gate twice;
 * the recall tool is offered as a tool description (a dict, as a provider's
-  built-in tool is: LangChain binds it and checks only the ``BaseTool``\\ s it
+  built-in tool is: LangChain binds it and checks only the ``BaseTool`` objects it
   must run), and a recall the model emits is answered in the same model
   call: :func:`answer_recalls` adds the recall's ``ToolMessage`` after the
   ``AIMessage``, so LangChain sends the agent back to the model (every call
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from seamscope.adapters._kit import RECALL_TOOL, ToolSpan, account_tool_output
@@ -36,21 +40,27 @@ from seamscope.adapters.langchain._runs import Run, failed
 from seamscope.decisions import ToolCall
 from seamscope.loop import Iteration
 
-__all__ = ["PendingStubs", "answer_recalls", "recall_spec"]
+__all__ = ["Decided", "answer_recalls", "gate_answers", "recall_spec"]
 
 
-class PendingStubs:
-    """Per conversation (scope), the stubs of fired offloads not yet written
-    into the agent's state: tool call id → stub; at most ``limit``
-    conversations (the least recently used dropped first: their outputs then
-    stay whole in the state, and nothing is lost)."""
+class Decided:
+    """Per conversation (scope), the gate's decisions on tool answers not yet
+    written into the agent's state: tool call id → the stub sent (None: the
+    output is sent whole); at most ``limit`` conversations (the least
+    recently used dropped first)."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._kept: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._kept: OrderedDict[str, dict[str, str | None]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def put(self, scope: str, call_id: str, stub: str) -> None:
+    def of(self, scope: str) -> dict[str, str | None]:
+        """A copy of the conversation's decisions."""
+        with self._lock:
+            kept = self._kept.get(scope)
+            return {} if kept is None else dict(kept)
+
+    def put(self, scope: str, call_id: str, stub: str | None) -> None:
         with self._lock:
             kept = self._kept.get(scope)
             if kept is None:
@@ -61,26 +71,8 @@ class PendingStubs:
                 self._kept.move_to_end(scope)
             kept[call_id] = stub
 
-    def apply(self, scope: str, messages: Sequence[Any]) -> tuple[list[Any], list[ToolMessage]]:
-        """``messages`` with the pending stubs in place of their outputs, and
-        the replaced ``ToolMessage``\\ s that have an id (for the state)."""
-        with self._lock:
-            kept = dict(self._kept.get(scope) or {})
-        if not kept:
-            return list(messages), []
-        out: list[Any] = []
-        replaced: list[ToolMessage] = []
-        for message in messages:
-            stub = kept.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
-            if stub is not None and message.content != stub:
-                message = translate.with_content(message, stub)
-                if message.id:
-                    replaced.append(message)
-            out.append(message)
-        return out, replaced
-
     def written(self, scope: str, call_ids: Sequence[str]) -> None:
-        """The stubs of ``call_ids`` are in the state now."""
+        """The decisions on ``call_ids`` are in the state now."""
         with self._lock:
             kept = self._kept.get(scope)
             if kept is None:
@@ -89,6 +81,53 @@ class PendingStubs:
                 kept.pop(call_id, None)
             if not kept:
                 del self._kept[scope]
+
+
+def gate_answers(
+    messages: Sequence[Any],
+    *,
+    run: Run,
+    decided: Decided,
+    gate: Callable[[Iteration, ToolCall, str | None], str | None],
+) -> tuple[list[Any], list[ToolMessage], list[str]]:
+    """The prompt with the stubs of the fired offloads in place of their
+    outputs; the replaced ``ToolMessage`` objects that have an id (for the
+    state); the call ids decided (written once the model call succeeds).
+
+    Only the answers to the last ``AIMessage``'s calls are new; each is put
+    to ``gate`` (a text output; the recall's answers never) once, under the
+    run's open iteration (the one whose model call emitted the calls)."""
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None
+    )
+    if last is None or not messages[last].tool_calls:
+        return list(messages), [], []
+    calls = {raw.get("id"): raw for raw in messages[last].tool_calls if raw.get("id")}
+    known = decided.of(run.scope)
+    out: list[Any] = list(messages[: last + 1])
+    replaced: list[ToolMessage] = []
+    ids: list[str] = []
+    iteration: Iteration | None = None
+    for message in messages[last + 1 :]:
+        raw = calls.get(getattr(message, "tool_call_id", None))
+        if not isinstance(message, ToolMessage) or raw is None or raw["name"] == RECALL_TOOL:
+            out.append(message)
+            continue
+        call_id = message.tool_call_id
+        if call_id in known:
+            stub = known[call_id]
+        else:
+            if iteration is None:
+                iteration = run.current_iteration()
+            stub = gate(iteration, translate.tool_call(raw), translate.offloadable_text(message))
+            decided.put(run.scope, call_id, stub)
+        ids.append(call_id)
+        if stub is not None and message.content != stub:
+            message = translate.with_content(message, stub)
+            if message.id:
+                replaced.append(message)
+        out.append(message)
+    return out, replaced, ids
 
 
 def recall_spec(description: str) -> dict[str, Any]:

@@ -17,9 +17,10 @@ the run's iteration, current while the tool runs (attached in the tool
 run's own context, detached at its end in that same context);
 ``on_tool_end`` ends it with the tool's answer (an error answer is a failed
 execution, with the ``error.type`` of what the tool run raised or
-handled: :mod:`._tool_errors`) and does the kit's accounting (the offload
-gate, whose stub the next model call sends: :mod:`._stubs`; a re-read of a
-result a watched context editing cleared); ``on_tool_error`` fails it.
+handled: :mod:`._tool_errors`) and does the kit's accounting (a re-read of
+a result a watched context editing cleared; the offload gate decides when
+the next model call sends the answer: :mod:`._stubs`); ``on_tool_error``
+fails it.
 Arguments the tool rejected fail only the span (``ToolInvocationError``:
 LangGraph's tool node answers them); an interrupt pauses the run; any
 other exception the tool run raised ends the run too (the tool node
@@ -168,10 +169,9 @@ class ToolRuns(BaseCallbackHandler):
         found.span.stop(text if text is not None else output)
         try:
             run, kit = found.run, found.kit
-            stub = settle_output(kit, run, found.iteration, found.call, text, found.runtime)
-            if stub is not None and kit.pending is not None and found.call.id:
-                # the next model call sends it and writes it into the state (._stubs)
-                kit.pending.put(run.scope, found.call.id, stub)
+            # the gate decides when the answer is first sent (._stubs): as the
+            # state holds it, after every middleware around the tool
+            settle_output(kit, run, found.iteration, found.call, text, found.runtime, offload=False)
             if run.ends_at(found.call.name) and not run.closed:
                 found.kit.runs.close(run, None)
             found.kit.runs.drain()
