@@ -61,7 +61,7 @@ def test_demo_prints_one_tree_per_turn_with_every_decision(demo: Any) -> None:
         "lazy_routing   select  procedural routing (−3: hydrate_context, search_docs, "
         "deploy_service)",
         "lazy_routing   abstain no procedural routing",
-        "intent_routing abstain stage raised seamscope.cli._scenario.ClassifierTimeout: "
+        "intent_routing abstain stage raised demo.ClassifierTimeout: "
         "contained as abstain  [degraded]",
         "policy         select  budget $0.01 (−1: send_email); safety ceiling 'write'",
         "role_palette   select  analyst palette (−1: page_oncall)",
@@ -252,7 +252,7 @@ def test_explain_prints_the_trees_the_demo_printed(
     _, out, _, path = demo
     assert 0 == main(["explain", str(path)])
     explained = capsys.readouterr().out
-    legend, rest = out.split("\n", 1)  # the demo's legend above its first tree
+    _writes, _staged, legend, rest = out.split("\n", 3)  # the legend above the first tree
     assert LEGEND == legend
     assert rest.split("offload economics")[0] == explained.split("offload economics")[0]
 

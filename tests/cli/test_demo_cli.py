@@ -84,8 +84,8 @@ def test_the_first_tree_has_a_legend_and_a_contained_error_is_a_note(
     lines = out.splitlines()
     turns = out.split("\nturn ")[1:]  # after the legend
     note = "(note, contained: policy 'vip_customer' raised KeyError, counted as no match)"
-    assert (0, LEGEND, 1) == (code, lines[0], out.count(LEGEND))
-    assert lines[1].startswith("turn 1 · conversation demo-7 ")
+    assert (0, LEGEND, 1) == (code, lines[2], out.count(LEGEND))  # after what it writes, stages
+    assert lines[3].startswith("turn 1 · conversation demo-7 ")
     assert [3, 0, 0, 0] == [turn.count(note) for turn in turns[:4]]
     assert (
         "offload_gate fire    net +$0.1790 = saving $0.1969 − stub carry $0.0010 − "
@@ -258,6 +258,9 @@ def test_quiet_prints_only_the_summary(in_tmp: Path, capsys: pytest.CaptureFixtu
     # realized: each stub priced at the size of the stub really sent (chars / 4)
     assert [
         "12 turns · 12 traces · offloads and compactions predicted +$1.3597, realized +$0.0192",
+        "  predicted: what each gate expected at its priors (H turns carried, recall chance p); "
+        "realized: what the turns then did (fewer turns, more recalls, the cache): the table "
+        "above has each; calibrate learns H and p from it",
         f"spans: {DEFAULT_OUTPUT}   logs: seamscope-trace.log.jsonl   explain: seamscope "
         f"explain {DEFAULT_OUTPUT}",
     ] == out.splitlines()
@@ -318,10 +321,11 @@ def test_output_dash_pipes_into_explain_dash(tmp_path: Path) -> None:
         timeout=120,
         check=True,
     )
-    legend, trees = demo.stderr.decode().split("\n", 1)
+    _writes, _staged, legend, trees = demo.stderr.decode().split("\n", 3)
     assert LEGEND == legend
-    assert trees.split("offload economics")[0] == (
-        explained.stdout.decode().split("offload economics")[0]
+    assert (
+        trees.split("offload economics")[0]
+        == (explained.stdout.decode().split("offload economics")[0])
     )
 
 

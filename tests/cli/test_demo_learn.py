@@ -22,9 +22,9 @@ EXPECTED = [
     "[+$0.0000, +$0.0000]",
     "  difference: exact +$0.0629, expected +$0.0000 · fires 2 → 1 (1 no longer, 0 newly)",
     "calibrate: seamscope calibrate trace.jsonl --min-offloads 1 --output PRIORS",
-    "  export_report · claude-opus-4-6: 1 offloads, 0 recalled · recall p 0.333 (90% "
+    "  export_report · claude-opus-4-6: 1 offload, 0 recalled · recall p 0.333 (90% "
     "0.025–0.776) · horizon 1 (p10 1, p90 1, mean 1) · used",
-    "  get_logs · gpt-4o: 1 offloads, 1 recalled · recall p 0.667 (90% 0.224–0.975) · horizon 7 "
+    "  get_logs · gpt-4o: 1 offload, 1 recalled · recall p 0.667 (90% 0.224–0.975) · horizon 7 "
     "(p10 7, p90 7, mean 7) · used",
     "  next: seamscope whatif trace.jsonl --priors PRIORS",
 ]

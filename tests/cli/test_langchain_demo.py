@@ -182,9 +182,12 @@ def test_without_langchain_the_demo_runs_the_reference_turns_and_says_how_to_add
     )
     assert [
         "4 turns · 4 traces · offloads and compactions predicted +$0.5721, realized +$0.0228",
+        "  predicted: what each gate expected at its priors (H turns carried, recall chance p); "
+        "realized: what the turns then did (fewer turns, more recalls, the cache): the table "
+        "above has each; calibrate learns H and p from it",
         "LangChain turns not run (langchain is not installed): the langchain extra "
         "(in a checkout: pip install '.[langchain]') adds them",
-    ] == out.splitlines()[-3:-1]
+    ] == out.splitlines()[-4:-1]
 
 
 def test_explain_names_the_langchain_middleware_that_blocked_a_call(

@@ -49,6 +49,7 @@ from seamscope.cli._whatif import (
     duplicates_note,
     jaeger_source,
     opened_inputs,
+    plural,
 )
 from seamscope.decisions._priors import DEFAULT_MIN_OFFLOADS, FORMAT
 
@@ -408,7 +409,8 @@ def _line(row: dict[str, Any], min_offloads: int) -> str:
     turns = row["remaining_turns"]
     used = "used" if row["calibrated"] else f"not used ({row['offloads']} < {min_offloads})"
     return (
-        f"{row['tool']} · {row['model']}: {row['offloads']} offloads, {row['recalled']} recalled · "
+        f"{row['tool']} · {row['model']}: {plural(row['offloads'], 'offload')}, "
+        f"{row['recalled']} recalled · "
         f"recall p {row['recall_probability']:.3f} (90% {lo:.3f}–{hi:.3f}) · horizon "
         f"{row['horizon']} (p10 {turns['p10']:g}, p90 {turns['p90']:g}, mean {turns['mean']:g}) · "
         f"{used}"

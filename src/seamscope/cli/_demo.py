@@ -474,6 +474,8 @@ def _run(
         if not args.quiet:
             err.print(f"serving Prometheus metrics on {metrics_url}", markup=False)
 
+    if not args.quiet:
+        console.print(_writes(output, log_path), markup=False, highlight=False, soft_wrap=True)
     long_run = turns > 8 or (args.pace > 0 and turns > 1)
     progress = _Progress(err, turns, long_run and not args.quiet)
     try:
@@ -497,6 +499,8 @@ def _run(
         return output.open(encoding="utf-8", errors="replace")
 
     if full:
+        for line in STAGED:
+            shown_on.print(line, markup=False, highlight=False, soft_wrap=True)
         shown_on.print(LEGEND, style="dim", markup=False, highlight=False)
     with reopen() as spans:
         outcome = explain(str(output), spans, shown, shown_on, err, reopen)
@@ -507,15 +511,36 @@ def _run(
         priors = None if log_path is None else priors_path_for(output)
         print_learn_steps(console, output, spans_at if log_path else "FILE", priors)
     for line in _summary(turns, outcome, spans_at, log_path, metrics_url, otlp, skipped):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
         if shown_on is not console:
-            shown_on.print(line, markup=False, highlight=False)
+            shown_on.print(line, markup=False, highlight=False, soft_wrap=True)
     if outcome.code != 0:
         err.print(f"error: {output} did not read back whole", markup=False)
         return 1
     if metrics_url and args.linger:
         _linger(args.linger, err, args.quiet)
     return 0
+
+
+STAGED = (
+    "staged on purpose, to show how seamscope records them (neither is a bug): the policy "
+    "'vip_customer' reads a field the demo's context lacks (KeyError: counted as no match), "
+    "and the intent classifier times out on the board-report turn (ClassifierTimeout: its "
+    "stage abstains, [degraded]); the other stages go on.",
+)
+"""What the demo stages, said before its trees."""
+
+
+def _writes(output: Path, log_path: Path | None) -> str:
+    """The files the demo writes, said before it runs."""
+    from seamscope.cli._learn import priors_path_for
+
+    if log_path is None:
+        return "demo: spans to standard output; nothing written to disk"
+    return (
+        f"demo: writes {output} (spans), {log_path} (logs) and {priors_path_for(output)} "
+        "(priors from calibrate), replacing them if they exist"
+    )
 
 
 def _signed(value: float) -> str:
@@ -539,6 +564,12 @@ def _summary(
         f"{turns} turns · {outcome.turns_total} traces · offloads and compactions predicted "
         f"{_signed(predicted)}, realized {_signed(realized)}"
     ]
+    if outcome.settlements and abs(predicted - realized) >= 0.0001:
+        lines.append(
+            "  predicted: what each gate expected at its priors (H turns carried, recall "
+            "chance p); realized: what the turns then did (fewer turns, more recalls, the "
+            "cache): the table above has each; calibrate learns H and p from it"
+        )
     if skipped:
         lines.append(f"LangChain turns not run ({skipped}): {LANGCHAIN_HINT} adds them")
     if log_path is None:

@@ -85,7 +85,17 @@ def add_explain_parser(sub: Any) -> None:
             "--trace-id, unknown --tool, a log file instead of a trace); 130 interrupted (Ctrl-C)"
         ),
     )
-    p.add_argument("file", metavar="FILE", help="OTLP-JSON lines file, or - for standard input")
+    p.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="OTLP-JSON lines file, or - for standard input (not with --glossary)",
+    )
+    p.add_argument(
+        "--glossary",
+        action="store_true",
+        help="print the words of the trees and the offload table, and exit (default off)",
+    )
     p.add_argument(
         "--trace-id",
         type=_trace_id,
@@ -695,6 +705,15 @@ def _write_json(
 
 
 def run_explain(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.glossary:
+        if args.file is not None:
+            return _usage(err, "--glossary takes no FILE")
+        from seamscope.cli._glossary import GLOSSARY
+
+        console.file.write(GLOSSARY)
+        return 0
+    if args.file is None:
+        return _usage(err, "give FILE (an OTLP-JSON trace file, - for standard input)")
     if args.tree and not args.tool:
         return _usage(err, "--tree only goes with --tool NAME")
     source = "<stdin>" if args.file == "-" else args.file

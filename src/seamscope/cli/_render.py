@@ -259,7 +259,7 @@ def _equation(d: dict[str, Any]) -> str:
 LEGEND = (
     "legend: → chosen/redirected · ↛ dropped · (−N: …) tools a stage removed · "
     "net = saving − stub carry − expected recall · H turns carried, p recall chance "
-    "· glossary: docs/glossary.md"
+    "· words: seamscope explain --glossary"
 )
 
 

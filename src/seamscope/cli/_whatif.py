@@ -34,6 +34,7 @@ __all__ = [
     "UnreadableInput",
     "add_whatif_parser",
     "duplicates_note",
+    "plural",
     "opened_inputs",
     "parse_overrides",
     "run_whatif",
@@ -168,20 +169,20 @@ class Overrides:
         applied = use["applied"]
         calls = sum(e["gate_calls"] for e in applied)
         text = (
-            f"priors {use['version']}: {_count(use['entries'], 'entry')}; applied "
-            f"{_count(len(applied), 'pair')} to {_count(calls, 'gate call')}"
+            f"priors {use['version']}: {plural(use['entries'], 'entry')}; applied "
+            f"{plural(len(applied), 'pair')} to {plural(calls, 'gate call')}"
         )
         lines = [text]
         few, absent = use["skipped_fewer_offloads"], use["skipped_not_in_input"]
         if few:
             lines.append(
-                f"  skipped {_count(len(few), 'pair')} with fewer than {use['min_offloads']} "
+                f"  skipped {plural(len(few), 'pair')} with fewer than {use['min_offloads']} "
                 f"offloads (the file's min_offloads: the gate keeps its own priors for them; "
                 f"calibrate --min-offloads N sets it): {_pairs(few)}"
             )
         if absent:
             lines.append(
-                f"  skipped {_count(len(absent), 'pair')} with no gate call in the input: "
+                f"  skipped {plural(len(absent), 'pair')} with no gate call in the input: "
                 f"{_pairs(absent)}"
             )
         return lines
@@ -363,7 +364,7 @@ def _money(value: Decimal) -> str:
     return money(value, True)
 
 
-def _count(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
     """``1 compaction``, ``2 compactions``, ``2 entries``."""
     if n == 1:
         return f"{n} {noun}"
@@ -587,8 +588,8 @@ def duplicates_note(count: int) -> list[str]:
 
 def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
     lines = [
-        f"total ({_count(t.conversations, 'conversation')}, {_count(t.gate_calls, 'gate call')}, "
-        f"{_count(t.compactions, 'compaction')}; under {overrides.describe()}): realized "
+        f"total ({plural(t.conversations, 'conversation')}, {plural(t.gate_calls, 'gate call')}, "
+        f"{plural(t.compactions, 'compaction')}; under {overrides.describe()}): realized "
         f"{_money(t.realized)} → "
         f"counterfactual exact {_money(t.exact)}, expected {_money(t.expected)} "
         f"[{_money(t.low)}, {_money(t.high)}]",
@@ -598,13 +599,13 @@ def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
     ]
     if t.mismatched:
         lines.append(
-            f"note: {_count(t.mismatched, 'settlement')} re-settled under the recorded "
+            f"note: {plural(t.mismatched, 'settlement')} re-settled under the recorded "
             f"configuration {'differs from its settle span' if t.mismatched == 1 else 'differ from their settle spans'} "
             "(recorded with other prices, or a course the trace does not show whole)"
         )
     if t.inferred:
         lines.append(
-            f"note: {_count(t.inferred, 'conversation')} "
+            f"note: {plural(t.inferred, 'conversation')} "
             f"{'has' if t.inferred == 1 else 'have'} no seamscope.offload.carried on its chat "
             "spans: every chat span was taken to carry every live offload (the ledger's default)"
         )
