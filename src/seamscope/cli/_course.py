@@ -253,7 +253,8 @@ class _Attrs:
         return float(value) if type(value) in (int, float) else 0.0
 
 
-def _usage(a: _Attrs) -> ModelUsage:
+def _usage(a: _Attrs) -> tuple[int, int, int, int]:
+    """A chat span's tokens, in :class:`ModelUsage`'s order (built when read back)."""
     total = a.int(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS) or 0
     read = min(total, a.int(c.ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS) or 0)
     # a trace written before the rename (semantic-conventions-genai #440) has only the old name
@@ -261,19 +262,18 @@ def _usage(a: _Attrs) -> ModelUsage:
     if written is None:
         written = a.int(c.ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
     write = min(total - read, written or 0)
-    return ModelUsage(total, max(0, a.int(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS) or 0), read, write)
+    return (total, max(0, a.int(c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS) or 0), read, write)
 
 
 def _cost(value: float) -> Decimal:
     return Decimal(repr(value)) if value else Decimal(0)
 
 
-def _stored(event: Event) -> tuple[Any, ...]:
-    """``event`` as plain values :mod:`marshal` writes (see :func:`_restored`)."""
-    if type(event) is Chat:
-        u = event.usage
-        usage = (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
-        return (0, event.t, event.model, usage, event.carried, event.stubs)
+def _stored(event: Event | tuple[Any, ...]) -> tuple[Any, ...]:
+    """``event`` as plain values :mod:`marshal` writes (see :func:`_restored`); a
+    model call is read in that form already."""
+    if type(event) is tuple:
+        return event
     if type(event) is Compact:
         return (3, *event[:6], str(event.cost), *event[7:])
     kind = 1 if type(event) is Gate else 2 if type(event) is Recall else 4
@@ -439,7 +439,8 @@ class CourseReader:
         found: dict[str, list[tuple[int, int, int, tuple[Any, ...]]]] = {}
         for index, span in enumerate(spans.values()):
             for key, event in self._events(span, spans):
-                found.setdefault(key, []).append((event.t, span.line, index, _stored(event)))
+                row = _stored(event)  # (kind, time, ...)
+                found.setdefault(key, []).append((row[1], span.line, index, row))
                 if isinstance(event, Settle | Gate) and event.rates is not None and event.model:
                     self._rates[type(event) is Settle].setdefault(event.model, event.rates)
         for key, rows in found.items():
@@ -450,7 +451,9 @@ class CourseReader:
             self._size += len(data)
 
     @staticmethod
-    def _events(span: SpanRecord, spans: dict[str, SpanRecord]) -> Iterator[tuple[str, Event]]:
+    def _events(
+        span: SpanRecord, spans: dict[str, SpanRecord]
+    ) -> Iterator[tuple[str, Event | tuple[Any, ...]]]:
         for raw in span.events or ():
             if type(raw) is dict and raw.get("name") == c.EVENT_OFFLOAD_RECALLED:
                 recall = _recall(raw)
@@ -483,7 +486,7 @@ class CourseReader:
             sizes = a.get(c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS)
             stubs = tuple(float(x) for x in sizes) if isinstance(sizes, tuple) else ()
             model = a.text(c.ATTR_GEN_AI_REQUEST_MODEL)
-            yield conversation_id, Chat(end, model, _usage(a), carried, stubs)
+            yield conversation_id, (0, end, model, _usage(a), carried, stubs)  # a Chat, stored
         elif kind == 1:
             yield conversation_id, _gate(end, a)
         elif kind == 2:
