@@ -1345,8 +1345,9 @@ OFFLOAD = Dashboard(
                 Graph(
                     "Realized net saving by mechanism (USD/h)",
                     "Savings minus costs per hour of each mechanism: the offload gate "
-                    "(seamscope_gate), a framework's context editing (cleared tool results) "
-                    "and summarization. Negative: that mechanism loses money.",
+                    "(seamscope_gate), a framework's context editing (cleared tool results), "
+                    "summarization and tool output trimming (the Agents SDK's "
+                    "ToolOutputTrimmer). Negative: that mechanism loses money.",
                     (
                         Query(
                             per_hour(

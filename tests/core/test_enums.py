@@ -58,6 +58,7 @@ PINNED: dict[str, dict[str, str]] = {
         "SEAMSCOPE_GATE": "seamscope_gate",
         "CONTEXT_EDITING": "context_editing",
         "SUMMARIZATION": "summarization",
+        "TOOL_OUTPUT_TRIMMER": "tool_output_trimmer",
     },
     "MiddlewareDecisionKind": {
         "TOOL_SELECTION": "tool_selection",

@@ -30,6 +30,7 @@ try:
         Usage,
     )
     from agents.exceptions import InputGuardrailTripwireTriggered, MaxTurnsExceeded
+    from agents.extensions.tool_output_trimmer import ToolOutputTrimmer
     from agents.models.default_models import get_default_model_settings
     from agents.run import DEFAULT_MAX_TURNS
     from agents.run_config import CallModelData, ModelInputData
@@ -85,6 +86,7 @@ __all__ = [
     "ToolContext",
     "ToolErrorFormatterArgs",
     "ToolOriginType",
+    "ToolOutputTrimmer",
     "Usage",
     "close_owned_provider",
     "get_default_model_settings",

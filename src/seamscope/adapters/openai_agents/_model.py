@@ -29,6 +29,7 @@ from seamscope._internal import Invocation
 from seamscope.adapters._kit import (
     RECALL_TOOL,
     account_tool_output,
+    estimate_tokens,
     model_name_of,
     plan_model,
     post_model,
@@ -48,11 +49,15 @@ from seamscope.adapters.openai_agents._framework import (
     Tool,
     ToolContext,
     ToolErrorFormatterArgs,
+    ToolOutputTrimmer,
     cleanup_on_run_end,
 )
 from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
 from seamscope.adapters.openai_agents._run import LOG, Run, attached, contained, failed
+from seamscope.adapters.openai_agents._translate import Trimmed
+from seamscope.adapters.openai_agents._trims import Trims, compaction_id
 from seamscope.decisions import ToolCall
+from seamscope.decisions.records import MiddlewareDecision, MiddlewareDecisionKind, OffloadMechanism
 from seamscope.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
@@ -68,6 +73,7 @@ class RunnerView(Protocol):
     models: Mapping[str, Model]
     offload: bool
     outputs: Outputs
+    trims: Trims
 
     def role_for(self, agent: Any) -> str | None: ...
 
@@ -97,6 +103,7 @@ class _Plan:
     named: bool = True
     present: tuple[Any, ...] = ()
     attempts: int = 0
+    compacted: tuple[str, ...] = ()  # the trims (compaction ids) the input carries
 
 
 class RoutedModel(Model):
@@ -231,6 +238,7 @@ class RoutedModel(Model):
         agent, run.agent = run.agent, None
         carried, run.carried = run.carried, ()
         present, run.present = run.present, ()
+        trims, run.trims = run.trims, ()
         own = self._base if self._base is not None else getattr(agent, "model", None)
         default = runner.layer.router.default_model.model_name
         try:
@@ -267,6 +275,7 @@ class RoutedModel(Model):
                 carried,
                 choice.named,
                 present,
+                compacted=self._trimmed(it, trims, choice.name),
             )
         except Exception as exc:
             failed("openai_agents.before_model_call")
@@ -282,6 +291,41 @@ class RoutedModel(Model):
                 name is not None,
                 present,
             )
+
+    def _trimmed(self, it: Iteration, trims: tuple[Trimmed, ...], model: str) -> tuple[str, ...]:
+        """The caller's ToolOutputTrimmer trimmed ``trims`` in this call's input:
+        each seen for the first time in the conversation is a compaction,
+        priced at the model the call goes to; the compaction ids the input
+        carries (every trim the model has not re-read)."""
+        run = self.run
+        trimmer = run.trimmer
+        if trimmer is None:
+            return ()
+        try:
+            new, carried = self.runner.trims.sent(run.scope, trims)
+            for trim in new:
+                compaction = it.compaction(
+                    compaction_id(trim.call_id),
+                    OffloadMechanism.TOOL_OUTPUT_TRIMMER,
+                    removed_tokens=trim.removed_tokens,
+                    kept_tokens=estimate_tokens(trim.preview),
+                    tool_call_ids=(trim.call_id,),
+                    model=model,
+                )
+                with attached(run.otel):
+                    it.middleware_decision(
+                        MiddlewareDecision(
+                            type(trimmer).__name__,
+                            MiddlewareDecisionKind.COMPACTION,
+                            translate.trimmer_reason(trimmer, trim),
+                            framework="openai_agents",
+                            compaction=compaction,
+                        )
+                    )
+            return carried
+        except Exception:
+            failed("openai_agents.tool_output_trimmer")
+            return ()
 
     def _skipped(self, exc: BaseException) -> None:
         """Planning failed: say so on the iteration, where a trace reader looks."""
@@ -321,7 +365,7 @@ class RoutedModel(Model):
                 call,
                 usage,
                 response_model=model,
-                carried=plan.carried,
+                carried=(*plan.carried, *plan.compacted),
                 present=plan.present,
                 outputs=self.runner.outputs,
             )
@@ -551,31 +595,44 @@ def _with_output(response: ModelResponse, output: list[Any]) -> ModelResponse:
 
 def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) -> Any:
     """The run's ``call_model_input_filter``: the caller's filter first, then
-    the turn's agent noted and offloaded outputs replaced by their stubs."""
+    the turn's agent noted, the outputs a caller's ``ToolOutputTrimmer``
+    trimmed read from what it returned, and offloaded outputs replaced by
+    their stubs."""
+    trimmer = user if isinstance(user, ToolOutputTrimmer) else None
 
     async def call_model_input_filter(data: CallModelData[Any]) -> ModelInputData:
         # a new model call of the turn's agent (a model call after no filter is a retry)
         run.fresh = True
         run.current_agent = data.agent
         model_data = data.model_data
+        received = model_data.input
         if user is not None:
             updated = user(data)
             model_data = await updated if inspect.isawaitable(updated) else updated
         try:
             run.agent = data.agent
+            run.trimmer = trimmer
             if run.hookless:
                 for call_id, output in translate.call_outputs(model_data.input):
                     run.close_tool(call_id, output)
+            trims = [] if trimmer is None else translate.trimmed(received, model_data.input)
+            # a trimmed recall answer is seamscope's own offload leaving the prompt
+            # again (its stub is carried), never a trim of its own
+            answers = {t.call_id for t in trims if t.tool == RECALL_TOOL}
+            trims = [t for t in trims if t.call_id not in answers]
             if not runner.offload:
                 run.carried = run.present = ()
+                run.trims = tuple(trims)
                 return model_data
             # the store's outputs of the conversation, whichever worker made them:
-            # the session holds their full text, the model gets their stubs
+            # the session holds their full text, the model gets their stubs (so an
+            # offloaded output the trimmer trimmed reaches the model as its stub)
             held = runner.outputs.held(run.scope)
             run.recallable = bool(held)
+            run.trims = tuple(t for t in trims if t.call_id not in held)
             items, carried = translate.stub_input(model_data.input, held)
             run.carried, run.present = runner.outputs.carried(
-                run.scope, carried, translate.recalled(model_data.input)
+                run.scope, carried, translate.recalled(model_data.input, answers)
             )
             if not carried:
                 return model_data
@@ -673,15 +730,23 @@ class RunHooks(SDKRunHooks[Any]):
         """The offload gate on a large text result, or the cost of a recall."""
         run, runner = self._run, self._runner
         it = run.iteration
-        if it is None or not runner.offload:
+        if it is None or (not runner.offload and run.trimmer is None):
             return
-        # the stub replaces the output in later model calls (the input filter)
+        scope = run.scope
+        # the stub replaces the output in later model calls (the input filter);
+        # a call that fetches a trimmed output again is a re-read (a recall)
         account_tool_output(
             it,
             call,
             None if call.name == RECALL_TOOL else translate.offloadable_text(result),
             outputs=runner.outputs,
-            scope=run.scope,
+            scope=scope,
             usage=run.usage,
             context=run.otel,
+            offload=runner.offload,
+            reread=(
+                None
+                if run.trimmer is None
+                else (lambda c: runner.trims.reread(scope, c.name, dict(c.args)))
+            ),
         )

@@ -21,6 +21,7 @@ from seamscope.adapters import _hooks
 from seamscope.adapters._kit import RunSpans, ToolSpan
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
+from seamscope.adapters.openai_agents._translate import Trimmed
 from seamscope.decisions import Message, ModelUsage, ToolCall
 
 __all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed", "new_turn"]
@@ -78,6 +79,10 @@ class Run:
         self.carried: tuple[Any, ...] = ()  # offload ids or CarriedStubs the input carries
         self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
         self.recallable = False  # the offload store holds outputs of this conversation
+        # the tool outputs the caller's ToolOutputTrimmer trimmed in the input the
+        # next model call is sent (the plan records them), and the trimmer itself
+        self.trims: tuple[Trimmed, ...] = ()
+        self.trimmer: Any = None
         self._spans = RunSpans("openai_agents", failed)
         self._tools: dict[str, tuple[ToolSpan, ToolCall, list[BaseException]]] = {}
         # the caller's own RunConfig (nested runs get a copy of it of their own)

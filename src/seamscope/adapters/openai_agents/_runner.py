@@ -47,10 +47,13 @@ from seamscope.adapters.openai_agents._model import (
     input_filter,
 )
 from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
+from seamscope.adapters.openai_agents._trims import Trims
 from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import OffloadStore
 
 __all__ = ["SeamscopeRunner"]
+
+_MAX_CONVERSATIONS = 1024  # conversations whose trimmed outputs are remembered
 
 _RECALL_DESCRIPTION = (
     "Bring back the full text of a tool output that was offloaded from the "
@@ -120,6 +123,7 @@ class SeamscopeRunner:
         self.models: Mapping[str, Model] = dict(models)
         self.offload = bool(offload)
         self.outputs = Outputs(store, observer=layer.observer)
+        self.trims = Trims(_MAX_CONVERSATIONS)
         self._role = role
         self._scope = scope
         self.recall_tool: FunctionTool = FunctionTool(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, get_args, get_origin
 
 from seamscope.adapters._outputs import Offloaded
@@ -26,7 +26,7 @@ from seamscope.adapters.openai_agents._framework import (
 )
 from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
 from seamscope.decisions.records import tool_name
-from seamscope.loop import RECALL_TOOL
+from seamscope.loop import RECALL_TOOL, estimate_tokens
 
 __all__ = [
     "Offloaded",
@@ -46,6 +46,9 @@ __all__ = [
     "rewrite",
     "selected_tools",
     "stub_input",
+    "Trimmed",
+    "trimmed",
+    "trimmer_reason",
     "usage",
     "with_forced_tool",
     "with_parameters",
@@ -173,9 +176,10 @@ def stub_input(
     return out, tuple(carried)
 
 
-def recalled(items: Any) -> tuple[str, ...]:
+def recalled(items: Any, trimmed: Collection[str] = ()) -> tuple[str, ...]:
     """The offload ids a recall in the model input brought back (a recall call
-    whose output is not an error)."""
+    whose output is not an error, nor ``trimmed``: call ids whose output an
+    input filter replaced by a preview, which brings nothing back)."""
     if isinstance(items, str) or not isinstance(items, Sequence):
         return ()
     asked: dict[str, str] = {}
@@ -185,8 +189,11 @@ def recalled(items: Any) -> tuple[str, ...]:
         if kind == "function_call" and _field(item, "name") == RECALL_TOOL:
             asked[str(_field(item, "call_id") or "")] = recall_id(_field(item, "arguments"))
         elif kind == "function_call_output":
-            offload_id = asked.get(str(_field(item, "call_id") or ""))
+            call_id = str(_field(item, "call_id") or "")
+            offload_id = asked.get(call_id)
             output = _field(item, "output")
+            if call_id in trimmed:
+                continue
             if offload_id and not (isinstance(output, str) and output.startswith("error:")):
                 back.append(offload_id)
     return tuple(back)
@@ -201,6 +208,94 @@ def call_outputs(items: Any) -> list[tuple[str, Any]]:
         for item in items
         if _field(item, "type") == "function_call_output"
     ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trimmed:
+    """A tool output an input filter replaced by a shorter text in the model input.
+
+    ``tool``/``args``: the call that produced it, as the input's
+    ``function_call`` item holds it (``"?"``/``{}`` when the input holds no
+    such item); ``removed_tokens``: the original output's text (chars / 4,
+    never rounded); ``preview``: the text the filter put in its place.
+    """
+
+    call_id: str
+    tool: str
+    args: Mapping[str, Any]
+    removed_tokens: float
+    preview: str
+
+
+def _output_text(output: Any) -> str | None:
+    """A function call output's text: a str, or a structured output made of
+    text parts only (None for one with an image or a file, whose size in
+    tokens is not its text's, and for anything else)."""
+    if isinstance(output, str):
+        return output
+    if not isinstance(output, Sequence) or not output:
+        return None
+    texts: list[str] = []
+    for part in output:
+        text = _field(part, "text")
+        if _field(part, "type") != "input_text" or not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "".join(texts)
+
+
+def trimmed(before: Any, after: Any) -> list[Trimmed]:
+    """The function call outputs an input filter shortened: matched by call id
+    between the model input it received (``before``) and the one it returned
+    (``after``), each now a shorter text than it was. Read from the effect
+    only, whatever made it; outputs that are not text are left out."""
+    if isinstance(before, str) or not isinstance(before, Sequence):
+        return []
+    if isinstance(after, str) or not isinstance(after, Sequence):
+        return []
+    original: dict[str, Any] = {}
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for item in before:
+        kind = _field(item, "type")
+        call_id = str(_field(item, "call_id") or "")
+        if not call_id:
+            continue
+        if kind == "function_call_output":
+            original[call_id] = _field(item, "output")
+        elif kind == "function_call":
+            name = _field(item, "name")
+            calls[call_id] = (
+                name if isinstance(name, str) and name else "?",
+                parse_args(_field(item, "arguments")),
+            )
+    out: list[Trimmed] = []
+    for item in after:
+        call_id = str(_field(item, "call_id") or "")
+        if _field(item, "type") != "function_call_output" or call_id not in original:
+            continue
+        was, now = original[call_id], _field(item, "output")
+        if now is was or not isinstance(now, str):
+            continue
+        text = _output_text(was)
+        if text is None or len(now) >= len(text):
+            continue
+        name, args = calls.get(call_id, ("?", {}))
+        out.append(Trimmed(call_id, name, args, estimate_tokens(text), now))
+    return out
+
+
+def trimmer_reason(trimmer: Any, trim: Trimmed) -> str:
+    """ToolOutputTrimmer: its window and sizes (public fields, read with a
+    default), and the output it trimmed. Names a tool and sizes, never content."""
+    fields = [
+        f"{name}={value}"
+        for name in ("recent_turns", "max_output_chars", "preview_chars")
+        if isinstance(value := getattr(trimmer, name, None), int)
+    ]
+    return (
+        f"{type(trimmer).__name__}({', '.join(fields)}) trimmed the output of {trim.tool} "
+        f"({trim.removed_tokens:g} tokens) to a {estimate_tokens(trim.preview):g}-token preview"
+    )
 
 
 # -- tools and models ---------------------------------------------------------------

@@ -153,6 +153,8 @@ class OffloadMechanism(enum.StrEnum):
     SEAMSCOPE_GATE = "seamscope_gate"
     CONTEXT_EDITING = "context_editing"
     SUMMARIZATION = "summarization"
+    TOOL_OUTPUT_TRIMMER = "tool_output_trimmer"
+    """The Agents SDK's ``ToolOutputTrimmer`` replaced an old tool output by a preview."""
 
 
 class MiddlewareDecisionKind(enum.StrEnum):
