@@ -28,7 +28,17 @@
 #   SEAMSCOPE_OTELCOL_BIN=/…/otelcol-seamscope-0.161.0-<hash>/otelcol-seamscope
 # progress goes to stderr. Needs Go >= 1.25, flock (util-linux) and the Go
 # module proxy.
+#
+#   build-backends.sh jaeger   builds Jaeger alone (one binary: send spans
+#                              straight to its OTLP port) and prints only its line
 set -euo pipefail
+
+only=""
+case "${1:-}" in
+  "") ;;
+  jaeger) only=jaeger ;;
+  *) printf 'usage: %s [jaeger]\n' "$0" >&2; exit 2 ;;
+esac
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 manifest="$repo/deploy/collector/builder-manifest.yaml"
@@ -107,7 +117,7 @@ prefetch() {
   (cd "$otelcol_work" && "$ocb" --config "$manifest" --skip-compilation >&2)
   log "otelcol-seamscope: sources and modules ready in $((SECONDS - start)) s"
 }
-if [ ! -x "$otelcol_bin" ]; then
+if [ -z "$only" ] && [ ! -x "$otelcol_bin" ]; then
   prefetch &
   prefetch_pid=$!
 fi
@@ -135,7 +145,9 @@ else
 fi
 
 # --- otelcol-seamscope ----------------------------------------------------------
-if [ -x "$otelcol_bin" ]; then
+if [ -n "$only" ]; then
+  log "otelcol-seamscope: not built (jaeger only)"
+elif [ -x "$otelcol_bin" ]; then
   log "otelcol-seamscope $dist_version ($manifest_hash): cached"
 else
   start=$SECONDS
@@ -152,4 +164,6 @@ else
 fi
 
 echo "SEAMSCOPE_JAEGER_BIN=$jaeger_bin"
-echo "SEAMSCOPE_OTELCOL_BIN=$otelcol_bin"
+if [ -z "$only" ]; then
+  echo "SEAMSCOPE_OTELCOL_BIN=$otelcol_bin"
+fi

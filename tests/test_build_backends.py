@@ -102,8 +102,10 @@ def test_two_runs_on_one_cache_take_turns_and_leave_one_copy(
     second = _start(fake_go, errs[1])
     _wait_for(lambda: "another build holds" in errs[1].read_text(), "the second run to wait")
     (state / "hold").unlink()
-    outputs = [(run.communicate(timeout=120)[0], err.read_text()) for run, err in
-               zip((first, second), errs, strict=True)]
+    outputs = [
+        (run.communicate(timeout=120)[0], err.read_text())
+        for run, err in zip((first, second), errs, strict=True)
+    ]
     codes = [run.returncode for run in (first, second)]
     jaeger = cache / "jaeger-v1.76.0" / "jaeger"
     [otelcol] = sorted(cache.glob("otelcol-seamscope-*/otelcol-seamscope"))
@@ -120,3 +122,23 @@ def test_two_runs_on_one_cache_take_turns_and_leave_one_copy(
         for b in (jaeger, otelcol)
     ]
     assert [] == sorted(p.name for p in (cache / "src").iterdir())  # nothing left behind
+
+
+def test_jaeger_alone_builds_one_binary_and_prints_its_line(
+    tmp_path: Path, fake_go: dict[str, str]
+) -> None:
+    """The one-binary path of docs/backends.md: no collector, no ocb."""
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "jaeger"], env=fake_go, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    jaeger = cache / "jaeger-v1.76.0" / "jaeger"
+    assert (0, f"SEAMSCOPE_JAEGER_BIN={jaeger}\n") == (done.returncode, done.stdout)
+    assert "otelcol-seamscope: not built (jaeger only)" in done.stderr
+    assert [] == sorted(p.name for p in cache.glob("o*"))  # neither ocb nor the collector
+    wrong = subprocess.run(
+        ["bash", str(SCRIPT), "collector"], env=fake_go, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert 2 == wrong.returncode and "usage:" in wrong.stderr
