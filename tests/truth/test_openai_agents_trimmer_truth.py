@@ -15,6 +15,7 @@ the realized metrics carrying ``seamscope.offload.mechanism`` and what
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -228,6 +229,7 @@ def test_a_trim_saves_on_every_later_call_until_the_model_runs_the_tool_again(
         TRIMMED,
         "ToolOutputTrimmer",
         "openai_agents",
+        "big_report",
         20_000.0,
         66.25,
         ("c1",),
@@ -236,6 +238,7 @@ def test_a_trim_saves_on_every_later_call_until_the_model_runs_the_tool_again(
         a[c.ATTR_OFFLOAD_MECHANISM],
         a[c.ATTR_MIDDLEWARE_NAME],
         a[c.ATTR_MIDDLEWARE_FRAMEWORK],
+        a[c.ATTR_GEN_AI_TOOL_NAME],
         a[c.ATTR_COMPACTION_REMOVED_TOKENS],
         a[c.ATTR_COMPACTION_KEPT_TOKENS],
         a[c.ATTR_COMPACTION_TOOL_CALL_IDS],
@@ -271,6 +274,28 @@ def test_a_trim_saves_on_every_later_call_until_the_model_runs_the_tool_again(
         "$0.0711",
         "gain",
     ] == [cell.strip() for cell in row.split("│")[1:-1]]
+
+    # explain --tool: the trim in the iteration whose input first held the preview,
+    # the re-run (the re-read) in the iteration that emitted it
+    story = (
+        "output of call c1 taken out of the prompt by ToolOutputTrimmer (compaction "
+        "tool_output_trimmer:c1: 20000 tokens, 66.25 kept); not called by the model"
+    )
+    assert 0 == cli(["explain", str(path), "--tool", "big_report"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [
+        "├── iteration 0  big_report: emitted and dispatched; executed",
+        "└── iteration 1  big_report: not called by the model",
+        f"└── iteration 0  big_report: {story}",
+        "├── iteration 0  big_report: emitted and dispatched; executed",
+        "└── iteration 1  big_report: not called by the model",
+    ] == [line for line in lines if "iteration" in line]
+    assert 0 == cli(["explain", str(path), "--tool", "big_report", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert [(1, 0), (1, 1), (2, 0), (3, 0), (3, 1)] == [
+        (s["turn"], s["iteration"]) for s in report["tool"]["story"]
+    ]
+    assert story == report["tool"]["story"][2]["story"]
 
 
 def test_an_output_seamscope_offloaded_is_never_priced_as_a_trim_too(

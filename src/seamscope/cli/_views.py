@@ -323,6 +323,7 @@ def _middleware(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
         view.update(
             {
                 "compaction_id": a.text(c.ATTR_OFFLOAD_ID),
+                "tool": a.text(c.ATTR_GEN_AI_TOOL_NAME),
                 "mechanism": a.text(c.ATTR_OFFLOAD_MECHANISM),
                 "model": a.text(c.ATTR_GEN_AI_REQUEST_MODEL),
                 "removed_tokens": a.number(c.ATTR_COMPACTION_REMOVED_TOKENS),
@@ -599,7 +600,8 @@ def _said(who: str, reason: str) -> str:
 
 def middleware_story(decisions: Sequence[dict[str, Any]], tool: str) -> list[str]:
     """What framework middlewares decided about ``tool``: narrowings that kept
-    or dropped it, and its calls they blocked."""
+    or dropped it, its calls they blocked, and its outputs they took out of
+    the prompt (a compaction that names the tool)."""
     parts: list[str] = []
     for d in decisions:
         who = _name(d.get("middleware"))
@@ -614,6 +616,13 @@ def middleware_story(decisions: Sequence[dict[str, Any]], tool: str) -> list[str
             call = f"call {d['tool_call_id']}" if d.get("tool_call_id") else "a call"
             reason = (d.get("reason") or "").rstrip(". ")
             parts.append(_said(f"{call} blocked by {who}", reason) + "; never ran")
+        elif d.get("compaction_id") and d.get("tool") == tool:
+            calls = ", ".join(d.get("tool_call_ids") or ()) or "?"
+            parts.append(
+                f"output of call {calls} taken out of the prompt by {who} (compaction "
+                f"{d['compaction_id']}: {d.get('removed_tokens') or 0:g} tokens, "
+                f"{d.get('kept_tokens') or 0:g} kept)"
+            )
     return parts
 
 
@@ -644,6 +653,8 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
     blocked = [d for d in decisions if d.get("blocked") and d.get("tool") == tool]
     blocked_ids = {d.get("tool_call_id") for d in blocked}
     parts.extend(middleware_story(narrowed, tool))
+    compacted = [d for d in decisions if d.get("compaction_id") and d.get("tool") == tool]
+    parts.extend(middleware_story(compacted, tool))
     dispatches: Sequence[dict[str, Any]] = iteration.get("dispatches", [])
     emitted = [d for d in dispatches if d["emitted_tool"] == tool]
     targeted = [

@@ -123,6 +123,9 @@ def middleware_attributes(decision: MiddlewareDecision, limits: a.Limits) -> a.A
         )
         if k.tool_call_ids:
             attrs[c.ATTR_COMPACTION_TOOL_CALL_IDS] = limits.names(k.tool_call_ids)
+        tools = {call.name for call in d.calls}
+        if len(tools) == 1:  # the tool whose output it took out (one tool's outputs)
+            attrs[c.ATTR_GEN_AI_TOOL_NAME] = limits.text(tools.pop())
     return attrs
 
 

@@ -319,6 +319,7 @@ class RoutedModel(Model):
                             MiddlewareDecisionKind.COMPACTION,
                             translate.trimmer_reason(trimmer, trim),
                             framework="openai_agents",
+                            calls=(ToolCall(trim.call_id, trim.tool, dict(trim.args)),),
                             compaction=compaction,
                         )
                     )

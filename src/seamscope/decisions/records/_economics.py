@@ -200,7 +200,8 @@ class MiddlewareDecision:
     (tool names in order); a model choice has ``model`` (chosen, or for a
     fallback the model that answered) and ``failed`` ((model, error type)
     of each failed attempt); a block has ``calls`` (the calls that never
-    ran); a compaction has ``compaction``. ``decision_model`` names the
+    ran); a compaction has ``compaction`` (and may name in ``calls`` the
+    tool calls whose output it took out). ``decision_model`` names the
     model the middleware asked, when it asked one, and ``cost`` what its
     own model calls cost at their rates (exact USD; 0 when unpriced).
     ``conversation_id``/``agent_name``: whose loop it decided in (the
