@@ -13,14 +13,13 @@ from seamscope.decisions._priors import Priors
 
 EXPECTED = [
     f"whatif: seamscope whatif trace.jsonl --set {WHATIF_SET}",
-    "  demo-7: realized +$0.0228 → counterfactual exact +$0.0858 · difference exact +$0.0629 · "
+    "  demo-7: realized +$0.0228 → counterfactual +$0.0858 (exact) · difference +$0.0629 · "
     "fires 2 → 1 (−off-52e6b438)",
-    "  demo-7-langchain: realized −$0.0264 → counterfactual exact −$0.0264 · difference exact "
+    "  demo-7-langchain: realized −$0.0264 → counterfactual −$0.0264 (exact) · difference "
     "+$0.0000 · fires 0 → 0",
     "  total (2 conversations, 5 gate calls, 1 compaction; under "
-    f"{WHATIF_SET}): realized −$0.0036 → counterfactual exact +$0.0594, expected +$0.0000 "
-    "[+$0.0000, +$0.0000]",
-    "  difference: exact +$0.0629, expected +$0.0000 · fires 2 → 1 (1 no longer, 0 newly)",
+    f"{WHATIF_SET}): realized −$0.0036 → counterfactual +$0.0594 (exact)",
+    "  difference: +$0.0629 · fires 2 → 1 (1 no longer, 0 newly)",
     "calibrate: seamscope calibrate trace.jsonl --min-offloads 1 --output PRIORS",
     "  export_report · claude-opus-4-6: 1 offload, 0 recalled · recall p 0.333 (90% "
     "0.025–0.776) · horizon 1 (p10 1, p90 1, mean 1) · used",

@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from tests.cli._support import export_line, span, write_lines
 
 from seamscope.cli import main
+from seamscope.cli._render import money
 from seamscope.telemetry import conventions as c
 
 
@@ -83,3 +85,42 @@ def test_one_of_each_reads_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, out = _run(capsys, "whatif", str(path))
     assert 0 == code
     assert "total (1 conversation, 1 gate call, 1 compaction; under " in out
+
+
+def test_the_counterfactual_total_leads_with_its_range_and_its_parts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A newly fired offload: the line gives the counterfactual's total (exact +
+    expected) first, then its range, then the two parts; JSON has the same sums."""
+    conv = {c.ATTR_GEN_AI_CONVERSATION_ID: "conv-1"}
+    chat = {**conv, c.ATTR_GEN_AI_OPERATION_NAME: "chat", c.ATTR_GEN_AI_REQUEST_MODEL: "gpt-4o",
+            c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: 21_000, c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: 40,
+            c.ATTR_OFFLOAD_CARRIED: []}  # fmt: skip
+    gate = span("a000000000000002", c.SPAN_OFFLOAD_GATE, start=200, end=201, attrs={
+        **conv, c.ATTR_GEN_AI_TOOL_NAME: "get_logs", c.ATTR_GEN_AI_REQUEST_MODEL: "gpt-4o",
+        c.ATTR_OFFLOAD_OUTPUT_TOKENS: 20_000.0, c.ATTR_OFFLOAD_FIRE: False,
+        c.ATTR_OFFLOAD_HORIZON: 1, c.ATTR_OFFLOAD_RECALL_PROBABILITY: 0.5,
+    })  # fmt: skip
+    spans = [gate] + [
+        span(f"a00000000000001{n}", "chat gpt-4o", start=300 + n, end=301 + n, attrs=chat)
+        for n in range(3)
+    ]
+    path = write_lines(tmp_path / "t.jsonl", [export_line(spans)])
+    code, out = _run(capsys, "whatif", str(path), "--set", "horizon=3")
+    assert 0 == code
+    [line] = [x for x in out.splitlines() if x.startswith("conv-1: ")]
+    code, out = _run(capsys, "whatif", str(path), "--set", "horizon=3", "--format", "json")
+    row = json.loads(out.splitlines()[0])
+    total, low, high = (
+        row["counterfactual_usd"], *row["counterfactual_range_usd"]
+    )  # fmt: skip
+    assert Decimal(total) == Decimal(row["counterfactual_exact_usd"]) + Decimal(
+        row["counterfactual_expected_usd"]
+    )
+    assert Decimal(low) <= Decimal(total) <= Decimal(high)
+    assert line.startswith(
+        f"conv-1: realized +$0.0000 → counterfactual {money(Decimal(total), True)} "
+        f"[{money(Decimal(low), True)}, {money(Decimal(high), True)}] (exact +$0.0000 + "
+        f"expected {money(Decimal(row['counterfactual_expected_usd']), True)}) · difference "
+        f"{money(Decimal(row['difference_usd']), True)} · fires 0 → 1 (+get_logs)"
+    )

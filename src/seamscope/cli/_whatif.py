@@ -398,8 +398,26 @@ def _json(r: Replay) -> dict[str, Any]:
         ],
         "difference_exact_usd": _exact(r.counterfactual_exact_usd - r.realized_usd),
         "difference_expected_usd": _exact(r.counterfactual_expected_usd),
+        **_totals_json(
+            r.realized_usd,
+            r.counterfactual_exact_usd,
+            r.counterfactual_expected_usd,
+            r.counterfactual_low_usd,
+            r.counterfactual_high_usd,
+        ),
         "carried": "inferred" if r.inferred_carry else "recorded",
         "mismatched": r.mismatches(),
+    }
+
+
+def _totals_json(
+    realized: Decimal, exact: Decimal, expected: Decimal, low: Decimal, high: Decimal
+) -> dict[str, Any]:
+    """The counterfactual's total (exact + expected), its range and the difference."""
+    return {
+        "counterfactual_usd": _exact(exact + expected),
+        "counterfactual_range_usd": [_exact(exact + low), _exact(exact + high)],
+        "difference_usd": _exact(exact + expected - realized),
     }
 
 
@@ -412,18 +430,27 @@ def _line(r: Replay) -> str:
         changes.append("+" + ", ".join(f"{n.gate.tool or '?'}" for n in r.newly_fired))
     if changes:
         fires += f" ({'; '.join(changes)})"
-    expected = ""
-    if r.newly_fired:
-        expected = (
-            f" · expected {_money(r.counterfactual_expected_usd)} "
-            f"[{_money(r.counterfactual_low_usd)}, {_money(r.counterfactual_high_usd)}]"
-        )
-    diff = r.counterfactual_exact_usd - r.realized_usd
+    counterfactual = _counterfactual(
+        r.counterfactual_exact_usd,
+        r.counterfactual_expected_usd if r.newly_fired else None,
+        r.counterfactual_low_usd,
+        r.counterfactual_high_usd,
+    )
+    total = r.counterfactual_exact_usd + r.counterfactual_expected_usd
     return (
-        f"{r.conversation_id}: realized {_money(r.realized_usd)} → counterfactual exact "
-        f"{_money(r.counterfactual_exact_usd)}{expected} · difference exact {_money(diff)}"
-        f"{f', expected {_money(r.counterfactual_expected_usd)}' if r.newly_fired else ''}"
-        f" · {fires}"
+        f"{r.conversation_id}: realized {_money(r.realized_usd)} → counterfactual "
+        f"{counterfactual} · difference {_money(total - r.realized_usd)} · {fires}"
+    )
+
+
+def _counterfactual(exact: Decimal, expected: Decimal | None, low: Decimal, high: Decimal) -> str:
+    """The counterfactual's total first; with newly fired offloads, its range and its
+    two parts (exact: known recalls; expected: the new offloads' unknown recall)."""
+    if expected is None:
+        return f"{_money(exact)} (exact)"
+    return (
+        f"{_money(exact + expected)} [{_money(exact + low)}, {_money(exact + high)}] "
+        f"(exact {_money(exact)} + expected {_money(expected)})"
     )
 
 
@@ -567,6 +594,7 @@ def _total_json(t: Totals, overrides: Overrides, reader: CourseReader) -> dict[s
             "counterfactual_expected_range_usd": [_exact(t.low), _exact(t.high)],
             "difference_exact_usd": _exact(t.exact - t.realized),
             "difference_expected_usd": _exact(t.expected),
+            **_totals_json(t.realized, t.exact, t.expected, t.low, t.high),
             "mismatched_settlements": t.mismatched,
             "conversations_with_inferred_carry": t.inferred,
             "lines": reader.lines,
@@ -590,10 +618,9 @@ def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
     lines = [
         f"total ({plural(t.conversations, 'conversation')}, {plural(t.gate_calls, 'gate call')}, "
         f"{plural(t.compactions, 'compaction')}; under {overrides.describe()}): realized "
-        f"{_money(t.realized)} → "
-        f"counterfactual exact {_money(t.exact)}, expected {_money(t.expected)} "
-        f"[{_money(t.low)}, {_money(t.high)}]",
-        f"difference: exact {_money(t.exact - t.realized)}, expected {_money(t.expected)} · fires "
+        f"{_money(t.realized)} → counterfactual "
+        f"{_counterfactual(t.exact, t.expected if t.newly_fired else None, t.low, t.high)}",
+        f"difference: {_money(t.exact + t.expected - t.realized)} · fires "
         f"{t.recorded_fires} → {t.counterfactual_fires} ({t.no_longer_fired} no longer, "
         f"{t.newly_fired} newly)",
     ]
