@@ -292,6 +292,30 @@ def check_openai_sales(run: Run) -> None:
     assert 1 == settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED]
 
 
+def check_openai_trimmer(run: Run) -> None:
+    """The trimmer trimmed big_report's output once (run 2); runs 2 and 3 carried
+    its preview until run 3 read the report again; one settlement, one re-read."""
+    [compaction] = run.named(c.SPAN_COMPACTION)
+    assert ("tool_output_trimmer", "tool_output_trimmer:c1", "big_report") == (
+        compaction.attributes[c.ATTR_OFFLOAD_MECHANISM],
+        compaction.attributes[c.ATTR_OFFLOAD_ID],
+        compaction.attributes[c.ATTR_GEN_AI_TOOL_NAME],
+    )
+    carried = [
+        s.attributes.get(c.ATTR_OFFLOAD_CARRIED) for s in run.spans if s.name.startswith("chat")
+    ]
+    assert [[], [], ["tool_output_trimmer:c1"], ["tool_output_trimmer:c1"], []] == carried
+    [settle] = run.named(c.SPAN_OFFLOAD_SETTLE)
+    assert ("tool_output_trimmer", 2, 1) == (
+        settle.attributes[c.ATTR_OFFLOAD_MECHANISM],
+        settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED],
+        settle.attributes[c.ATTR_OFFLOAD_RECALLS],
+    )
+    assert [
+        "tool_output_trimmer:c1 tool_output_trimmer carried 2, re-read 1, net +0.0360 USD"
+    ] == run.stdout.splitlines()
+
+
 def check_needs_a_key(run: Run) -> None:
     """Without OPENAI_API_KEY the real-provider example says so and stops."""
     assert (["set OPENAI_API_KEY to run this example against OpenAI's models"], []) == (
@@ -356,6 +380,7 @@ CASES = [
     Case("docs/adapters/openai-agents.md", "OpenAI Agents SDK", check_openai_sales,
          {"OPENAI_API_KEY": "sk-offline-test"}),
     Case("docs/adapters/openai-agents.md", "With OpenAI's models", check_needs_a_key),
+    Case("docs/adapters/openai-agents.md", "The SDK's ToolOutputTrimmer", check_openai_trimmer),
     Case("docs/adapters/pydantic-ai.md", "pydantic-ai", check_openai_sales),
     Case("docs/adapters/pydantic-ai.md", "With OpenAI's models", check_needs_a_key),
     Case("docs/configuration.md", "Your own providers, and logs", check_own_providers),
