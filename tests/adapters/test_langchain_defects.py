@@ -117,34 +117,32 @@ def test_the_checkpoint_namespace_separator_is_langgraphs() -> None:
 # -- the watcher fails closed ----------------------------------------------------------
 
 
-def test_the_watchers_hooks_and_attributes_are_the_installed_langchains() -> None:
-    """Tripwire: the hooks and attributes of the installed ``AgentMiddleware``
-    are exactly the ones a watcher knows and forwards."""
-    from seamscope.adapters.langchain._watch import (
-        FORWARDED,
-        KNOWN_HOOKS,
-        framework_attributes,
-        framework_hooks,
-    )
+def test_the_watchers_hooks_are_the_installed_langchains() -> None:
+    """Tripwire: the hooks of the installed ``AgentMiddleware`` are exactly the
+    ones the watcher knows."""
+    from seamscope.adapters.langchain._watch import KNOWN_HOOKS, framework_hooks
 
     assert KNOWN_HOOKS == set(framework_hooks())
-    assert FORWARDED == framework_attributes()
 
 
-def test_create_agent_reads_only_what_a_watcher_forwards() -> None:
-    """Tripwire: every attribute the installed ``create_agent`` reads from a
-    middleware (one overriding every hook) is a hook or a forwarded attribute."""
+def test_create_agent_reads_a_watched_middleware_as_the_middleware_itself(
+    tracer_provider: Any,
+) -> None:
+    """A middleware overriding every hook: watched, it is the same object, an
+    instance of its class with its name, and ``create_agent`` reads the same
+    attributes of it, getting the same values (hooks aside, its own)."""
     from langchain.agents.middleware import AgentMiddleware
 
-    from seamscope.adapters.langchain._watch import FORWARDED, KNOWN_HOOKS
+    from seamscope.adapters.langchain._watch import KNOWN_HOOKS
 
-    reads: set[str] = set()
+    reads: list[tuple[str, Any]] = []
 
     class Recording(AgentMiddleware[Any, Any, Any]):
         def __getattribute__(self, name: str) -> Any:
-            if not name.startswith("_") or name == "__class__":
-                reads.add(name)
-            return object.__getattribute__(self, name)
+            value = object.__getattribute__(self, name)
+            if not name.startswith("_") and name not in KNOWN_HOOKS:
+                reads.append((name, value))
+            return value
 
     def node(self: Any, state: Any, runtime: Any) -> None:
         return None
@@ -164,10 +162,22 @@ def test_create_agent_reads_only_what_a_watcher_forwards() -> None:
             setattr(Recording, hook, awrap if asynchronous else wrap)
         else:
             setattr(Recording, hook, anode if asynchronous else node)
-    models, _ = scripted_models([OPUS], [ai(text="ok")])
-    create_agent(models[OPUS], Toolbox().tools(), middleware=[Recording()])
 
-    assert FORWARDED | KNOWN_HOOKS | {"__class__"} == reads
+    def read(middleware: Any) -> tuple[list[tuple[str, Any]], list[str]]:
+        reads.clear()
+        models, _ = scripted_models([OPUS], [ai(text="ok")])
+        agent = create_agent(models[OPUS], Toolbox().tools(), middleware=[middleware])
+        return list(reads), sorted(agent.get_graph().nodes)
+
+    alone = Recording()
+    expected = read(alone)
+    mine = Recording()
+    seamscope = SeamscopeMiddleware(make_layer(tracer_provider, None))
+    listed = seamscope.watching(mine)
+    assert mine is listed[1]
+    assert isinstance(mine, Recording)
+    assert ("Recording", "Recording") == (alone.name, mine.name)
+    assert expected == read(mine)
 
 
 def test_a_middleware_overriding_a_hook_the_watcher_does_not_know_is_not_watched(

@@ -31,9 +31,15 @@ from seamscope.adapters.langchain._framework import (
     ToolRuntime,
 )
 from seamscope.adapters.langchain._runs import Compactions, Outputs, Runs, failed
-from seamscope.adapters.langchain._steps import ModelStep, StepContext, TailStep, ToolStep
+from seamscope.adapters.langchain._steps import (
+    MODEL_STEP,
+    ModelStep,
+    StepContext,
+    TailStep,
+    ToolStep,
+)
 from seamscope.adapters.langchain._stubs import Decided, recall_spec
-from seamscope.adapters.langchain._watch import Watcher, watched
+from seamscope.adapters.langchain._watch import watched, watched_by
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import OffloadStore
@@ -180,25 +186,38 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def watching(self, *middlewares: AgentMiddleware[Any, Any, Any]) -> list[Any]:
         """The middleware list for ``create_agent``: this middleware outermost,
-        each of ``middlewares`` (in order) behind a watcher that records its
-        decisions, and seamscope's model tail innermost, which opens the
-        ``chat {model}`` span of every real model call.
+        each of ``middlewares`` (in order), watched (its decisions recorded),
+        and seamscope's model tail innermost, which opens the ``chat {model}``
+        span of every real model call.
 
-        A watched middleware behaves exactly as itself (same name, state,
-        tools, hooks and graph). Once this is called, this middleware's model
-        calls are recorded by the tail: give every agent that uses it the
-        list this returns. A watched middleware with tool hooks gives this
-        one tool hooks too (LangChain's graph and checks are already those
-        of an agent with tool hooks). Raises ValueError for an argument that
-        is not a LangChain ``AgentMiddleware`` (or is seamscope's own).
+        Each middleware is returned itself, watched: its class becomes a
+        subclass of its own class of the same name, whose hooks record its
+        decisions around the original ones, so it behaves exactly as itself
+        (same object, name, state, tools, hooks and graph, ``isinstance`` of
+        its class, copied and configured by a framework as itself: Deep
+        Agents' permissions reach a watched ``FilesystemMiddleware``). Once
+        this is called, this middleware's model calls are recorded by the
+        tail: give every agent that uses it the list this returns. A watched
+        middleware with tool hooks gives this one tool hooks too (LangChain's
+        graph and checks are already those of an agent with tool hooks).
+        Raises ValueError for an argument that is not a LangChain
+        ``AgentMiddleware`` (or is seamscope's own), or that another
+        ``SeamscopeMiddleware`` watches.
         """
         for position, middleware in enumerate(middlewares, start=1):
             if not isinstance(middleware, AgentMiddleware) or isinstance(
-                middleware, SeamscopeMiddleware | _ModelTail | Watcher
+                middleware, SeamscopeMiddleware | _ModelTail
             ):
                 raise ValueError(
                     f"SeamscopeMiddleware.watching: argument {position} must be a LangChain "
                     f"AgentMiddleware other than seamscope's own, got {type(middleware).__name__}"
+                )
+            watcher = watched_by(middleware)
+            if watcher is not None and watcher is not self.kit:
+                raise ValueError(
+                    f"SeamscopeMiddleware.watching: argument {position} "
+                    f"({type(middleware).__name__}) is watched by another SeamscopeMiddleware: "
+                    "give each agent its own middleware instances"
                 )
         if self._tail is None:
             self._tail = _ModelTail(self)
@@ -269,7 +288,11 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             prepared = step.prepare()
             with step.chat() as call:
-                response = handler(prepared)
+                token = MODEL_STEP.set(True)
+                try:
+                    response = handler(prepared)
+                finally:
+                    MODEL_STEP.reset(token)
                 step.report(call, response)
             return step.finish(response)
         except BaseException as exc:
@@ -287,7 +310,11 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             prepared = step.prepare()
             with step.chat() as call:
-                response = await handler(prepared)
+                token = MODEL_STEP.set(True)
+                try:
+                    response = await handler(prepared)
+                finally:
+                    MODEL_STEP.reset(token)
                 step.report(call, response)
             return step.finish(response)
         except BaseException as exc:

@@ -56,6 +56,13 @@ from seamscope.decisions.records import (
 from seamscope.loop import ChatCall, DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
+MODEL_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "seamscope_langchain_model_step", default=False
+)
+"""True inside seamscope's ``wrap_model_call`` handler (a watched middleware
+whose model hook sees it True runs inside seamscope's; False: outside it,
+before seamscope opens the model call's iteration)."""
+
 
 @dataclass(slots=True, weakref_slot=True)
 class StepContext:
@@ -95,7 +102,15 @@ class SeamscopeMiddleware(Protocol):
     def kit(self) -> StepContext: ...
 
 
-__all__ = ["Attached", "ModelStep", "StepContext", "TailStep", "ToolStep", "settle_output"]
+__all__ = [
+    "MODEL_STEP",
+    "Attached",
+    "ModelStep",
+    "StepContext",
+    "TailStep",
+    "ToolStep",
+    "settle_output",
+]
 
 
 class Attached:

@@ -1,13 +1,15 @@
 """Watching LangChain's own decision middlewares without changing what they do.
 
-:func:`watched` wraps a middleware in a watcher that LangChain cannot tell
-from it: the same ``name``, ``state_schema``, ``tools``, ``trace_policy``
-and ``transformers``, and exactly the hooks its class overrides (sync and
-async, each with the wrapped hook's signature and ``__can_jump_to__``), so
-``create_agent`` builds the same nodes, edges and jumps. Each hook calls
-the wrapped one with the same arguments and returns what it returns; its
-exceptions pass through unchanged. Around that call the watcher reads the
-middleware's decision from its effect (:mod:`._explain`) and records it in
+:func:`watched` watches a middleware in place: its class becomes a subclass
+of its own class, of the same name, that overrides exactly the hooks its
+class overrides (sync and async, each with the original's signature and
+``__can_jump_to__``), so ``create_agent`` builds the same nodes, edges and
+jumps, and every attribute, ``isinstance`` check and copy is the
+middleware's own (a framework that configures its instances, as Deep Agents
+does, configures it as it would unwatched). Each hook calls the original
+with the same arguments and returns what it returns; its exceptions pass
+through unchanged. Around that call the watcher reads the middleware's
+decision from its effect (:mod:`._explain`) and records it in
 the run's current iteration:
 
 * ``wrap_model_call``: the wrapped middleware gets a handler of the
@@ -55,7 +57,7 @@ from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls, outside
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp
 from seamscope.adapters.langchain._runs import LOG, Run, failed
-from seamscope.adapters.langchain._steps import Attached, StepContext
+from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
 from seamscope.adapters.loop import Iteration, estimate_tokens
 from seamscope.decisions.records import (
     MiddlewareDecision,
@@ -64,12 +66,11 @@ from seamscope.decisions.records import (
 )
 
 __all__ = [
-    "FORWARDED",
     "KNOWN_HOOKS",
     "Watcher",
-    "framework_attributes",
     "framework_hooks",
     "watched",
+    "watched_by",
 ]
 
 _K = MiddlewareDecisionKind
@@ -88,10 +89,6 @@ KNOWN_HOOKS = frozenset(
 )
 """The hooks a watcher knows how to watch (and forward)."""
 
-FORWARDED = frozenset(("name", "state_schema", "tools", "trace_policy", "transformers"))
-"""The middleware attributes a watcher forwards from the wrapped middleware."""
-
-
 def framework_hooks() -> tuple[str, ...]:
     """The hooks of the installed LangChain: ``AgentMiddleware``'s public methods,
     read at run time (a hook LangChain adds later is in this list)."""
@@ -100,18 +97,6 @@ def framework_hooks() -> tuple[str, ...]:
         for name, value in vars(AgentMiddleware).items()
         if not name.startswith("_") and inspect.isfunction(value)
     )
-
-
-def framework_attributes() -> frozenset[str]:
-    """The other public attributes of the installed ``AgentMiddleware`` (its
-    annotated fields, properties and class values)."""
-    names = set(getattr(AgentMiddleware, "__annotations__", {}))
-    names.update(
-        name
-        for name, value in vars(AgentMiddleware).items()
-        if not name.startswith("_") and not inspect.isfunction(value)
-    )
-    return frozenset(names)
 
 
 class _Unwatchable(Exception):
@@ -170,7 +155,10 @@ class _HookWatch:
         # a hook before the model call may be the run's first (seamscope adds no
         # before_agent node): it opens the run, or continues one that ended
         base = hook[1:] if hook in _ASYNC_NODE_HOOKS else hook
-        create = base in ("before_agent", "before_model")
+        # so does a model hook outside seamscope's (its model call's iteration
+        # is opened inside it: its decisions wait for it, see _ModelWatch)
+        self.outside = base == "wrap_model_call" and not MODEL_STEP.get()
+        create = base in ("before_agent", "before_model") or self.outside
         try:
             self.run, _ = watcher.kit.runs.for_hook(state, runtime, create=create)
             if self.run is not None:
@@ -246,7 +234,7 @@ class _ModelWatch(_HookWatch):
         """The wrapped middleware calls the model with ``request``."""
         try:
             run, it = self.run, self.iteration
-            if run is None or it is None:
+            if run is None or (it is None and not self.outside):
                 return
             kit = self.watcher.kit
             name, named = translate.named_model(
@@ -254,9 +242,19 @@ class _ModelWatch(_HookWatch):
             )
             self.attempts.append(_Attempt(request.model, name, named))
             if len(self.attempts) == 1:
-                self._first(run, it, request, name)
+                if self.outside:  # recorded in the iteration seamscope opens inside
+                    with run.lock:
+                        run.pending.append(functools.partial(self._later, run, request, name))
+                else:
+                    self._first(run, it, request, name)
         except Exception:
             failed("langchain.watch.wrap_model_call")
+
+    def _later(self, run: Run, request: Any, name: str, it: Iteration) -> None:
+        """The first attempt's decisions, in the iteration of the model call it
+        made (a watched middleware outside seamscope's model hook)."""
+        self.iteration = it
+        self._first(run, it, request, name)
 
     def failed_attempt(self, exc: BaseException) -> None:
         if self.attempts and not isinstance(exc, GraphBubbleUp):
@@ -526,55 +524,59 @@ class _NodeWatch(_HookWatch):
 # -- the watcher ---------------------------------------------------------------------------
 
 
-class Watcher(AgentMiddleware[Any, Any, Any]):
-    """A LangChain middleware, watched: LangChain sees the wrapped one.
+class Watcher:
+    """What one call of a watched hook reads: seamscope's ``kit`` (the run
+    registry, the compactions followed, the models and the layer) and the
+    watched middleware itself (``wrapped``). The watcher records into the
+    same runs as the seamscope middleware that watches it, never reading
+    that middleware itself."""
 
-    ``kit``: what seamscope's steps read (the run registry, the compactions
-    followed, the models and the layer): the watcher records into the same
-    runs as the seamscope middleware that built it, never reading that
-    middleware itself."""
+    __slots__ = ("kit", "wrapped")
 
     def __init__(self, kit: StepContext, wrapped: AgentMiddleware[Any, Any, Any]) -> None:
-        super().__init__()
         self.kit = kit
         self.wrapped = wrapped
 
     @property
     def name(self) -> str:
-        return self.wrapped.name
+        return str(self.wrapped.name)
 
-    @property
-    def state_schema(self) -> Any:  # type: ignore[override]
-        return self.wrapped.state_schema
 
-    @property
-    def tools(self) -> Any:  # type: ignore[override]
-        return getattr(self.wrapped, "tools", [])
+_KIT = "_seamscope_watched_by"
+"""The instance attribute of a watched middleware that holds seamscope's kit
+(a copy of the middleware, ``copy.copy``, is watched by the same kit)."""
 
-    @property
-    def trace_policy(self) -> Any:  # type: ignore[override]
-        return getattr(self.wrapped, "trace_policy", None)
 
-    @property
-    def transformers(self) -> Any:  # type: ignore[override]
-        return getattr(self.wrapped, "transformers", ())
+def _watcher(middleware: Any) -> Watcher | None:
+    """The watcher of a watched middleware's hook call (None: no kit, e.g. an
+    instance its class made without :func:`watched`: it runs unwatched)."""
+    kit = vars(middleware).get(_KIT)
+    return None if kit is None else Watcher(kit, middleware)
 
-    def __repr__(self) -> str:
-        return f"watched({self.wrapped!r})"
+
+def watched_by(middleware: Any) -> StepContext | None:
+    """The kit that watches ``middleware`` (None: not watched)."""
+    if getattr(type(middleware), "__seamscope_watches__", None) is None:
+        return None
+    kit = vars(middleware).get(_KIT)
+    return kit if isinstance(kit, StepContext) else None
 
 
 def _runtime(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     return kwargs.get("runtime", args[0] if args else None)
 
 
-def _node_hook(hook: str) -> Callable[..., Any]:
+def _node_hook(hook: str, original: Callable[..., Any]) -> Callable[..., Any]:
     if hook in _ASYNC_NODE_HOOKS:
 
-        async def anode(self: Watcher, state: Any, *args: Any, **kwargs: Any) -> Any:
-            watch = _NodeWatch(self, state, _runtime(args, kwargs), hook)
+        async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+            watcher = _watcher(self)
+            if watcher is None:
+                return await original(self, state, *args, **kwargs)
+            watch = _NodeWatch(watcher, state, _runtime(args, kwargs), hook)
             watch.enter()
             try:
-                update = await getattr(self.wrapped, hook)(state, *args, **kwargs)
+                update = await original(self, state, *args, **kwargs)
             finally:
                 watch.exit()
             watch.done(update)
@@ -582,11 +584,14 @@ def _node_hook(hook: str) -> Callable[..., Any]:
 
         return anode
 
-    def node(self: Watcher, state: Any, *args: Any, **kwargs: Any) -> Any:
-        watch = _NodeWatch(self, state, _runtime(args, kwargs), hook)
+    def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        watcher = _watcher(self)
+        if watcher is None:
+            return original(self, state, *args, **kwargs)
+        watch = _NodeWatch(watcher, state, _runtime(args, kwargs), hook)
         watch.enter()
         try:
-            update = getattr(self.wrapped, hook)(state, *args, **kwargs)
+            update = original(self, state, *args, **kwargs)
         finally:
             watch.exit()
         watch.done(update)
@@ -595,9 +600,12 @@ def _node_hook(hook: str) -> Callable[..., Any]:
     return node
 
 
-def _wrap_model_call() -> Callable[..., Any]:
-    def wrap_model_call(self: Watcher, request: Any, handler: Callable[[Any], Any]) -> Any:
-        watch = _ModelWatch(self, request)
+def _wrap_model_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap_model_call(self: Any, request: Any, handler: Callable[[Any], Any]) -> Any:
+        watcher = _watcher(self)
+        if watcher is None:
+            return original(self, request, handler)
+        watch = _ModelWatch(watcher, request)
 
         def inward(req: Any) -> Any:
             watch.inward(req)
@@ -612,7 +620,7 @@ def _wrap_model_call() -> Callable[..., Any]:
 
         watch.enter()
         try:
-            response = self.wrapped.wrap_model_call(request, inward)
+            response = original(self, request, inward)
         except BaseException as exc:
             watch.exit()
             watch.done(exc)
@@ -624,11 +632,14 @@ def _wrap_model_call() -> Callable[..., Any]:
     return wrap_model_call
 
 
-def _awrap_model_call() -> Callable[..., Any]:
+def _awrap_model_call(original: Callable[..., Any]) -> Callable[..., Any]:
     async def awrap_model_call(
-        self: Watcher, request: Any, handler: Callable[[Any], Awaitable[Any]]
+        self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]
     ) -> Any:
-        watch = _ModelWatch(self, request)
+        watcher = _watcher(self)
+        if watcher is None:
+            return await original(self, request, handler)
+        watch = _ModelWatch(watcher, request)
 
         async def inward(req: Any) -> Any:
             watch.inward(req)
@@ -643,7 +654,7 @@ def _awrap_model_call() -> Callable[..., Any]:
 
         watch.enter()
         try:
-            response = await self.wrapped.awrap_model_call(request, inward)
+            response = await original(self, request, inward)
         except BaseException as exc:
             watch.exit()
             watch.done(exc)
@@ -655,9 +666,12 @@ def _awrap_model_call() -> Callable[..., Any]:
     return awrap_model_call
 
 
-def _wrap_tool_call() -> Callable[..., Any]:
-    def wrap_tool_call(self: Watcher, request: Any, handler: Callable[[Any], Any]) -> Any:
-        watch = _ToolWatch(self, request)
+def _wrap_tool_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap_tool_call(self: Any, request: Any, handler: Callable[[Any], Any]) -> Any:
+        watcher = _watcher(self)
+        if watcher is None:
+            return original(self, request, handler)
+        watch = _ToolWatch(watcher, request)
 
         def inward(req: Any) -> Any:
             watch.called = True
@@ -666,7 +680,7 @@ def _wrap_tool_call() -> Callable[..., Any]:
 
         watch.enter()
         try:
-            result = self.wrapped.wrap_tool_call(request, inward)
+            result = original(self, request, inward)
         finally:
             watch.exit()
         watch.done(result)
@@ -675,11 +689,14 @@ def _wrap_tool_call() -> Callable[..., Any]:
     return wrap_tool_call
 
 
-def _awrap_tool_call() -> Callable[..., Any]:
+def _awrap_tool_call(original: Callable[..., Any]) -> Callable[..., Any]:
     async def awrap_tool_call(
-        self: Watcher, request: Any, handler: Callable[[Any], Awaitable[Any]]
+        self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]
     ) -> Any:
-        watch = _ToolWatch(self, request)
+        watcher = _watcher(self)
+        if watcher is None:
+            return await original(self, request, handler)
+        watch = _ToolWatch(watcher, request)
 
         async def inward(req: Any) -> Any:
             watch.called = True
@@ -688,7 +705,7 @@ def _awrap_tool_call() -> Callable[..., Any]:
 
         watch.enter()
         try:
-            result = await self.wrapped.awrap_tool_call(request, inward)
+            result = await original(self, request, inward)
         finally:
             watch.exit()
         watch.done(result)
@@ -697,7 +714,7 @@ def _awrap_tool_call() -> Callable[..., Any]:
     return awrap_tool_call
 
 
-_WRAP_HOOKS: dict[str, Callable[[], Callable[..., Any]]] = {
+_WRAP_HOOKS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
     "wrap_model_call": _wrap_model_call,
     "awrap_model_call": _awrap_model_call,
     "wrap_tool_call": _wrap_tool_call,
@@ -706,21 +723,21 @@ _WRAP_HOOKS: dict[str, Callable[[], Callable[..., Any]]] = {
 
 
 @functools.lru_cache(maxsize=256)
-def _watcher_class(cls: type) -> type[Watcher]:
-    """The watcher class for middlewares of ``cls``: it overrides exactly the
-    hooks ``cls`` overrides, each carrying the original's signature and
+def _watched_class(cls: type) -> type:
+    """``cls`` watched: a subclass of the same name, module and qualified name
+    that overrides exactly the hooks ``cls`` overrides, each calling the
+    original with the same arguments, with its signature and
     ``__can_jump_to__`` (what ``create_agent`` reads to build the graph).
 
     The hook list is the installed ``AgentMiddleware``'s (read at run time);
     raises :class:`_Unwatchable` for a class overriding a hook the watcher
-    does not know, or when ``AgentMiddleware`` has an attribute the watcher
-    does not forward: a copy would silently drop it."""
-    unknown_attributes = sorted(framework_attributes() - FORWARDED)
-    if unknown_attributes:
-        raise _Unwatchable(
-            f"AgentMiddleware has attributes seamscope does not forward: {unknown_attributes}"
-        )
-    namespace: dict[str, Any] = {"__module__": __name__, "__doc__": Watcher.__doc__}
+    does not know."""
+    namespace: dict[str, Any] = {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+        "__seamscope_watches__": cls,
+    }
     for hook in framework_hooks():
         original = getattr(cls, hook, None)
         if original is None or original is getattr(AgentMiddleware, hook):
@@ -728,30 +745,37 @@ def _watcher_class(cls: type) -> type[Watcher]:
         if hook not in KNOWN_HOOKS:
             raise _Unwatchable(f"it overrides {hook}, a hook seamscope does not know")
         make = _WRAP_HOOKS.get(hook)
-        function = make() if make is not None else _node_hook(hook)
-        if make is None:
-            with contextlib.suppress(TypeError, ValueError):
-                function.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
+        function = make(original) if make is not None else _node_hook(hook, original)
+        with contextlib.suppress(TypeError, ValueError):
+            function.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
         jump = getattr(original, "__can_jump_to__", None)
         if jump is not None:
             function.__can_jump_to__ = jump  # type: ignore[attr-defined]
         function.__name__ = hook
-        function.__qualname__ = f"Watched{cls.__name__}.{hook}"
+        function.__qualname__ = f"{cls.__qualname__}.{hook}"
         namespace[hook] = function
-    return type(f"Watched{cls.__name__}", (Watcher,), namespace)
+    return type(cls.__name__, (cls,), namespace)
 
 
 def watched(kit: StepContext, middleware: AgentMiddleware[Any, Any, Any]) -> Any:
-    """``middleware`` behind a watcher; itself, unwatched, when no exact watcher
-    can be built for its class (one warning naming it: a hook or attribute
-    of the installed LangChain the watcher does not know), or when building
-    one fails: seamscope never changes the agent."""
-    cls: Any = type(middleware)
+    """``middleware`` itself, watched by ``kit``: its class becomes
+    :func:`_watched_class` of its class (same name, hooks, signatures and
+    jumps: ``isinstance`` checks, ``copy``, and every attribute the framework
+    reads or sets on it are its own, so a framework that configures its
+    instances, as Deep Agents copies an agent's permissions onto its
+    ``FilesystemMiddleware``, configures it as it would unwatched). It stays
+    unwatched when no exact watched class can be built for its class (one
+    warning naming it: a hook of the installed LangChain the watcher does not
+    know), or when watching it fails: seamscope never changes the agent."""
+    cls: Any = getattr(type(middleware), "__seamscope_watches__", None) or type(middleware)
     try:
-        return _watcher_class(cls)(kit, middleware)
+        watching = _watched_class(cls)
+        vars(middleware)[_KIT] = kit
+        if type(middleware) is not watching:
+            middleware.__class__ = watching
     except _Unwatchable as exc:
         _warn_unwatched(cls, str(exc))
-        return middleware
     except Exception:
+        vars(middleware).pop(_KIT, None)
         failed("langchain.watch")
-        return middleware
+    return middleware
