@@ -56,7 +56,12 @@ Hook points (all public; nothing in the SDK is patched)
   turn's agent and replaces each offloaded tool output by its stub in what
   the model is sent. The history, the session and ``to_input_list()`` keep
   the full text, and the stub is put back, by call id, on every later model
-  call of the conversation (next runs too).
+  call of the conversation (next runs too). When yours is the SDK's
+  ``ToolOutputTrimmer``, each output it replaced by a preview (read from
+  what it returned) is a compaction (``tool_output_trimmer``) the ledger
+  follows like an offload: carried by every later call whose input holds
+  the preview, re-read by a later call of the same tool with the same
+  arguments (docs/adapters/openai-agents.md).
 * ``RunHooks`` (yours are called after seamscope's): ``on_tool_start`` /
   ``on_tool_end`` hold an ``execute_tool {tool}`` span per function tool
   call; after it, a text result of at least the gate's threshold (chars / 4)
