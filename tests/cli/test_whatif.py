@@ -170,13 +170,20 @@ def test_a_newly_fired_offload_is_expected_with_a_range_from_its_recall(
     assert 0 == code
     [conv, total] = rows
     rate = Decimal("2.5") / 1_000_000  # gpt-4o input; the unpriced call counts nothing
-    no_recall = 2 * (20_000 - 80) * rate
-    hop = 12_500 * rate + 250 * Decimal(10) / 1_000_000
+    # the stub the loop sends for it (an id of the gate's default 16 characters)
+    stub = (
+        "[offloaded 0000000000000000: 20000 tokens from get_logs; call recall_tool_result"
+        "(offload_id='0000000000000000') to re-expand]"
+    )
+    per_call = (20_000 - Decimal(len(stub)) / 4) * rate
+    no_recall = 2 * per_call
+    hop = 20_000 * rate + 250 * Decimal(10) / 1_000_000  # the whole output back in
     assert (1, 0) == (total["total"]["newly_fired"], total["total"]["recorded_fires"])
     assert ["get_logs"] == conv["newly_fired"]
     assert "0" == conv["counterfactual_exact_usd"]
     assert no_recall - Decimal("0.2") * hop == Decimal(conv["counterfactual_expected_usd"])
-    assert [no_recall - hop, no_recall] == [
+    # at worst recalled by the first later call (it carries no more), at best never
+    assert [per_call - hop, no_recall] == [
         Decimal(v) for v in conv["counterfactual_expected_range_usd"]
     ]
     assert "recorded" == conv["carried"]

@@ -143,7 +143,9 @@ def test_live_shadow_settlement_is_whatif_under_the_shadows_config(tmp_path: Pat
     assert ["hydrate_context", "fetch_data"] == [o.tool_name for o in first.offloads]
     assert ["export_report"] == [x.tool_name for x in first.settlements]
     assert first.exact_net_saving != first.realized_net_saving
-    assert first.expected_net_saving > 0
+    # the small outputs would lose: the stub the loop sends is longer than they are
+    low, high = first.expected_range
+    assert low <= first.expected_net_saving <= high < 0
 
 
 PRICING = PricingTable({"m": {"input": 1, "output": 5}})
@@ -175,7 +177,7 @@ def test_an_offload_only_the_shadow_fires_is_expected_from_its_recall_probabilit
     assert s == ledger.shadow_settlements[0]
     (new,) = s.offloads
     rate = Decimal(1) / 1_000_000
-    hop = 12_500 * rate + 250 * 5 * rate
+    hop = 10_000 * rate + 250 * 5 * rate  # a recall brings the whole output back
     assert ("search", 3, 3 * 10_000 * rate, 3 * 80 * rate, hop) == (
         new.tool_name,
         new.turns,
@@ -189,7 +191,8 @@ def test_an_offload_only_the_shadow_fires_is_expected_from_its_recall_probabilit
         s.exact_net_saving,
         s.expected_net_saving,
     )
-    assert (no_recall - hop, no_recall) == s.expected_range
+    # recalled by the first later call at worst (then it carries no more), never at best
+    assert ((10_000 - 80) * rate - hop, no_recall) == s.expected_range
     assert SettleTrigger.CONVERSATION_END is s.trigger
 
 
@@ -333,10 +336,10 @@ def test_explain_shows_each_conversations_shadow_settlement(tmp_path: Path) -> N
     assert first.exact_net_saving != first.realized_net_saving  # they disagree
     # the summary closes with one line per conversation: realized vs shadow
     assert [
-        "shadow conv-0: realized +$0.0228 vs shadow exact +$0.0858 + expected +$0.0005 "
-        "[+$0.0005, +$0.0005]",
-        "shadow conv-1: realized +$0.0228 vs shadow exact +$0.0858 + expected +$0.0005 "
-        "[+$0.0005, +$0.0005]",
+        "shadow conv-0: realized +$0.0228 vs shadow exact +$0.0858 + expected −$0.0011 "
+        "[−$0.0011, −$0.0001]",
+        "shadow conv-1: realized +$0.0228 vs shadow exact +$0.0858 + expected −$0.0011 "
+        "[−$0.0011, −$0.0001]",
     ] == [line for line in text if line.startswith("shadow ")]
     assert any(line.startswith("offload economics: predicted vs realized") for line in text)
     assert text[-2].startswith("shadow conv-0:") and text[-1].startswith("shadow conv-1:")

@@ -15,15 +15,21 @@ Two real ledgers follow the conversation's recorded course (see ``_course``):
 
 An offload that *newly* fires has no recorded recall (it never existed), so
 its value is **expected**: every later accounted model call of the
-conversation would have carried its stub (saving its tokens at that call's
-input rate, paying the stub's), and a recall hop (the gate's own recall
-sizes at the gate model's rates) happens with the recall probability::
+conversation would have carried its stub (the stub the loop would send for
+it; saving the output's tokens at that call's input rate, paying the
+stub's), and a recall, with the recall probability, brings the whole output
+back (``hop``: its tokens in, the gate's recall output out, at the gate
+model's rates) and ends the carrying::
 
     N        = sum over later calls (output_tokens - stub_tokens) * input_rate
-    expected = N - p * hop          range [N - hop, N]  (recalled once, or never)
+    S_k      = that sum over the first k later calls (S_K = N)
+    expected = N - p * hop          range [min(min S_k - hop, N), max(max S_k - hop, N)]
+                                    (recalled by call k, or never)
 
-What a recall would change after it (the carry stopping, the prompt cache)
-is not modelled for those. Compactions are a framework's decision, not the
+and 0 with no later call (nothing carried, nothing to recall). The expected
+value charges the hop without cutting the carry short (an upper estimate
+within the range); the prompt cache is not modelled for those. The live
+ledger's shadow settlement follows the same rule. Compactions are a framework's decision, not the
 gate's: they settle as recorded (exact, at the counterfactual prices) and
 only their prediction is priced again.
 """
@@ -59,6 +65,7 @@ from seamscope.decisions.records import (
     Settlement,
     SettleTrigger,
 )
+from seamscope.loop._stub import unsent_stub_tokens
 
 __all__ = [
     "GateConfig",
@@ -137,13 +144,27 @@ def _inputs(gate: Gate, cfg: GateConfig) -> OffloadGateInputs:
 
 @dataclass(slots=True)
 class NewOffload:
-    """An offload that would newly fire: its expected value from the later calls."""
+    """An offload that would newly fire: its expected value from the later calls.
+
+    ``stub``: the stub the loop would send for it
+    (:func:`~seamscope.loop._stub.unsent_stub_tokens`); ``hop``: one recall of it
+    at its real size (the output's tokens in, the gate's recall output out, at
+    the gate model's rates). A recall is emitted by a model call and ends the
+    carrying, so the range runs over a recall by any later call (the running
+    net before it, minus the hop: ``partial_low``/``partial_high`` are the
+    lowest and highest running nets) and no recall (``no_recall``); with no
+    later call nothing is carried nor recalled (0). The same rule as the live
+    ledger's shadow (:class:`~seamscope.decisions.records.ShadowOffload`).
+    """
 
     gate: Gate
     decision: OffloadGateDecision
     hop: Decimal
+    stub: float = DEFAULT_STUB_TOKENS
     savings: Decimal = _ZERO
     stub_cost: Decimal = _ZERO
+    partial_low: Decimal = _ZERO
+    partial_high: Decimal = _ZERO
     turns: int = 0
     open: bool = True
 
@@ -153,13 +174,17 @@ class NewOffload:
 
     @property
     def expected(self) -> Decimal:
-        from seamscope.decisions._pricing import to_decimal
-
+        if not self.turns:
+            return _ZERO
         return self.no_recall - to_decimal(self.decision.recall_probability) * self.hop
 
     @property
     def low(self) -> Decimal:
-        return self.no_recall - self.hop
+        return min(self.partial_low - self.hop, self.no_recall) if self.turns else _ZERO
+
+    @property
+    def high(self) -> Decimal:
+        return max(self.partial_high - self.hop, self.no_recall) if self.turns else _ZERO
 
 
 @dataclass(slots=True)
@@ -197,7 +222,7 @@ class Replay:
 
     @property
     def counterfactual_high_usd(self) -> Decimal:
-        return sum((n.no_recall for n in self.newly_fired), _ZERO)
+        return sum((n.high for n in self.newly_fired), _ZERO)
 
     def mismatches(self, tolerance: float = 1e-9) -> list[str]:
         """Offload ids whose re-settled net differs from the recorded settle span."""
@@ -319,8 +344,15 @@ def replay(
                 rate = quote.price.input_rate
                 for new in out.newly_fired:
                     if new.open:
-                        new.savings += Decimal(repr(new.gate.output_tokens)) * rate
-                        new.stub_cost += to_decimal(new.decision.stub_tokens) * rate
+                        saving = Decimal(repr(new.gate.output_tokens)) * rate
+                        stub = to_decimal(new.stub) * rate
+                        new.savings += saving
+                        new.stub_cost += stub
+                        running = new.savings - new.stub_cost
+                        if not new.turns or running < new.partial_low:
+                            new.partial_low = running
+                        if not new.turns or running > new.partial_high:
+                            new.partial_high = running
                         new.turns += 1
         elif type(ev) is Gate:
             _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing, stubs)
@@ -418,9 +450,10 @@ def _gate(
         return
     quote = counterfactual_pricing.lookup(ev.model)
     hop = _ZERO
-    if quote is not None:
+    if quote is not None:  # a recall brings the whole output back: its real size
         hop = (
-            Decimal(changed.recall_input_tokens) * quote.price.input_rate
+            Decimal(repr(ev.output_tokens)) * quote.price.input_rate
             + Decimal(changed.recall_output_tokens) * quote.price.output_rate
         )
-    out.newly_fired.append(NewOffload(ev, decision, hop))
+    stub = unsent_stub_tokens(decision, ev.tool or "")
+    out.newly_fired.append(NewOffload(ev, decision, hop, stub))

@@ -76,10 +76,12 @@ re-settles a recorded conversation under the shadow's configuration:
   behaviour, but not the offloads only the live gate fired (their output
   would have stayed in the prompt): **exact**;
 * an offload only the shadow would have fired is carried by every later
-  model call of the conversation (its output's tokens saved, the shadow's
-  stub paid, at that call's input rate); its recall never happened, so one
-  recall hop at the shadow's recall probability is **expected**, within
-  [recalled once, never] (what a recall would change after it is not
+  model call of the conversation (its output's tokens saved, the stub the
+  loop would send paid, at that call's input rate; ``record_offload``'s
+  ``stub_tokens``, else the shadow's configured size); its recall never
+  happened, so one recall of the whole output at the shadow's recall
+  probability is **expected**, within the worst and best of a recall by
+  any later call (which ends the carrying) or none (the cache is not
   modelled);
 
 and when the conversation's live offloads settle, a
@@ -168,6 +170,8 @@ class _ShadowNew:  # an offload only the shadow fires: its expected value so far
     savings: Decimal = _ZERO
     stub_cost: Decimal = _ZERO
     turns: int = 0
+    partial_low: Decimal = _ZERO  # the lowest / highest running net over later calls
+    partial_high: Decimal = _ZERO
 
     def frozen(self) -> ShadowOffload:
         return ShadowOffload(
@@ -179,6 +183,8 @@ class _ShadowNew:  # an offload only the shadow fires: its expected value so far
             self.stub_cost,
             self.hop,
             self.turns,
+            self.partial_low,
+            self.partial_high,
         )
 
 
@@ -546,7 +552,7 @@ class OffloadLedger:
         if not decision.fire or not decision.offload_id:
             if shadow is not None and shadow.fire:
                 key = _key("record_offload", conversation_id)
-                self._shadow_only(key, decision, shadow, tool_name)
+                self._shadow_only(key, decision, shadow, tool_name, stub_tokens)
             return
         conversation_id = _key("record_offload", conversation_id)
         offload = _Offload(
@@ -590,20 +596,23 @@ class OffloadLedger:
         decision: OffloadGateDecision,
         shadow: ShadowVerdict,
         tool_name: str | None,
+        stub_tokens: float | None = None,
     ) -> None:
-        """Follow an offload only the shadow would have fired (expected value)."""
+        """Follow an offload only the shadow would have fired (expected value):
+        carried at ``stub_tokens`` (the stub the loop would send; None: the
+        shadow's configured size), recalled at its real size."""
         price = self._price(decision.model_name)
         hop = _ZERO
-        if price is not None:
+        if price is not None:  # a recall brings the whole output back
             hop = (
-                shadow.recall_input_tokens * price.input_rate
+                to_decimal(decision.output_tokens) * price.input_rate
                 + shadow.recall_output_tokens * price.output_rate
             )
         new = _ShadowNew(
             decision.model_name,
             tool_name,
             decision.output_tokens,
-            to_decimal(shadow.stub_tokens),
+            to_decimal(shadow.stub_tokens if stub_tokens is None else stub_tokens),
             shadow.recall_probability,
             hop,
         )
@@ -721,8 +730,15 @@ class OffloadLedger:
                 _account(conv.shadow, price, usage, carried_ids)
             if conv.shadow_new and price is not None:
                 for new in conv.shadow_new:
-                    new.savings += to_decimal(new.output_tokens) * price.input_rate
-                    new.stub_cost += new.stub_tokens * price.input_rate
+                    saving = to_decimal(new.output_tokens) * price.input_rate
+                    stub_cost = new.stub_tokens * price.input_rate
+                    new.savings += saving
+                    new.stub_cost += stub_cost
+                    running = new.savings - new.stub_cost
+                    if not new.turns or running < new.partial_low:
+                        new.partial_low = running
+                    if not new.turns or running > new.partial_high:
+                        new.partial_high = running
                     new.turns += 1
             written = conv.store
             deltas = [] if before is None else _deltas(before, conv)

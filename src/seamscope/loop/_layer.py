@@ -96,7 +96,7 @@ from seamscope.decisions.records import (
     StoredOffload,
     tool_name,
 )
-from seamscope.loop._stub import offload_stub
+from seamscope.loop._stub import offload_stub, unsent_stub_tokens
 from seamscope.loop._tokens import estimate_tokens
 from seamscope.telemetry import conventions as c
 
@@ -701,7 +701,7 @@ class Iteration:
                 link=link,
                 stub_tokens=estimate_tokens(offload_stub(decision, call.name))
                 if decision.fire
-                else None,
+                else unsent_stub_tokens(decision, call.name),  # the shadow's, if it fires
                 tool_name=call.name,
                 store=turn.store if isinstance(output, str) else None,
             )

@@ -377,11 +377,15 @@ class ShadowOffload:
     conversation's real course (exact Decimal USD for its parts).
 
     Every later model call of the conversation would have carried its stub:
-    ``savings`` its output's tokens and ``stub_carry_cost`` the shadow's stub
-    tokens, both at that call's input rate, over ``turns`` calls. Its recall
-    never happened, so it is not known: one hop (``recall_hop_cost``, the
-    shadow's recall sizes at the model's rates) at the shadow's
-    ``recall_probability`` is **expected**, within [recalled once, never].
+    ``savings`` its output's tokens and ``stub_carry_cost`` the stub the loop
+    would send, both at that call's input rate, over ``turns`` calls. Its recall
+    never happened, so it is not known: one hop (``recall_hop_cost``: the whole
+    output back in, the shadow's recall output out, at the model's rates) at the
+    shadow's ``recall_probability`` is **expected**. A recall is emitted by a
+    model call and ends the carrying, so the range runs over a recall by any
+    later call (what the calls before it saved, minus the hop: the lowest and
+    highest such running net are ``partial_low`` and ``partial_high``) and no
+    recall at all (``no_recall``); with no later call, 0.
     """
 
     model: str
@@ -392,6 +396,10 @@ class ShadowOffload:
     stub_carry_cost: Decimal = _ZERO
     recall_hop_cost: Decimal = _ZERO
     turns: int = 0
+    partial_low: Decimal = _ZERO
+    """The lowest running net (saving minus stub) over the first k later calls."""
+    partial_high: Decimal = _ZERO
+    """The highest running net over the first k later calls."""
 
     @property
     def no_recall(self) -> Decimal:
@@ -400,14 +408,25 @@ class ShadowOffload:
 
     @property
     def expected_net_saving(self) -> Decimal:
+        if not self.turns:
+            return _ZERO  # no later call: nothing carried, nothing to recall
         p = self.recall_probability  # exact, as the pricing's to_decimal reads it
         exact_p = Decimal(repr(p)) if isinstance(p, float) else Decimal(p)
         return self.no_recall - exact_p * self.recall_hop_cost
 
     @property
     def low(self) -> Decimal:
-        """The net if it were recalled once (the range's bottom)."""
-        return self.no_recall - self.recall_hop_cost
+        """The range's bottom: the worst of a recall by any later call, or none."""
+        if not self.turns:
+            return _ZERO
+        return min(self.partial_low - self.recall_hop_cost, self.no_recall)
+
+    @property
+    def high(self) -> Decimal:
+        """The range's top: the best of a recall by any later call, or none."""
+        if not self.turns:
+            return _ZERO
+        return max(self.partial_high - self.recall_hop_cost, self.no_recall)
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,5 +467,5 @@ class ShadowSettlement:
     def expected_range(self) -> tuple[Decimal, Decimal]:
         return (
             sum((o.low for o in self.offloads), _ZERO),
-            sum((o.no_recall for o in self.offloads), _ZERO),
+            sum((o.high for o in self.offloads), _ZERO),
         )
