@@ -903,7 +903,7 @@ SNIPPET_PAGE = "docs/adapters/openai-agents.md"
 def _readme_snippet() -> str:
     text = (Path(__file__).parents[2] / SNIPPET_PAGE).read_text(encoding="utf-8")
     # the example with OpenAI's models (the page's first one runs offline, scripted)
-    section = text.split("## With OpenAI's models", 1)[1]
+    section = text.split("## With OpenAI's models", 1)[1].split("\n## ", 1)[0]
     [block] = re.findall(r"```python\n(.*?)```", section, re.S)
     return block
 
