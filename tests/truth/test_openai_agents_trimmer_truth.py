@@ -76,14 +76,21 @@ def totals(reader: InMemoryMetricReader, name: str, **where: str) -> dict[tuple[
     return found
 
 
-def converse(runner: SeamscopeRunner, agent: Agent[Any], session: str, *asks: str) -> None:
+def converse(
+    runner: SeamscopeRunner, agent: Agent[Any], session: str, *asks: str, streamed: bool = False
+) -> None:
     """One run per ask on one session, each with the caller's trimmer."""
     config = RunConfig(call_model_input_filter=ToolOutputTrimmer(recent_turns=1))
 
     async def go() -> None:
         memory = SQLiteSession(session)
         for ask in asks:
-            await runner.run(agent, ask, session=memory, run_config=config)
+            if streamed:
+                result = runner.run_streamed(agent, ask, session=memory, run_config=config)
+                async for _ in result.stream_events():
+                    pass
+            else:
+                await runner.run(agent, ask, session=memory, run_config=config)
 
     asyncio.run(go())
 
@@ -99,7 +106,7 @@ def held(log: list[ModelCall], call_id: str) -> list[str | int | None]:
 
 
 def _record(
-    path: Path, tracer_provider: TracerProvider, meter_provider: Any
+    path: Path, tracer_provider: TracerProvider, meter_provider: Any, *, streamed: bool = False
 ) -> tuple[DecisionLayer, list[ModelCall], Toolbox]:
     """The five-call conversation of the first test, exported to ``path`` too."""
     tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
@@ -122,11 +129,14 @@ def _record(
     box = Toolbox()
     runner = SeamscopeRunner(layer, offload=False)
     agent = Agent(name=AGENT, model=models[OPUS], tools=[box.tools()["big_report"]])
-    converse(runner, agent, "trim-1", "the q3 report", "and churn?", "the full numbers")
+    asks = ("the q3 report", "and churn?", "the full numbers")
+    converse(runner, agent, "trim-1", *asks, streamed=streamed)
     return layer, log, box
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
 def test_a_trim_saves_on_every_later_call_until_the_model_runs_the_tool_again(
+    streamed: bool,
     tmp_path: Path,
     span_exporter: InMemorySpanExporter,
     tracer_provider: TracerProvider,
@@ -161,7 +171,7 @@ def test_a_trim_saves_on_every_later_call_until_the_model_runs_the_tool_again(
     $0.46396875.
     """
     path = tmp_path / "trace.jsonl"
-    layer, log, box = _record(path, tracer_provider, meter_provider)
+    layer, log, box = _record(path, tracer_provider, meter_provider, streamed=streamed)
     settlements = layer.end_conversation("trim-1")
     tracer_provider.force_flush()
 

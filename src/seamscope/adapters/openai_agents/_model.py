@@ -528,13 +528,17 @@ class RoutedModel(Model):
     def _completed(
         self, plan: _Plan, held: tuple[ChatCall, Invocation] | None, event: ResponseCompletedEvent
     ) -> ResponseCompletedEvent:
-        """The final event: usage on the chat span, which ends; then the POST seam."""
-        self._report(
-            plan,
-            None if held is None else held[0],
-            event.response.usage,
-            getattr(event.response, "model", None),
-        )
+        """The final event: usage on the chat span, which ends; then the POST seam.
+        The chat span is current while the usage is reported, as in
+        ``get_response``: the ledger's account of the call (what its input
+        carried) goes on it."""
+        with attached(self.run.otel if held is None else held[1].context):
+            self._report(
+                plan,
+                None if held is None else held[0],
+                event.response.usage,
+                getattr(event.response, "model", None),
+            )
         if held is not None:
             held[1].stop()
         output = self._post(plan, list(event.response.output))
