@@ -669,3 +669,33 @@ def test_the_structured_answer_is_recorded_never_run_and_never_redirected(
     assert any(
         "Weather structured output: consumed, no tool run" in line for line in out.splitlines()
     )
+
+
+def test_a_middleware_shared_by_two_agents_is_watched_by_both(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """One middleware instance, two agents, a SeamscopeMiddleware each: both
+    build and run, and each agent's trace has its own decision."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    class OnlyLookup(AgentMiddleware[Any, Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request.override(tools=request.tools[:1]))
+
+    shared = OnlyLookup()
+    traces = []
+    for _ in range(2):
+        seamscope = SeamscopeMiddleware(make_layer(tracer_provider, None))
+        models, log = scripted_models([OPUS], [ai(text="ok")])
+        agent = create_agent(models[OPUS], Toolbox().tools(), middleware=seamscope.watching(shared))
+        agent.invoke({"messages": [HumanMessage("hi")]})
+        assert 1 == len(log[0].tools or [])
+        decisions = [
+            s
+            for s in span_exporter.get_finished_spans()
+            if (s.attributes or {}).get(c.ATTR_MIDDLEWARE_NAME) == "OnlyLookup"
+        ]
+        traces.append([s.context.trace_id for s in decisions if s.context is not None])
+        span_exporter.clear()
+    assert [1, 1] == [len(t) for t in traces]
+    assert traces[0] != traces[1]

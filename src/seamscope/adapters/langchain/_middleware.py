@@ -39,7 +39,7 @@ from seamscope.adapters.langchain._steps import (
     ToolStep,
 )
 from seamscope.adapters.langchain._stubs import Decided, recall_spec
-from seamscope.adapters.langchain._watch import watched, watched_by
+from seamscope.adapters.langchain._watch import watched
 from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import OffloadStore
@@ -201,8 +201,8 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         middleware with tool hooks gives this one tool hooks too (LangChain's
         graph and checks are already those of an agent with tool hooks).
         Raises ValueError for an argument that is not a LangChain
-        ``AgentMiddleware`` (or is seamscope's own), or that another
-        ``SeamscopeMiddleware`` watches.
+        ``AgentMiddleware`` (or is seamscope's own). A middleware instance
+        shared by agents may be watched by each one's middleware.
         """
         for position, middleware in enumerate(middlewares, start=1):
             if not isinstance(middleware, AgentMiddleware) or isinstance(
@@ -211,13 +211,6 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 raise ValueError(
                     f"SeamscopeMiddleware.watching: argument {position} must be a LangChain "
                     f"AgentMiddleware other than seamscope's own, got {type(middleware).__name__}"
-                )
-            watcher = watched_by(middleware)
-            if watcher is not None and watcher is not self.kit:
-                raise ValueError(
-                    f"SeamscopeMiddleware.watching: argument {position} "
-                    f"({type(middleware).__name__}) is watched by another SeamscopeMiddleware: "
-                    "give each agent its own middleware instances"
                 )
         if self._tail is None:
             self._tail = _ModelTail(self)

@@ -70,7 +70,6 @@ __all__ = [
     "Watcher",
     "framework_hooks",
     "watched",
-    "watched_by",
 ]
 
 _K = MiddlewareDecisionKind
@@ -88,6 +87,7 @@ KNOWN_HOOKS = frozenset(
     )
 )
 """The hooks a watcher knows how to watch (and forward)."""
+
 
 def framework_hooks() -> tuple[str, ...]:
     """The hooks of the installed LangChain: ``AgentMiddleware``'s public methods,
@@ -160,7 +160,7 @@ class _HookWatch:
         self.outside = base == "wrap_model_call" and not MODEL_STEP.get()
         create = base in ("before_agent", "before_model") or self.outside
         try:
-            self.run, _ = watcher.kit.runs.for_hook(state, runtime, create=create)
+            self.run = watcher.run_for(state, runtime, create=create)
             if self.run is not None:
                 self.calls = DecisionCalls(self.run)
         except Exception:
@@ -245,7 +245,7 @@ class _ModelWatch(_HookWatch):
                 if self.outside:  # recorded in the iteration seamscope opens inside
                     with run.lock:
                         run.pending.append(functools.partial(self._later, run, request, name))
-                else:
+                elif it is not None:
                     self._first(run, it, request, name)
         except Exception:
             failed("langchain.watch.wrap_model_call")
@@ -525,41 +525,54 @@ class _NodeWatch(_HookWatch):
 
 
 class Watcher:
-    """What one call of a watched hook reads: seamscope's ``kit`` (the run
+    r"""What one call of a watched hook reads: seamscope's ``kit`` (the run
     registry, the compactions followed, the models and the layer) and the
     watched middleware itself (``wrapped``). The watcher records into the
     same runs as the seamscope middleware that watches it, never reading
-    that middleware itself."""
+    that middleware itself.
 
-    __slots__ = ("kit", "wrapped")
+    A middleware instance several ``SeamscopeMiddleware`` objects watch (one shared
+    by several agents) has a kit for each: a hook records with the one that
+    follows the run it belongs to, and opens no run itself."""
 
-    def __init__(self, kit: StepContext, wrapped: AgentMiddleware[Any, Any, Any]) -> None:
-        self.kit = kit
+    __slots__ = ("kit", "kits", "wrapped")
+
+    def __init__(
+        self, kits: tuple[StepContext, ...], wrapped: AgentMiddleware[Any, Any, Any]
+    ) -> None:
+        self.kits = kits
+        self.kit = kits[0]
         self.wrapped = wrapped
 
     @property
     def name(self) -> str:
         return str(self.wrapped.name)
 
+    def run_for(self, state: Any, runtime: Any, *, create: bool) -> Run | None:
+        """The run the hook belongs to (``create``: opened here when it is the
+        run's first hook, with one kit only); its kit becomes ``kit``."""
+        if len(self.kits) == 1:
+            run, _ = self.kit.runs.for_hook(state, runtime, create=create)
+            return run
+        for kit in self.kits:
+            run, _ = kit.runs.for_hook(state, runtime, create=False)
+            if run is not None:
+                self.kit = kit
+                return run
+        return None
 
-_KIT = "_seamscope_watched_by"
-"""The instance attribute of a watched middleware that holds seamscope's kit
-(a copy of the middleware, ``copy.copy``, is watched by the same kit)."""
+
+_KITS = "_seamscope_watched_by"
+"""The instance attribute of a watched middleware that holds the kits of the
+seamscope middlewares watching it (a copy of it, ``copy.copy``, is watched
+by the same ones)."""
 
 
 def _watcher(middleware: Any) -> Watcher | None:
     """The watcher of a watched middleware's hook call (None: no kit, e.g. an
     instance its class made without :func:`watched`: it runs unwatched)."""
-    kit = vars(middleware).get(_KIT)
-    return None if kit is None else Watcher(kit, middleware)
-
-
-def watched_by(middleware: Any) -> StepContext | None:
-    """The kit that watches ``middleware`` (None: not watched)."""
-    if getattr(type(middleware), "__seamscope_watches__", None) is None:
-        return None
-    kit = vars(middleware).get(_KIT)
-    return kit if isinstance(kit, StepContext) else None
+    kits = vars(middleware).get(_KITS)
+    return Watcher(kits, middleware) if kits else None
 
 
 def _runtime(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
@@ -770,12 +783,13 @@ def watched(kit: StepContext, middleware: AgentMiddleware[Any, Any, Any]) -> Any
     cls: Any = getattr(type(middleware), "__seamscope_watches__", None) or type(middleware)
     try:
         watching = _watched_class(cls)
-        vars(middleware)[_KIT] = kit
+        kits = vars(middleware).get(_KITS) or ()
+        if kit not in kits:
+            vars(middleware)[_KITS] = (*kits, kit)
         if type(middleware) is not watching:
             middleware.__class__ = watching
     except _Unwatchable as exc:
         _warn_unwatched(cls, str(exc))
     except Exception:
-        vars(middleware).pop(_KIT, None)
         failed("langchain.watch")
     return middleware
