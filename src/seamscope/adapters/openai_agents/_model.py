@@ -620,7 +620,7 @@ def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) 
             if run.hookless:
                 for call_id, output in translate.call_outputs(model_data.input):
                     run.close_tool(call_id, output)
-            trims = [] if trimmer is None else translate.trimmed(received, model_data.input)
+            trims = [] if trimmer is None else _trimmed(received, model_data.input)
             # a trimmed recall answer is seamscope's own offload leaving the prompt
             # again (its stub is carried), never a trim of its own
             answers = {t.call_id for t in trims if t.tool == RECALL_TOOL}
@@ -647,6 +647,16 @@ def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) 
             return model_data
 
     return call_model_input_filter
+
+
+def _trimmed(received: Any, returned: Any) -> list[Trimmed]:
+    """The outputs the trimmer trimmed; none when reading them fails (seamscope's
+    own stubbing of offloaded outputs goes on)."""
+    try:
+        return translate.trimmed(received, returned)
+    except Exception:
+        failed("openai_agents.tool_output_trimmer")
+        return []
 
 
 def error_formatter(run: Run, user: Callable[..., Any] | None) -> Any:
