@@ -19,7 +19,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any, TextIO
 
@@ -45,6 +45,7 @@ _INT_KEYS = ("threshold_tokens", "stub_tokens", "horizon", "recall_input_tokens"
              "recall_output_tokens")  # fmt: skip
 _KEYS = (*_INT_KEYS, "recall_probability")
 _PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+_FIELDS = tuple(f.name for f in fields(GateConfig))
 _ZERO = Decimal(0)
 
 _EPILOG = (
@@ -110,18 +111,25 @@ class Overrides:
     """The (tool, model) pairs of the gate calls read."""
 
     def resolve(self, gate: Gate, recorded: GateConfig) -> GateConfig:
-        cfg = replace(recorded, **self.gate) if self.gate else recorded
+        changes = self.gate
         if self.priors is not None:
             pair = (gate.tool or "", gate.model)
             self.seen.add(pair)
             prior = self.priors.lookup(gate.tool, gate.model)
             if prior is not None:
                 self.applied[pair] = self.applied.get(pair, 0) + 1
-                cfg = replace(
-                    cfg, horizon=prior.horizon, recall_probability=prior.recall_probability
-                )
+                changes = {
+                    **changes,
+                    "horizon": prior.horizon,
+                    "recall_probability": prior.recall_probability,
+                }
         tool = self.tools.get(gate.tool or "")
-        return replace(cfg, **tool) if tool else cfg
+        if tool:
+            changes = {**changes, **tool}
+        if not changes:
+            return recorded
+        # dataclasses.replace() without its checks: this runs once a gate call
+        return GateConfig(*[changes.get(name, getattr(recorded, name)) for name in _FIELDS])
 
     def compaction(self, ev: Compact) -> tuple[int, float]:
         return (
