@@ -36,6 +36,7 @@ from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from seamscope.adapters.langchain import SeamscopeMiddleware
+from seamscope.adapters.react import RECALL_TOOL
 from seamscope.adapters.symfonic import instrument_symfonic
 
 __all__ = ["ScriptedChat", "langchain_cases", "lc_tools", "symfonic_cases"]
@@ -275,7 +276,7 @@ def langchain_cases(sink: Sink) -> list[Case]:
             role=AGENT,
             scope={"tables": ["brand_sales"]},
         )
-        palette += [t.name for t in middleware.tools]  # the recall tool, routed to the role
+        palette.append(RECALL_TOOL)  # the recall tool, routed to the role
         agent = create_agent(opus, tools, middleware=[middleware])
         return invoker(agent, lambda: layer.end_conversation(CONVERSATION))
 

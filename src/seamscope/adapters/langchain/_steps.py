@@ -248,7 +248,7 @@ class ModelStep(_ModelCallStep):
                         mw, run, it, call, text, runtime, reread=False
                     ),
                 )
-                if self.written:
+                if any(new is not old for new, old in zip(messages, request.messages, strict=True)):
                     request = self.request = request.override(messages=messages)
             it = self.run.start_iteration(request.messages, request.state)
             self.iteration = it
