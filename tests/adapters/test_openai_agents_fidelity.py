@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,12 +38,15 @@ from agents.exceptions import ModelBehaviorError
 from agents.retry import ModelRetryAdvice, ModelRetryAdviceRequest, ModelRetryBackoffSettings
 from openai import AsyncOpenAI
 from openai.types.responses import ResponseErrorEvent, ResponseTextDeltaEvent
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from seamscope.adapters.openai_agents import SeamscopeRunner
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._model import RoutedModel
 from seamscope.adapters.openai_agents._run import Run, new_turn
+from seamscope.cli import main
 from seamscope.decisions import RolePaletteStage
 from seamscope.telemetry import conventions as c
 
@@ -478,13 +483,19 @@ def test_hosted_tools_go_through_selection(
     assert not [e for e in iteration.events if e.name == "seamscope.decisions.skipped"]
 
 
-def test_a_failed_plan_is_recorded_on_the_iteration(
-    span_exporter: InMemorySpanExporter, tracer_provider: Any, monkeypatch: pytest.MonkeyPatch
+def test_a_failed_plan_is_recorded_on_the_iteration_and_explain_says_so(
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("planning broke")
 
     monkeypatch.setattr(translate, "selected_tools", broken)
+    path = tmp_path / "trace.jsonl"
+    tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
     log: list[ModelCall] = []
     model = ScriptedModel(OPUS, [step(text("fine"))], log)
     runner = SeamscopeRunner(make_layer(tracer_provider))
@@ -498,6 +509,17 @@ def test_a_failed_plan_is_recorded_on_the_iteration(
     assert {c.ATTR_ERROR_TYPE: "RuntimeError", c.ATTR_ERROR_MESSAGE: "planning broke"} == dict(
         event.attributes or {}
     )
+    # where a user looks: explain's tree and its JSON
+    tracer_provider.force_flush()
+    capsys.readouterr()
+    assert 0 == main(["explain", str(path)])
+    tree = capsys.readouterr().out
+    assert "decisions skipped: RuntimeError while planning the model call" in tree
+    assert 0 == main(["explain", str(path), "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    [turn] = report["turns"] if isinstance(report, dict) else report
+    [it] = turn["iterations"]
+    assert {"error_type": "RuntimeError", "message": "planning broke"} == it["decisions_skipped"]
 
 
 def test_every_sdk_tool_kind_is_sendable() -> None:

@@ -345,6 +345,17 @@ def _decision(d: dict[str, Any]) -> list[Frag]:
 
 def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
     node = parent.add((f"iteration {_t(it.get('index'))}", "bold"))
+    skipped = it.get("decisions_skipped")
+    if skipped:
+        node.add(
+            ("decisions skipped", "red"),
+            (
+                f": {_t(skipped.get('error_type'))} while planning the model call; "
+                "no tool selection and no policy for it (the model call ran as the "
+                "framework made it)",
+                "",
+            ),
+        )
     sel = it.get("selection")
     if sel:
         head = f"  {len(sel['offered'])} offered → {len(sel['selected'])} selected"

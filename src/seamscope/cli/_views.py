@@ -165,6 +165,24 @@ def _events(span: SpanRecord, tree: TraceTree) -> Iterator[tuple[str, Values]]:
         yield name, Values(attrs, tree.problems, span, what=f"event {name} attribute")
 
 
+def _skipped(span: SpanRecord, tree: TraceTree) -> dict[str, Any] | None:
+    """Why an adapter made no decision for this iteration's model call (its
+    planning failed: no selection, no policy), from the iteration's
+    ``seamscope.decisions.skipped`` event; None when it made them."""
+    events = span.events
+    if type(events) is not list:
+        return None
+    for event in events:
+        if type(event) is dict and event.get("name") == c.EVENT_DECISIONS_SKIPPED:
+            items = event.get("attributes") or []
+            a = Values(dict(_pairs(items)) if type(items) is list else {}, tree.problems, span)
+            return {
+                "error_type": a.text(c.ATTR_ERROR_TYPE) or "error",
+                "message": a.text(c.ATTR_ERROR_MESSAGE),
+            }
+    return None
+
+
 def _pairs(items: list[Any]) -> Iterator[tuple[Any, Any]]:
     for item in items:
         if type(item) is dict and type(item.get("key")) is str:
@@ -362,6 +380,9 @@ def _iteration(
         "middleware": [],
         "error_type": a.text(c.ATTR_ERROR_TYPE),
     }
+    skipped = _skipped(span, tree)
+    if skipped is not None:
+        view["decisions_skipped"] = skipped
     for child in tree.kids.get(span.span_id, ()):
         name = child.name
         if _MIDDLEWARE in child.attributes:
