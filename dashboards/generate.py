@@ -1346,8 +1346,9 @@ OFFLOAD = Dashboard(
                     "Realized net saving by mechanism (USD/h)",
                     "Savings minus costs per hour of each mechanism: the offload gate "
                     "(seamscope_gate), a framework's context editing (cleared tool results), "
-                    "summarization and tool output trimming (the Agents SDK's "
-                    "ToolOutputTrimmer). Negative: that mechanism loses money.",
+                    "summarization, tool output trimming (the Agents SDK's "
+                    "ToolOutputTrimmer) and Deep Agents' evictions of large tool results "
+                    "(deepagents_eviction). Negative: that mechanism loses money.",
                     (
                         Query(
                             per_hour(

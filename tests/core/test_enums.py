@@ -59,6 +59,7 @@ PINNED: dict[str, dict[str, str]] = {
         "CONTEXT_EDITING": "context_editing",
         "SUMMARIZATION": "summarization",
         "TOOL_OUTPUT_TRIMMER": "tool_output_trimmer",
+        "DEEPAGENTS_EVICTION": "deepagents_eviction",
     },
     "MiddlewareDecisionKind": {
         "TOOL_SELECTION": "tool_selection",

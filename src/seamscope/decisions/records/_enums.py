@@ -155,6 +155,9 @@ class OffloadMechanism(enum.StrEnum):
     SUMMARIZATION = "summarization"
     TOOL_OUTPUT_TRIMMER = "tool_output_trimmer"
     """The Agents SDK's ``ToolOutputTrimmer`` replaced an old tool output by a preview."""
+    DEEPAGENTS_EVICTION = "deepagents_eviction"
+    """Deep Agents' ``FilesystemMiddleware`` wrote a large tool result to its
+    backend and replaced it by a head-and-tail preview and the file's path."""
 
 
 class MiddlewareDecisionKind(enum.StrEnum):
