@@ -9,18 +9,28 @@ Scripted chat models, Deep Agents' default state backend, no network.
 
 from __future__ import annotations
 
+import asyncio
+import json
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
-from opentelemetry.sdk.trace import ReadableSpan
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.langchain import SeamscopeMiddleware
+from seamscope.cli import main as cli
+from seamscope.decisions.records import OffloadMechanism, SettleTrigger
 from seamscope.telemetry import conventions as c
 
-from ._langchain_support import ai, scripted_models
+from ._langchain_support import ModelCall, ai, scripted_models
 
 deepagents = pytest.importorskip(
     "deepagents", reason="Deep Agents is not installed: pip install -e '.[test]'"
@@ -98,3 +108,396 @@ def test_a_watched_middleware_outside_seamscope_records_each_decision_in_its_mod
     assert [0, 1] == [_iteration_of(s, spans) for s in decisions]
     for span in decisions:
         assert "execute" in str((span.attributes or {}).get(c.ATTR_STAGE_DROPPED))
+
+
+# -- Deep Agents' evictions, priced -------------------------------------------------------
+
+EVICTED = "/large_tool_results/c1"  # where FilesystemMiddleware writes c1's result
+_LINES = ["y" * 99] * 1_200
+_LINES[599] = "TOTAL revenue 42".ljust(99, ".")
+REPORT = "\n".join(_LINES) + "\n"  # 120 000 chars: 30 000 tokens
+
+
+@tool
+def big_report(topic: str) -> str:
+    """Produce the full quarterly report."""
+    return REPORT
+
+
+def _eviction_script() -> list[Any]:
+    return [
+        ai(("big_report", {"topic": "q3"}, "c1"), usage=(1_000, 40, 0, 0)),
+        ai(
+            ("read_file", {"file_path": EVICTED, "offset": 0, "limit": 100}, "c2"),
+            usage=(2_000, 30, 0, 0),
+        ),
+        ai(
+            ("grep", {"pattern": "TOTAL", "path": "/large_tool_results"}, "c3"),
+            ("ls", {"path": "/large_tool_results"}, "c4"),
+            usage=(4_500, 20, 0, 0),
+        ),
+        ai(text="Q3 revenue totals 42.", usage=(5_000, 10, 0, 0)),
+    ]
+
+
+def _deep_agent(middleware: list[Any]) -> tuple[Any, list[ModelCall]]:
+    models, log = scripted_models([OPUS], _eviction_script())
+    agent = deepagents.create_deep_agent(
+        model=models[OPUS], tools=[big_report], middleware=middleware
+    )
+    return agent, log
+
+
+def _text_of(call: ModelCall, call_id: str) -> str | None:
+    for message in call.messages:
+        if isinstance(message, ToolMessage) and message.tool_call_id == call_id:
+            return str(message.content)
+    return None
+
+
+def _totals(reader: InMemoryMetricReader, name: str, **where: str) -> dict[tuple[Any, ...], float]:
+    data = reader.get_metrics_data()
+    found: dict[tuple[Any, ...], float] = {}
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != name:
+                    continue
+                for point in metric.data.data_points:
+                    a = dict(point.attributes or {})
+                    if all(a.get(k) == v for k, v in where.items()):
+                        rest = tuple(sorted((k, v) for k, v in a.items() if k not in where))
+                        found[rest] = round(float(point.value), 9)
+    return found
+
+
+def test_an_eviction_is_a_priced_compaction_its_file_reads_are_its_recalls(
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Thread ``deep-1``, seamscope's own gate off, Deep Agents' filesystem
+    watched where ``create_deep_agent`` puts it. Calls (input, output tokens;
+    no cache) and what each prompt held for c1 (big_report, 120 000 chars =
+    30 000 tokens):
+
+    1. (1 000, 40): nothing yet; emits big_report c1, whose result
+       FilesystemMiddleware writes to /large_tool_results/c1 and replaces by
+       a preview of P chars (the compaction ``deepagents_eviction:c1``).
+    2. (2 000, 30): the preview, carried; emits read_file of the first 100
+       lines of that file (c2): a recall of the slice's R2 chars, with this
+       call's 30 output tokens.
+    3. (4 500, 20): the preview, carried; emits grep of the directory (c3,
+       its output names the file: a recall of its R3 chars, with this call's
+       20 output tokens) and ls of it (c4: a listing reads nothing).
+    4. (5 000, 10): the preview, carried; answers.
+
+    Savings 3 x 30 000 x $5/M = $0.45; preview carry 3 x P/4 x $5/M; recalls
+    (R2 + R3)/4 x $5/M + 50 x $25/M. Predicted (the gate's formula, H=5,
+    p=0.5): 30 000 x 5 x $5/M - P/4 x 5 x $5/M - 0.5 x (12 500 x $5/M + 250 x
+    $25/M).
+    """
+    path = tmp_path / "deep-trace.jsonl"
+    tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    layer = DecisionLayer(
+        default_model=OPUS,
+        agent_name="deep",
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
+    seamscope = SeamscopeMiddleware(layer, offload=False)
+    agent, log = _deep_agent(seamscope.watching(FilesystemMiddleware()))
+    out = agent.invoke(
+        {"messages": [HumanMessage("the q3 report")]},
+        config={"configurable": {"thread_id": "deep-1"}},
+    )
+    settlements = layer.end_conversation("deep-1")
+
+    # ground truth: what Deep Agents wrote and what each prompt really held
+    assert REPORT == out["files"][EVICTED]["content"]
+    preview = _text_of(log[1], "c1")
+    assert preview is not None and preview.startswith(
+        "Tool result too large, the result of this tool call c1 was saved in the filesystem "
+        f"at this path: {EVICTED}\n"
+    )
+    assert [None, preview, preview, preview] == [_text_of(call, "c1") for call in log]
+    slice_read, grep_read = _text_of(log[2], "c2"), _text_of(log[3], "c3")
+    assert slice_read is not None and "@@ lines 1-100 of 1200" in slice_read
+    assert grep_read is not None and EVICTED in grep_read
+    kept = Decimal(len(preview)) / 4
+    read_back = Decimal(len(slice_read) + len(grep_read)) / 4
+    rate_in, rate_out = Decimal("5") / 1_000_000, Decimal("25") / 1_000_000
+
+    (settlement,) = settlements
+    assert (
+        "deepagents_eviction:c1",
+        OffloadMechanism.DEEPAGENTS_EVICTION,
+        OPUS,
+        SettleTrigger.CONVERSATION_END,
+        3,
+        2,
+    ) == (
+        settlement.offload_id,
+        settlement.mechanism,
+        settlement.model,
+        settlement.trigger,
+        settlement.turns_carried,
+        settlement.recalls,
+    )
+    assert Decimal("0.45") == settlement.realized_savings
+    assert 3 * kept * rate_in == settlement.stub_carry_cost
+    assert read_back * rate_in + 50 * rate_out == settlement.recall_cost
+    assert Decimal(0) == settlement.cache_disruption_cost
+    assert (
+        Decimal("0.45") - 3 * kept * rate_in - read_back * rate_in - 50 * rate_out
+        == settlement.realized_net_saving
+    )
+    predicted = (
+        30_000 * 5 * rate_in
+        - kept * 5 * rate_in
+        - Decimal("0.5") * (12_500 * rate_in + 250 * rate_out)
+    )
+    assert predicted == settlement.predicted_net_saving
+
+    where = {c.ATTR_OFFLOAD_MECHANISM: "deepagents_eviction"}
+    assert {((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS),): 0.45} == _totals(
+        metric_reader, c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, **where
+    )
+    assert {((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS),): 2.0} == _totals(
+        metric_reader, c.METRIC_OFFLOAD_RECALLS.name, **where
+    )
+
+    spans = list(span_exporter.get_finished_spans())
+    # each read of the evicted file is a recall at its real tokens, with the output
+    # of the model call that emitted it; the listing is none
+    recalls = [
+        dict(event.attributes or {})
+        for span in spans
+        for event in span.events
+        if event.name == c.EVENT_OFFLOAD_RECALLED
+    ]
+    assert [
+        ("deepagents_eviction:c1", len(slice_read) / 4, 30),
+        ("deepagents_eviction:c1", len(grep_read) / 4, 20),
+    ] == [
+        (
+            r[c.ATTR_OFFLOAD_ID],
+            r[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS],
+            r[c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS],
+        )
+        for r in recalls
+    ]
+    (compaction,) = [s for s in spans if s.name == c.SPAN_COMPACTION]
+    attrs = dict(compaction.attributes or {})
+    assert {
+        c.ATTR_MIDDLEWARE_NAME: "FilesystemMiddleware",
+        c.ATTR_MIDDLEWARE_DECISION: "compaction",
+        c.ATTR_OFFLOAD_ID: "deepagents_eviction:c1",
+        c.ATTR_OFFLOAD_MECHANISM: "deepagents_eviction",
+        c.ATTR_COMPACTION_REMOVED_TOKENS: 30_000.0,
+        c.ATTR_COMPACTION_KEPT_TOKENS: float(kept),
+        c.ATTR_COMPACTION_TOOL_CALL_IDS: ("c1",),
+        c.ATTR_GEN_AI_TOOL_NAME: "big_report",
+        c.ATTR_MIDDLEWARE_REASON: (
+            "over tool_token_limit_before_evict=20000: the result of big_report (30000 "
+            f"tokens) was written to {EVICTED} and replaced by a preview"
+        ),
+    } == {
+        k: attrs.get(k)
+        for k in (
+            c.ATTR_MIDDLEWARE_NAME,
+            c.ATTR_MIDDLEWARE_DECISION,
+            c.ATTR_OFFLOAD_ID,
+            c.ATTR_OFFLOAD_MECHANISM,
+            c.ATTR_COMPACTION_REMOVED_TOKENS,
+            c.ATTR_COMPACTION_KEPT_TOKENS,
+            c.ATTR_COMPACTION_TOOL_CALL_IDS,
+            c.ATTR_GEN_AI_TOOL_NAME,
+            c.ATTR_MIDDLEWARE_REASON,
+        )
+    }
+    assert 0 == _iteration_of(compaction, spans)  # the iteration whose call emitted c1
+    chats = sorted(
+        (s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_time or 0
+    )
+    assert [
+        (),
+        ("deepagents_eviction:c1",),
+        ("deepagents_eviction:c1",),
+        ("deepagents_eviction:c1",),
+    ] == [tuple((s.attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())) for s in chats]
+
+    # explain --tool: the eviction in the iteration of the call that emitted c1
+    capsys.readouterr()
+    assert 0 == cli(["explain", str(path), "--tool", "big_report"])
+    lines = capsys.readouterr().out.splitlines()
+    story = (
+        "kept by FilesystemMiddleware; output of call c1 taken out of the prompt by "
+        f"FilesystemMiddleware (compaction deepagents_eviction:c1: 30000 tokens, {kept} kept); "
+        "emitted and dispatched; executed"
+    )
+    later = "kept by FilesystemMiddleware; not called by the model"
+    assert [
+        f"├── iteration 0  big_report: {story}",
+        f"├── iteration 1  big_report: {later}",
+        f"├── iteration 2  big_report: {later}",
+        f"└── iteration 3  big_report: {later}",
+    ] == [line for line in lines if "iteration" in line]
+    assert 0 == cli(["explain", str(path), "--tool", "big_report", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert story == report["tool"]["story"][0]["story"]
+
+
+def _seen(out: dict[str, Any]) -> tuple[Any, ...]:
+    """What the agent's state holds, ids aside: each message's type, content and
+    tool calls, and the files with their contents."""
+    messages = [
+        (
+            type(m).__name__,
+            m.content,
+            getattr(m, "tool_call_id", None),
+            [(t["name"], t["args"], t["id"]) for t in getattr(m, "tool_calls", None) or []],
+        )
+        for m in out["messages"]
+    ]
+    files = {path: data["content"] for path, data in (out.get("files") or {}).items()}
+    return tuple(messages), tuple(sorted(files.items()))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_watching_the_evictions_changes_nothing_deep_agents_does(
+    mode: str, span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """The same messages and files with Deep Agents' filesystem watched as
+    alone, sync and async; the async hooks record the eviction too."""
+    runs = []
+    for watched in (False, True):
+        middleware: list[Any] = []
+        if watched:
+            layer = layer_for(tracer_provider)
+            middleware = SeamscopeMiddleware(layer, offload=False).watching(FilesystemMiddleware())
+        agent, _ = _deep_agent(middleware)
+        ask = {"messages": [HumanMessage("the q3 report")]}
+        config = {"configurable": {"thread_id": f"same-{mode}"}}
+        if mode == "async":
+            out = asyncio.run(agent.ainvoke(ask, config=config))
+        else:
+            out = agent.invoke(ask, config=config)
+        runs.append(_seen(out))
+    alone, watched_run = runs
+    assert alone == watched_run
+    assert EVICTED in dict(alone[1])
+    compactions = [
+        (s.attributes or {}).get(c.ATTR_OFFLOAD_ID)
+        for s in span_exporter.get_finished_spans()
+        if s.name == c.SPAN_COMPACTION
+    ]
+    assert ["deepagents_eviction:c1"] == compactions
+
+
+def test_seamscope_s_gate_and_deep_agents_evictions_never_take_the_same_output(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """seamscope's gate on (threshold 15 000 tokens) inside Deep Agents'
+    filesystem evicting above 5 000 tokens: the 120 000-char report goes to
+    the gate, which offloads it (Deep Agents sees the stub: nothing to
+    evict); a 40 000-char log (10 000 tokens) is below the gate's threshold
+    and Deep Agents evicts it: one offload, one compaction, each its own."""
+
+    @tool
+    def get_logs(service: str) -> str:
+        """Read a service's logs."""
+        return ("z" * 79 + "\n") * 500  # 40 000 chars
+
+    models, log = scripted_models(
+        [OPUS],
+        [
+            ai(
+                ("big_report", {"topic": "q3"}, "c1"),
+                ("get_logs", {"service": "db"}, "c2"),
+                usage=(1_000, 40, 0, 0),
+            ),
+            ai(text="done", usage=(3_000, 10, 0, 0)),
+        ],
+    )
+    seamscope = SeamscopeMiddleware(layer_for(tracer_provider))
+    agent = deepagents.create_deep_agent(
+        model=models[OPUS],
+        tools=[big_report, get_logs],
+        middleware=seamscope.watching(FilesystemMiddleware(tool_token_limit_before_evict=5_000)),
+    )
+    out = agent.invoke(
+        {"messages": [HumanMessage("report and logs")]},
+        config={"configurable": {"thread_id": "both-1"}},
+    )
+
+    report, logs = _text_of(log[1], "c1"), _text_of(log[1], "c2")
+    assert report is not None and report.startswith("[offloaded ")
+    assert logs is not None and logs.startswith(
+        "Tool result too large, the result of this tool call c2 was saved in the filesystem "
+        "at this path: /large_tool_results/c2\n"
+    )
+    assert ["/large_tool_results/c2"] == sorted(out.get("files") or {})
+    spans = span_exporter.get_finished_spans()
+    (gate,) = [s for s in spans if s.name == c.SPAN_OFFLOAD_GATE]
+    offload_id = (gate.attributes or {}).get(c.ATTR_OFFLOAD_ID)
+    assert (True, 30_000.0) == (
+        (gate.attributes or {}).get(c.ATTR_OFFLOAD_FIRE),
+        (gate.attributes or {}).get(c.ATTR_OFFLOAD_OUTPUT_TOKENS),
+    )
+    assert ["deepagents_eviction:c2"] == [
+        (s.attributes or {}).get(c.ATTR_OFFLOAD_ID) for s in spans if s.name == c.SPAN_COMPACTION
+    ]
+    chats = sorted(
+        (s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_time or 0
+    )
+    assert {offload_id, "deepagents_eviction:c2"} == set(
+        (chats[-1].attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args", "text", "reads"),
+    [
+        ("read_file", {"file_path": EVICTED, "offset": 100, "limit": 100}, "...", True),
+        ("read_file", {"file_path": "/large_tool_results/c10"}, "...", False),
+        ("grep", {"pattern": "TOTAL", "path": "/large_tool_results"}, f"{EVICTED}\n", True),
+        ("grep", {"pattern": "TOTAL", "path": "/large_tool_results"}, "No matches", False),
+        ("execute", {"command": f"head -n 5 {EVICTED}"}, "...", True),
+        ("ls", {"path": "/large_tool_results"}, f"{EVICTED}\n", False),
+        ("glob", {"pattern": f"{EVICTED}*"}, f"{EVICTED}\n", False),
+        ("edit_file", {"file_path": EVICTED, "old_string": "a", "new_string": "b"}, "ok", False),
+    ],
+)
+def test_which_calls_read_an_evicted_file(
+    tool_name: str, args: dict[str, Any], text: str, reads: bool
+) -> None:
+    from seamscope.adapters.langchain._explain import reads_path
+
+    assert reads == reads_path(tool_name, args, text, EVICTED)
+
+
+def test_an_eviction_read_back_whole_is_no_longer_carried() -> None:
+    """Reads of an evicted file are recalls while its preview is in the prompt;
+    once they have brought back as many tokens as were evicted (the whole
+    result is in the conversation again) the preview saves nothing more."""
+    from seamscope.adapters.langchain._runs import Compactions
+
+    preview = "Tool result too large ... preview"
+    prompt = [ToolMessage(preview, tool_call_id="c1")]
+    kept = Compactions(4)
+    assert kept.evict("t", "c1", "deepagents_eviction:c1", EVICTED, preview, 1_000.0)
+    assert not kept.evict("t", "c1", "deepagents_eviction:c1", EVICTED, preview, 1_000.0)
+    assert ("deepagents_eviction:c1",) == kept.carried("t", prompt)
+    half = "x" * 2_000  # 500 tokens
+    args = {"file_path": EVICTED}
+    assert "deepagents_eviction:c1" == kept.reread("t", "read_file", args, half)
+    assert ("deepagents_eviction:c1",) == kept.carried("t", prompt)
+    assert None is kept.reread("t", "ls", {"path": EVICTED}, half)
+    assert None is kept.reread("u", "read_file", args, half)  # another conversation's
+    assert "deepagents_eviction:c1" == kept.reread("t", "read_file", args, half)
+    assert () == kept.carried("t", prompt)
+    assert None is kept.reread("t", "read_file", args, half)

@@ -7,7 +7,9 @@ Two families, both pure (no OpenTelemetry, no state, nothing mutated):
   (:func:`narrowing`), the tool results it replaced (:func:`cleared_results`),
   the messages a summary replaced (:func:`summarized`), the calls it answered
   with an error instead of running them (:func:`blocked_calls`,
-  :func:`blocked_call`);
+  :func:`blocked_call`), the tool results Deep Agents' filesystem evicted
+  to its backend (:func:`evicted_results`), the evicted files a later tool
+  call reads (:func:`reads_path`);
 * one reason translator per middleware turns that effect and the
   middleware's configuration into the sentence a trace shows
   (``seamscope.middleware.reason``). A middleware's configuration is read
@@ -34,6 +36,7 @@ from seamscope.adapters.langchain._framework import (
     REMOVE_ALL_MESSAGES,
     AIMessage,
     BaseTool,
+    Command,
     RemoveMessage,
     ToolMessage,
 )
@@ -43,6 +46,7 @@ from seamscope.decisions.records import tool_name
 __all__ = [
     "Blocked",
     "Cleared",
+    "Evicted",
     "Narrowing",
     "Summary",
     "auto_mode_reason",
@@ -51,10 +55,13 @@ __all__ = [
     "blocked_reason",
     "cleared_results",
     "context_editing_reason",
+    "eviction_reason",
+    "evicted_results",
     "model_fallback_reason",
     "model_route_reason",
     "narrowing",
     "narrowing_reason",
+    "reads_path",
     "route_answer",
     "summarization_reason",
     "summarized",
@@ -394,6 +401,107 @@ def context_editing_reason(middleware: Any, cleared: Cleared) -> str:
         f"{described} cleared the result of {cleared.tool} "
         f"({cleared.removed_tokens:g} tokens) from the prompt"
     )
+
+
+# -- Deep Agents' evictions --------------------------------------------------------------
+
+_EVICTION_NOTICE = re.compile(
+    r"\ATool result too large, the result of this tool call .*? was saved in the "
+    r"filesystem at this path: (?P<path>[^\n]+)\n"
+)
+"""The first line of the text Deep Agents' ``FilesystemMiddleware`` puts in place
+of a tool result it evicted (``_TOO_LARGE_TOOL_MSG`` of deepagents 0.7, its
+legacy form too): the path the full text was written to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    """A tool result a middleware wrote to a file and replaced by a preview.
+
+    ``tool``: the tool that produced it; ``path``: the file that holds the
+    full text (as the preview names it); ``removed_tokens``: the full text's
+    tokens (chars / 4); ``preview``: the text the state holds instead.
+    """
+
+    tool_call_id: str
+    tool: str
+    path: str
+    removed_tokens: float
+    preview: str
+
+
+def _tool_messages(result: Any) -> list[ToolMessage]:
+    """The ToolMessages of a tool call's result: itself, or a ``Command``'s update's."""
+    if isinstance(result, ToolMessage):
+        return [result]
+    update = result.update if isinstance(result, Command) else None
+    messages = update.get("messages") if isinstance(update, Mapping) else None
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        return []
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def evicted_results(received: Any, returned: Any, tool: str) -> list[Evicted]:
+    """The text tool results a ``wrap_tool_call`` replaced by Deep Agents'
+    eviction notice (``FilesystemMiddleware``): ``received`` is what its
+    handler returned, ``returned`` what it returned, ``tool`` the called
+    tool's name (a message's own name first)."""
+    original: dict[str, str] = {}
+    for message in _tool_messages(received):
+        body = translate.text(message.content)
+        if body is not None:
+            original[message.tool_call_id] = body
+    out: list[Evicted] = []
+    for message in _tool_messages(returned):
+        was = original.get(message.tool_call_id)
+        body = translate.text(message.content)
+        if was is None or body is None or body == was:
+            continue
+        notice = _EVICTION_NOTICE.match(body)
+        if notice is None:
+            continue
+        out.append(
+            Evicted(
+                message.tool_call_id,
+                message.name or tool,
+                notice.group("path").strip(),
+                estimate_tokens(was),
+                body,
+            )
+        )
+    return out
+
+
+def eviction_reason(middleware: Any, evicted: Evicted) -> str:
+    """FilesystemMiddleware: the limit the result passed (its
+    ``tool_token_limit_before_evict``, when it can be read) and where the full
+    text went."""
+    limit = getattr(middleware, "_tool_token_limit_before_evict", None)
+    over = f"over tool_token_limit_before_evict={limit}: " if isinstance(limit, int) else ""
+    return (
+        f"{over}the result of {evicted.tool} ({evicted.removed_tokens:g} tokens) was "
+        f"written to {evicted.path} and replaced by a preview"
+    )
+
+
+_PATH_END = r"(?![\w.\-/])"
+_NOT_READS = frozenset(("ls", "glob", "write_file", "edit_file", "delete"))
+
+
+def reads_path(tool: str, args: Mapping[str, Any], text: str | None, path: str) -> bool:
+    """Whether a tool call reads the file at ``path``: one of its arguments
+    names it (``read_file``'s ``file_path``, whole or a slice; a ``grep`` of
+    that file; a shell command), or it is a ``grep`` whose output names it
+    (a search of the directory that found lines in it). A listing (``ls``,
+    ``glob``) names files without reading them, and a write, an edit or a
+    delete brings none of the text back: not a read."""
+    if tool in _NOT_READS:
+        return False
+    named = re.compile(re.escape(path) + _PATH_END)
+    for value in args.values():
+        if isinstance(value, str) and named.search(value):
+            return True
+    return tool == "grep" and text is not None and named.search(text) is not None
 
 
 # -- summarization ------------------------------------------------------------------------

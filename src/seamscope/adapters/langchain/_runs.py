@@ -25,8 +25,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from seamscope.adapters import _hooks
-from seamscope.adapters._kit import RunSpans
+from seamscope.adapters._kit import RunSpans, estimate_tokens
 from seamscope.adapters._outputs import Outputs
+from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import GraphBubbleUp
 from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
@@ -528,15 +529,20 @@ class _Kept:
     """tool call id -> (compaction id, tool, args, placeholder)"""
     summaries: dict[str, str] = field(default_factory=dict)
     """summary text -> compaction id"""
+    evicted: dict[str, tuple[str, str, str, float]] = field(default_factory=dict)
+    """tool call id -> (compaction id, path, preview, removed tokens)"""
+    read_back: dict[str, float] = field(default_factory=dict)
+    """eviction compaction id -> the tokens reads of its file brought back"""
     reread: set[str] = field(default_factory=set)
     current: tuple[str, ...] = ()
-    """the cleared results (compaction ids) the last real prompt held"""
+    """the cleared and evicted results (compaction ids) the last real prompt held"""
 
 
 class Compactions:
-    """Per conversation (scope), the tool results context editing cleared and the
-    summaries that replaced messages, so each is recorded once and counted as
-    carried by every later prompt that really holds its placeholder or summary;
+    """Per conversation (scope), the tool results context editing cleared, the
+    ones Deep Agents' filesystem evicted to a file, and the summaries that
+    replaced messages, so each is recorded once and counted as carried by
+    every later prompt that really holds its placeholder, preview or summary;
     at most ``limit`` conversations (the least recently used dropped first)."""
 
     def __init__(self, limit: int) -> None:
@@ -565,6 +571,23 @@ class Compactions:
             kept.cleared[tool_call_id] = (compaction_id, tool, args, text)
             return True
 
+    def evict(
+        self,
+        scope: str,
+        tool_call_id: str,
+        compaction_id: str,
+        path: str,
+        preview: str,
+        removed_tokens: float,
+    ) -> bool:
+        """Note a tool result evicted to ``path``; False when it was already noted."""
+        with self._lock:
+            kept = self._of(scope)
+            if tool_call_id in kept.evicted:
+                return False
+            kept.evicted[tool_call_id] = (compaction_id, path, preview, removed_tokens)
+            return True
+
     def summary(self, scope: str, text: str, compaction_id: str) -> None:
         with self._lock:
             self._of(scope).summaries[text] = compaction_id
@@ -583,10 +606,16 @@ class Compactions:
                 body = translate.text(getattr(message, "content", None))
                 if body is None:
                     continue
-                entry = kept.cleared.get(getattr(message, "tool_call_id", None) or "")
+                call_id = getattr(message, "tool_call_id", None) or ""
+                entry = kept.cleared.get(call_id)
                 if entry is not None and body == entry[3] and entry[0] not in kept.reread:
                     found.append(entry[0])
                     cleared.append(entry[0])
+                    continue
+                evicted = kept.evicted.get(call_id)
+                if evicted is not None and body == evicted[2] and evicted[0] not in kept.reread:
+                    found.append(evicted[0])
+                    cleared.append(evicted[0])
                     continue
                 compaction_id = kept.summaries.get(body)
                 if compaction_id is not None and translate.is_summary(message):
@@ -594,14 +623,21 @@ class Compactions:
             kept.current = tuple(cleared)
             return tuple(dict.fromkeys(found))
 
-    def reread(self, scope: str, tool: str, args: Any) -> str | None:
+    def reread(self, scope: str, tool: str, args: Any, text: str | None = None) -> str | None:
         """The cleared result (its compaction id) a new call of ``tool`` with the
         same ``args`` fetches again, if the last prompt held it cleared; it is
-        no longer counted as carried."""
+        no longer counted as carried. Else the evicted result whose file the
+        call reads (``text``: its output), if the last prompt held its preview
+        (:func:`~._explain.reads_path`): once the reads of that file have
+        brought back as many tokens as were evicted, the preview saves nothing
+        more and is no longer counted as carried."""
         with self._lock:
             kept = self._kept.get(scope)
             if kept is None:
                 return None
+            evicted = self._read_back(kept, tool, args, text)
+            if evicted is not None:
+                return evicted
             for compaction_id, name, old_args, _ in reversed(list(kept.cleared.values())):
                 if (
                     compaction_id in kept.current
@@ -612,3 +648,23 @@ class Compactions:
                     kept.reread.add(compaction_id)
                     return str(compaction_id)
             return None
+
+    @staticmethod
+    def _read_back(kept: _Kept, tool: str, args: Any, text: str | None) -> str | None:
+        """The eviction whose file a call of ``tool`` reads (holding the lock)."""
+        if not kept.evicted or not isinstance(args, Mapping):
+            return None
+        for compaction_id, path, _, removed in reversed(list(kept.evicted.values())):
+            if (
+                compaction_id in kept.current
+                and compaction_id not in kept.reread
+                and explain.reads_path(tool, args, text, path)
+            ):
+                back = kept.read_back.get(compaction_id, 0.0) + (
+                    0.0 if text is None else estimate_tokens(text)
+                )
+                kept.read_back[compaction_id] = back
+                if back >= removed:
+                    kept.reread.add(compaction_id)
+                return compaction_id
+        return None

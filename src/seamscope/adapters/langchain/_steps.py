@@ -494,9 +494,10 @@ def settle_output(
     reread: bool = True,
 ) -> str | None:
     """The kit's accounting of a tool's answer: a recall's cost, a re-read of a
-    result a watched context editing cleared (``reread``), or the offload gate
-    (``offload``; None: the middleware's choice); the stub that replaces the
-    answer's text, or None."""
+    result a watched context editing cleared or a read of a file a watched
+    Deep Agents filesystem evicted a result to (``reread``), or the offload
+    gate (``offload``; None: the middleware's choice); the stub that replaces
+    the answer's text, or None."""
     compactions, scope = mw.compactions, run.scope
     return account_tool_output(
         it,
@@ -508,7 +509,7 @@ def settle_output(
         context=run.otel,  # a tool callback's thread has no context of the run's
         offload=mw.offload if offload is None else offload,
         reread=(
-            (lambda c: compactions.reread(scope, c.name, dict(c.args)))
+            (lambda c: compactions.reread(scope, c.name, dict(c.args), text))
             if mw.watching and reread
             else None
         ),

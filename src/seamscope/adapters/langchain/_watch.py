@@ -24,7 +24,9 @@ the run's current iteration:
 * ``after_model``: error tool messages injected for calls of the last
   AIMessage (calls blocked by a limit);
 * ``wrap_tool_call``: an error result returned without calling the tool
-  (a call blocked by a risk check);
+  (a call blocked by a risk check); a result replaced by Deep Agents'
+  eviction notice (``FilesystemMiddleware`` wrote it to a file and left a
+  preview: a compaction, recorded once per conversation and tool call);
 * ``before_agent``: the decision model a router asked (its route is read
   at each model call from the agent state).
 
@@ -376,16 +378,26 @@ class _ModelWatch(_HookWatch):
 
 
 class _ToolWatch(_HookWatch):
-    """One ``wrap_tool_call``: whether the tool's handler ran at all."""
+    """One ``wrap_tool_call``: whether the tool's handler ran at all, and what
+    it returned (``received``) against what the wrapped middleware returned."""
 
     def __init__(self, watcher: Watcher, request: Any) -> None:
         super().__init__(watcher, request.state, request.runtime, "wrap_tool_call")
         self.request = request
         self.called = False
+        self.received: Any = None
+
+    def answered(self, result: Any) -> Any:
+        """The tool's handler returned ``result`` (returned as is)."""
+        self.called = True
+        self.received = result
+        return result
 
     def done(self, result: Any) -> None:
         try:
             run = self.run
+            if run is not None and self.received is not None and result is not self.received:
+                self._evicted(run, result)
             blocked = explain.blocked_call(self.request.tool_call, result, self.called)
             if run is None or blocked is None:
                 return
@@ -405,6 +417,50 @@ class _ToolWatch(_HookWatch):
             )
         except Exception:
             failed("langchain.watch.wrap_tool_call")
+
+    def _evicted(self, run: Run, result: Any) -> None:
+        """Each result Deep Agents' filesystem evicted: a compaction priced with
+        the gate's formula at the iteration's model (removed: the result's
+        tokens; kept: the preview's), in the iteration of the model call that
+        emitted the tool call; once per conversation and tool call."""
+        raw = self.request.tool_call
+        name = str(raw.get("name") or "?") if isinstance(raw, Mapping) else "?"
+        evictions = explain.evicted_results(self.received, result, name)
+        if not evictions:
+            return
+        store = self.watcher.kit.compactions
+        it = run.current_iteration()
+        for evicted in evictions:
+            compaction_id = f"{OffloadMechanism.DEEPAGENTS_EVICTION}:{evicted.tool_call_id}"
+            if not store.evict(
+                run.scope,
+                evicted.tool_call_id,
+                compaction_id,
+                evicted.path,
+                evicted.preview,
+                evicted.removed_tokens,
+            ):
+                continue
+            compaction = it.compaction(
+                compaction_id,
+                OffloadMechanism.DEEPAGENTS_EVICTION,
+                removed_tokens=evicted.removed_tokens,
+                kept_tokens=estimate_tokens(evicted.preview),
+                tool_call_ids=(evicted.tool_call_id,),
+            )
+            call = translate.tool_call(raw) if isinstance(raw, Mapping) else None
+            same = call is not None and call.id == evicted.tool_call_id
+            self.record(
+                it,
+                MiddlewareDecision(
+                    self.name,
+                    _K.COMPACTION,
+                    explain.eviction_reason(self.middleware, evicted),
+                    compaction=compaction,
+                    calls=(call,) if same and call is not None else (),
+                    start_time_ns=self.start_ns,
+                ),
+            )
 
 
 class _NodeWatch(_HookWatch):
@@ -689,7 +745,7 @@ def _wrap_tool_call(original: Callable[..., Any]) -> Callable[..., Any]:
         def inward(req: Any) -> Any:
             watch.called = True
             with outside():
-                return handler(req)
+                return watch.answered(handler(req))
 
         watch.enter()
         try:
@@ -714,7 +770,7 @@ def _awrap_tool_call(original: Callable[..., Any]) -> Callable[..., Any]:
         async def inward(req: Any) -> Any:
             watch.called = True
             with outside():
-                return await handler(req)
+                return watch.answered(await handler(req))
 
         watch.enter()
         try:
