@@ -245,6 +245,28 @@ def check_langchain_middlewares(run: Run) -> None:
     assert "Both services time out on the database." in run.stdout.splitlines()
 
 
+def check_deepagents(run: Run) -> None:
+    """Deep Agents evicted the log; the eviction is a compaction carried by the
+    two later calls, its file read back once, settled under its mechanism."""
+    [compaction] = run.named(c.SPAN_COMPACTION)
+    assert ("deepagents_eviction:c1", "deepagents_eviction", "get_logs", 27_000.0) == (
+        compaction.attributes[c.ATTR_OFFLOAD_ID],
+        compaction.attributes[c.ATTR_OFFLOAD_MECHANISM],
+        compaction.attributes[c.ATTR_GEN_AI_TOOL_NAME],
+        compaction.attributes[c.ATTR_COMPACTION_REMOVED_TOKENS],
+    )
+    [settle] = run.named(c.SPAN_OFFLOAD_SETTLE)
+    assert ("deepagents_eviction", 2, 1) == (
+        settle.attributes[c.ATTR_OFFLOAD_MECHANISM],
+        settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED],
+        settle.attributes[c.ATTR_OFFLOAD_RECALLS],
+    )
+    assert [
+        "Checkout times out on the database.",
+        "deepagents_eviction:c1 deepagents_eviction +0.2654",
+    ] == run.stdout.splitlines()
+
+
 def check_symfonic(run: Run) -> None:
     _decision_spans(run)
     assert 2 == len(run.named(c.SPAN_ITERATION))
@@ -375,6 +397,7 @@ CASES = [
     Case("docs/adapters/langchain.md", "LangChain v1 agents", check_langchain),
     Case("docs/adapters/langchain.md", "LangChain's own decision middlewares",
          check_langchain_middlewares),
+    Case("docs/adapters/langchain.md", "Deep Agents", check_deepagents),
     Case("docs/adapters/symfonic.md", "symfonic-core", check_symfonic),
     # with a key in the environment too: the SDK's own tracing stays off, nothing printed
     Case("docs/adapters/openai-agents.md", "OpenAI Agents SDK", check_openai_sales,
