@@ -90,6 +90,13 @@ own decisions of that kind use, with ``seamscope.middleware.*`` attributes:
   prompt still holding it is not counted as carried). A compaction span's
   ``seamscope.offload.net_saving_usd`` is the settlement's predicted net:
   the gate's terms minus its own model call (``compaction.cost_usd``).
+  Deep Agents' ``FilesystemMiddleware`` evicting a large tool result to a
+  file (its ``wrap_tool_call`` returned a preview and the path instead) is
+  a compaction too (``deepagents_eviction:{call id}``, in the iteration of
+  the call that emitted it): a later call reading that file (an argument
+  naming it, a ``grep`` whose output names it) is its recall at the tokens
+  it returned, and it stays carried until the reads add up to the result
+  (docs/adapters/langchain.md, "Deep Agents").
 
 The model tail, innermost, opens the ``chat {model}`` span of every real
 model call (a fallback's failed attempt too) instead of the outer step,
