@@ -6,6 +6,8 @@
   (``resolve_role``, ``resolve_scope``);
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
   (``error_type``, unwrapping a framework's wrappers);
+* :mod:`._conversations`: what an adapter remembers per conversation, for a
+  bounded number of them (``Conversations``);
 * :mod:`._held`: a span held open across hooks that run in different tasks
   or threads, started, stopped or failed once (``Held``), and a run's
   ``invoke_agent`` and open iteration held that way (``RunSpans``);
@@ -21,6 +23,7 @@
 Adapters import these names from here, never the modules behind them.
 """
 
+from seamscope.adapters._kit._conversations import Conversations
 from seamscope.adapters._kit._errors import error_type
 from seamscope.adapters._kit._held import Held, RunSpans
 from seamscope.adapters._kit._models import (
@@ -43,6 +46,7 @@ from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 
 __all__ = [
     "RECALL_TOOL",
+    "Conversations",
     "Held",
     "ModelChoice",
     "ModelPlan",

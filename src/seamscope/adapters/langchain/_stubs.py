@@ -27,12 +27,10 @@ read, under the iteration of the model call that emitted it.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from seamscope.adapters._kit import RECALL_TOOL, ToolSpan, account_tool_output
+from seamscope.adapters._kit import RECALL_TOOL, Conversations, ToolSpan, account_tool_output
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import AIMessage, ModelResponse, ToolMessage
@@ -50,37 +48,23 @@ class Decided:
     recently used dropped first)."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._kept: OrderedDict[str, dict[str, str | None]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept: Conversations[dict[str, str | None]] = Conversations(limit, dict)
 
     def of(self, scope: str) -> dict[str, str | None]:
         """A copy of the conversation's decisions."""
-        with self._lock:
-            kept = self._kept.get(scope)
+        with self._kept.existing(scope) as kept:
             return {} if kept is None else dict(kept)
 
     def put(self, scope: str, call_id: str, stub: str | None) -> None:
-        with self._lock:
-            kept = self._kept.get(scope)
-            if kept is None:
-                kept = self._kept[scope] = {}
-                while len(self._kept) > self._limit:
-                    self._kept.popitem(last=False)
-            else:
-                self._kept.move_to_end(scope)
+        with self._kept.of(scope) as kept:
             kept[call_id] = stub
 
     def written(self, scope: str, call_ids: Sequence[str]) -> None:
         """The decisions on ``call_ids`` are in the state now."""
-        with self._lock:
-            kept = self._kept.get(scope)
-            if kept is None:
-                return
-            for call_id in call_ids:
-                kept.pop(call_id, None)
-            if not kept:
-                del self._kept[scope]
+        with self._kept.existing(scope) as kept:
+            if kept is not None:
+                for call_id in call_ids:
+                    kept.pop(call_id, None)
 
 
 def gate_answers(

@@ -12,12 +12,11 @@ back in the conversation, and the preview saves nothing from then on).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from seamscope.adapters._kit import Conversations
 from seamscope.adapters.openai_agents._translate import Trimmed
 
 __all__ = ["Trims", "compaction_id"]
@@ -45,26 +44,13 @@ class Trims:
     ``limit`` conversations (the least recently used forgotten first)."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._kept: OrderedDict[str, _Kept] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _of(self, scope: str) -> _Kept:
-        kept = self._kept.get(scope)
-        if kept is None:
-            kept = self._kept[scope] = _Kept()
-            while len(self._kept) > self._limit:
-                self._kept.popitem(last=False)
-        else:
-            self._kept.move_to_end(scope)
-        return kept
+        self._kept: Conversations[_Kept] = Conversations(limit, _Kept)
 
     def sent(self, scope: str, trims: Iterable[Trimmed]) -> tuple[list[Trimmed], tuple[str, ...]]:
         """A model input that really holds these trims' previews is sent: the
         trims seen for the first time in the conversation (to record), and
         the compaction ids it carries (every one not re-read)."""
-        with self._lock:
-            kept = self._of(scope)
+        with self._kept.of(scope) as kept:
             new: list[Trimmed] = []
             held: list[str] = []
             for trim in trims:
@@ -80,8 +66,7 @@ class Trims:
         """The trim (its compaction id) a new call of ``tool`` with the same
         ``args`` fetches again, when the last model input held its preview;
         from now on it is no longer counted as carried."""
-        with self._lock:
-            kept = self._kept.get(scope)
+        with self._kept.existing(scope) as kept:
             if kept is None:
                 return None
             for call_id in reversed(kept.current):
