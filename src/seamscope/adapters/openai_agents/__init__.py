@@ -145,9 +145,9 @@ Limitations
   worker stubs each output the store holds; one the store dropped (past its
   retention) is no longer stubbed: the model sees the full text again
   (docs/many-workers.md).
-* Runs of agents used as tools (``Agent.as_tool``) are the SDK's own nested
-  runs with their own ``RunConfig``: not seen unless run through a
-  ``SeamscopeRunner``. Every tool kind of the SDK (hosted MCP, web and
+* An agent tool given its own ``as_tool(run_config=)`` runs outside seamscope
+  (see above: the others are nested runs of the run that calls them). Every
+  tool kind of the SDK (hosted MCP, web and
   file search, computer, shell, code interpreter, ...) goes through
   selection by its name (a tool whose name cannot be read is sent untouched,
   listed in the iteration's ``seamscope.selection.passed_through``); only
