@@ -190,6 +190,8 @@ TELEMETRY_REFUSED: list[Bad] = [
     Bad("sym-str-ledger", lambda: symfonic(ledger="x"), T, "instrument_symfonic", "ledger"),
     # -- the framework adapters -------------------------------------------------------
     *_framework_rows("SeamscopeMiddleware", middleware, "mw"),
+    Bad("mw-str-gate-evictions", lambda: middleware(gate_evictions="yes"), V,
+        "SeamscopeMiddleware", "gate_evictions"),
     *_framework_rows("SeamscopeRunner", runner, "runner"),
     *_framework_rows("SeamscopeCapability", capability, "cap"),
     Bad("cap-str-genai-spans", lambda: capability(genai_spans="yes"), V, "SeamscopeCapability",

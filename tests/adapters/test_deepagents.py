@@ -396,6 +396,8 @@ def test_watching_the_evictions_changes_nothing_deep_agents_does(
         if s.name == c.SPAN_COMPACTION
     ]
     assert ["deepagents_eviction:c1"] == compactions
+    # observed only, by default: no gate decides the eviction
+    assert [] == [s for s in span_exporter.get_finished_spans() if s.name == c.SPAN_OFFLOAD_GATE]
 
 
 def test_seamscope_s_gate_and_deep_agents_evictions_never_take_the_same_output(
@@ -501,3 +503,106 @@ def test_an_eviction_read_back_whole_is_no_longer_carried() -> None:
     assert "deepagents_eviction:c1" == kept.reread("t", "read_file", args, half)
     assert () == kept.carried("t", prompt)
     assert None is kept.reread("t", "read_file", args, half)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_opt_in_gate_undoes_an_eviction_that_loses_and_lets_one_that_saves(
+    mode: str,
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: Any,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    """``gate_evictions=True``, Deep Agents evicting above 1 000 tokens, the
+    layer's gate at its defaults (H=5, p=0.5, claude-opus-4-6 at $5/$25 per M).
+    The 120 000-char report (30 000 tokens) saves: 30 000 x 5 x $5/M minus its
+    preview carried 5 times minus 0.5 x (12 500 x $5/M + 250 x $25/M) > 0:
+    evicted, a compaction. The 6 000-char log (1 500 tokens) loses: 1 500 x 5
+    x $5/M = $0.0375 cannot pay for its preview and the expected recall
+    ($0.034375): the model gets the whole log."""
+
+    @tool
+    def get_logs(service: str) -> str:
+        """Read a service's logs."""
+        return ("z" * 79 + "\n") * 75  # 6 000 chars
+
+    models, log = scripted_models(
+        [OPUS],
+        [
+            ai(
+                ("big_report", {"topic": "q3"}, "c1"),
+                ("get_logs", {"service": "db"}, "c2"),
+                usage=(1_000, 40, 0, 0),
+            ),
+            ai(text="done", usage=(3_000, 10, 0, 0)),
+        ],
+    )
+    layer = DecisionLayer(
+        default_model=OPUS,
+        agent_name="deep",
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
+    seamscope = SeamscopeMiddleware(layer, offload=False, gate_evictions=True)
+    agent = deepagents.create_deep_agent(
+        model=models[OPUS],
+        tools=[big_report, get_logs],
+        middleware=seamscope.watching(FilesystemMiddleware(tool_token_limit_before_evict=1_000)),
+    )
+    ask = {"messages": [HumanMessage("report and logs")]}
+    config = {"configurable": {"thread_id": f"gate-{mode}"}}
+    if mode == "async":
+        out = asyncio.run(agent.ainvoke(ask, config=config))
+    else:
+        out = agent.invoke(ask, config=config)
+
+    report, logs = _text_of(log[1], "c1"), _text_of(log[1], "c2")
+    assert report is not None and report.startswith("Tool result too large")
+    assert ("z" * 79 + "\n") * 75 == logs  # the whole log, as the tool returned it
+    (answer,) = [m for m in out["messages"] if getattr(m, "tool_call_id", None) == "c2"]
+    assert logs == answer.content
+    # Deep Agents had written the log before the gate undid the eviction: the file stays
+    assert ["/large_tool_results/c1", "/large_tool_results/c2"] == sorted(out["files"])
+
+    spans = list(span_exporter.get_finished_spans())
+    gates = sorted(
+        (dict(s.attributes or {}) for s in spans if s.name == c.SPAN_OFFLOAD_GATE),
+        key=lambda a: str(a.get(c.ATTR_GEN_AI_TOOL_CALL_ID)),
+    )
+    # in the iteration of the model call that emitted both calls
+    assert [0, 0] == [_iteration_of(s, spans) for s in spans if s.name == c.SPAN_OFFLOAD_GATE]
+    rate_in, rate_out = 5 / 1_000_000, 25 / 1_000_000
+    recall = 0.5 * (12_500 * rate_in + 250 * rate_out)
+    assert [
+        ("c1", "big_report", "deepagents_eviction:c1", True, "net_positive", 30_000.0, 0),
+        ("c2", "get_logs", None, False, "net_not_positive", 1_500.0, 0),
+    ] == [
+        (
+            a[c.ATTR_GEN_AI_TOOL_CALL_ID],
+            a[c.ATTR_GEN_AI_TOOL_NAME],
+            a.get(c.ATTR_OFFLOAD_ID),
+            a[c.ATTR_OFFLOAD_FIRE],
+            a[c.ATTR_OFFLOAD_REASON_CODE],
+            a[c.ATTR_OFFLOAD_OUTPUT_TOKENS],
+            a[c.ATTR_OFFLOAD_THRESHOLD_TOKENS],
+        )
+        for a in gates
+    ]
+    assert len(report) / 4 == gates[0][c.ATTR_OFFLOAD_STUB_TOKENS]  # the real preview
+    for a, tokens in zip(gates, (30_000, 1_500), strict=True):
+        stub = a[c.ATTR_OFFLOAD_STUB_TOKENS]
+        net = tokens * 5 * rate_in - stub * 5 * rate_in - recall
+        assert round(net, 6) == round(a[c.ATTR_OFFLOAD_NET_SAVING_USD], 6)
+    assert ["deepagents_eviction:c1"] == [
+        (s.attributes or {}).get(c.ATTR_OFFLOAD_ID) for s in spans if s.name == c.SPAN_COMPACTION
+    ]
+    chats = sorted(
+        (s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_time or 0
+    )
+    assert ("deepagents_eviction:c1",) == tuple(
+        (chats[-1].attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())
+    )
+    # two gate decisions; their predictions are the compaction's, not the gate's own
+    decisions = _totals(metric_reader, c.METRIC_OFFLOAD_DECISIONS.name)
+    assert 2.0 == sum(decisions.values())
+    assert {} == _totals(metric_reader, c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name)

@@ -73,6 +73,12 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``runtime.store``), else this process's memory (``max_stored_outputs``
     outputs at most, default 256).
 
+    ``gate_evictions``: True lets the offload gate decide each eviction a
+    watched Deep Agents ``FilesystemMiddleware`` makes of a large tool result
+    (a ``seamscope.offload_gate`` span either way): one the gate prices as a
+    loss is undone, the tool's own result is returned instead of the
+    preview. False (the default): evictions are observed and priced only.
+
     Configuration errors raise ValueError naming the argument.
 
     What it changes for LangChain. Adding it adds no graph node (no
@@ -125,6 +131,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         offload: bool = True,
         max_stored_outputs: int | None = None,
         offload_store: OffloadStore | str | None = None,
+        gate_evictions: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(layer, DecisionLayer):
@@ -153,6 +160,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if offload_store is not None or os.environ.get(ENV_VAR, "").strip():
             chosen = resolve_store("SeamscopeMiddleware", offload_store)
         checks.flag("SeamscopeMiddleware", "offload", offload)
+        checks.flag("SeamscopeMiddleware", "gate_evictions", gate_evictions)
         self.layer = layer
         self.models: Mapping[str, BaseChatModel] = dict(models)
         self._offload = bool(offload)
@@ -179,6 +187,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             tool_hooks=False,
             decided=Decided(_MAX_CONVERSATIONS),
             recall_spec=recall_spec(_RECALL_DESCRIPTION),
+            gate_evictions=bool(gate_evictions),
         )
         """What this middleware's steps read (they never read the middleware)."""
         if not self.kit.tool_hooks:

@@ -90,6 +90,9 @@ class StepContext:
     """The gate's decisions on tool answers not yet in the state (no tool hooks)."""
     recall_spec: Mapping[str, Any] | None = None
     """The recall tool as the model is offered it (no tool hooks)."""
+    gate_evictions: bool = False
+    """Whether the offload gate decides each eviction of a watched Deep Agents
+    filesystem (one it prices as a loss is undone); False: observed only."""
 
     def outputs_for(self, runtime: Any) -> Outputs:
         return self.outputs if self.outputs_of is None else self.outputs_of(runtime)

@@ -26,7 +26,10 @@ the run's current iteration:
 * ``wrap_tool_call``: an error result returned without calling the tool
   (a call blocked by a risk check); a result replaced by Deep Agents'
   eviction notice (``FilesystemMiddleware`` wrote it to a file and left a
-  preview: a compaction, recorded once per conversation and tool call);
+  preview: a compaction, recorded once per conversation and tool call;
+  with ``gate_evictions`` the offload gate decides it first, and an
+  eviction it prices as a loss is undone: the tool's own result is
+  returned, see :meth:`_ToolWatch.returned`);
 * ``before_agent``: the decision model a router asked (its route is read
   at each model call from the agent state).
 
@@ -57,14 +60,19 @@ import langchain.agents.middleware as lc_middleware
 from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls, outside
-from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp
+from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp, ToolMessage
 from seamscope.adapters.langchain._runs import LOG, Run, failed
 from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
 from seamscope.adapters.loop import Iteration, estimate_tokens
+from seamscope.decisions import evaluate_offload_gate
 from seamscope.decisions.records import (
+    GateCall,
     MiddlewareDecision,
     MiddlewareDecisionKind,
+    OffloadGateDecision,
     OffloadMechanism,
+    OffloadReasonCode,
+    PriorSource,
 )
 
 __all__ = [
@@ -386,12 +394,20 @@ class _ToolWatch(_HookWatch):
         self.request = request
         self.called = False
         self.received: Any = None
+        self.keep = False  # the gate kept the tool's own result (gate_evictions)
 
     def answered(self, result: Any) -> Any:
         """The tool's handler returned ``result`` (returned as is)."""
         self.called = True
         self.received = result
         return result
+
+    def returned(self, result: Any) -> Any:
+        """What the watched hook returns: the middleware's result, or the tool's
+        own result when the gate found its eviction would lose money (the
+        middleware's fallback when it cannot write a result, by another
+        cause: the file it wrote stays in its backend, unnamed)."""
+        return self.received if self.keep else result
 
     def done(self, result: Any) -> None:
         try:
@@ -430,8 +446,13 @@ class _ToolWatch(_HookWatch):
             return
         store = self.watcher.kit.compactions
         it = run.current_iteration()
+        gated = self.watcher.kit.gate_evictions and isinstance(self.received, ToolMessage)
         for evicted in evictions:
             compaction_id = f"{OffloadMechanism.DEEPAGENTS_EVICTION}:{evicted.tool_call_id}"
+            if gated and _lost(self._gate(run, it, evicted, compaction_id)):
+                # priced as a loss: the tool's own result stays in the prompt
+                self.keep = True
+                return
             if not store.evict(
                 run.scope,
                 evicted.tool_call_id,
@@ -461,6 +482,62 @@ class _ToolWatch(_HookWatch):
                     start_time_ns=self.start_ns,
                 ),
             )
+
+    def _gate(
+        self, run: Run, it: Iteration, evicted: explain.Evicted, compaction_id: str
+    ) -> OffloadGateDecision:
+        """The offload gate's decision on one eviction, on a ``seamscope.offload_gate``
+        span (``seamscope.offload.id``, when it fires: the compaction's): the gate's formula at
+        the iteration's model with its priors for the tool (calibrated when it
+        has them), the preview as the stub, no size threshold (Deep Agents'
+        limit chose the size). Only a loss (``net_not_positive``) undoes the
+        eviction: an unpriced model leaves it as Deep Agents made it."""
+        layer = it.turn.layer
+        gate = layer.gate
+        model = it.model or layer.router.default_model.model_name
+        inputs = dataclasses.replace(
+            gate.inputs(evicted.removed_tokens, model),
+            large_offload_threshold_tokens=0,
+            stub_tokens=estimate_tokens(evicted.preview),
+        )
+        source = None
+        prior = None if gate.priors is None else gate.priors.lookup(evicted.tool, model)
+        if prior is not None:
+            inputs = dataclasses.replace(
+                inputs, horizon=prior.horizon, recall_probability=prior.recall_probability
+            )
+            source = PriorSource.CALIBRATED
+        elif gate.priors is not None:
+            source = PriorSource.DEFAULT
+        # its prediction is the compaction's (settled as deepagents_eviction), never
+        # added to the gate's own predicted savings, which the drift rule compares
+        # with the gate's realized ones: counted as a decision, not as a prediction
+        call = GateCall(
+            it.turn.conversation_id,
+            it.turn.agent,
+            evicted.tool,
+            evicted.tool_call_id,
+            reevaluation=True,
+        )
+        attached = Attached(run.otel)
+        try:
+            handle = layer.observer.start_offload_gate(inputs, call)
+            decision = evaluate_offload_gate(inputs, pricing=gate.pricing)
+            decision = dataclasses.replace(
+                decision,
+                offload_id=compaction_id if decision.fire else None,
+                prior_source=source or decision.prior_source,
+                priors_version=None if gate.priors is None else gate.priors.version,
+            )
+            layer.observer.end_offload_gate(handle, decision)
+        finally:
+            attached.detach()
+        return decision
+
+
+def _lost(decision: OffloadGateDecision) -> bool:
+    """Whether the gate priced an eviction as a loss (the tool's result stays)."""
+    return decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE
 
 
 class _NodeWatch(_HookWatch):
@@ -753,7 +830,7 @@ def _wrap_tool_call(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             watch.exit()
         watch.done(result)
-        return result
+        return watch.returned(result)
 
     return wrap_tool_call
 
@@ -778,7 +855,7 @@ def _awrap_tool_call(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             watch.exit()
         watch.done(result)
-        return result
+        return watch.returned(result)
 
     return awrap_tool_call
 
