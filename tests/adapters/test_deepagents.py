@@ -606,3 +606,54 @@ def test_the_opt_in_gate_undoes_an_eviction_that_loses_and_lets_one_that_saves(
     decisions = _totals(metric_reader, c.METRIC_OFFLOAD_DECISIONS.name)
     assert 2.0 == sum(decisions.values())
     assert {} == _totals(metric_reader, c.METRIC_OFFLOAD_PREDICTED_NET_SAVING.name)
+
+
+def test_seamscope_s_recall_answer_is_never_evicted(
+    span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """seamscope's gate offloads the 120 000-char report (Deep Agents sees the
+    stub); the model recalls it; the answer, 30 000 tokens, is over Deep
+    Agents' limit, but it is seamscope's own tool bringing an output back
+    whole: the model receives it whole, as the ledger charges it, and no
+    eviction of it is priced."""
+    layer = DecisionLayer(
+        default_model=OPUS,
+        agent_name="deep",
+        tracer_provider=tracer_provider,
+        offload_id_factory=lambda: "off1",
+    )
+    models, log = scripted_models(
+        [OPUS],
+        [
+            ai(("big_report", {"topic": "q3"}, "c1"), usage=(1_000, 40, 0, 0)),
+            ai(("recall_tool_result", {"offload_id": "off1"}, "c2"), usage=(1_200, 30, 0, 0)),
+            ai(text="Q3 revenue totals 42.", usage=(31_500, 10, 0, 0)),
+        ],
+    )
+    seamscope = SeamscopeMiddleware(layer)
+    agent = deepagents.create_deep_agent(
+        model=models[OPUS],
+        tools=[big_report],
+        middleware=seamscope.watching(FilesystemMiddleware()),
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("the q3 report")]},
+        config={"configurable": {"thread_id": "recall-1"}},
+    )
+    (settlement,) = layer.end_conversation("recall-1")
+
+    stub = _text_of(log[1], "c1")
+    assert stub is not None and stub.startswith("[offloaded off1")
+    assert REPORT == _text_of(log[2], "c2")
+    spans = span_exporter.get_finished_spans()
+    assert [] == [s for s in spans if s.name == c.SPAN_COMPACTION]
+    recalls = [
+        dict(event.attributes or {})
+        for span in spans
+        for event in span.events
+        if event.name == c.EVENT_OFFLOAD_RECALLED
+    ]
+    assert [("off1", 30_000.0)] == [
+        (r[c.ATTR_OFFLOAD_ID], r[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS]) for r in recalls
+    ]
+    assert ("off1", 1) == (settlement.offload_id, settlement.recalls)

@@ -64,6 +64,7 @@ from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubble
 from seamscope.adapters.langchain._runs import LOG, Run, failed
 from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
 from seamscope.adapters.loop import Iteration, estimate_tokens
+from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import evaluate_offload_gate
 from seamscope.decisions.records import (
     GateCall,
@@ -404,9 +405,10 @@ class _ToolWatch(_HookWatch):
 
     def returned(self, result: Any) -> Any:
         """What the watched hook returns: the middleware's result, or the tool's
-        own result when the gate found its eviction would lose money (the
-        middleware's fallback when it cannot write a result, by another
-        cause: the file it wrote stays in its backend, unnamed)."""
+        own result when the gate found its eviction would lose money, or when
+        it was seamscope's own recall answer (the middleware's fallback when it
+        cannot write a result, by another cause: the file it wrote stays in
+        its backend, unnamed)."""
         return self.received if self.keep else result
 
     def done(self, result: Any) -> None:
@@ -443,6 +445,11 @@ class _ToolWatch(_HookWatch):
         name = str(raw.get("name") or "?") if isinstance(raw, Mapping) else "?"
         evictions = explain.evicted_results(self.received, result, name)
         if not evictions:
+            return
+        if name == RECALL_TOOL and isinstance(self.received, ToolMessage):
+            # seamscope's own recall answer brings an offloaded output back whole
+            # (the ledger charges it so): never evicted again
+            self.keep = True
             return
         store = self.watcher.kit.compactions
         it = run.current_iteration()
