@@ -95,7 +95,10 @@ own decisions of that kind use, with ``seamscope.middleware.*`` attributes:
   a compaction too (``deepagents_eviction:{call id}``, in the iteration of
   the call that emitted it): a later call reading that file (an argument
   naming it, a ``grep`` whose output names it) is its recall at the tokens
-  it returned, and it stays carried until the reads add up to the result
+  it returned, and it stays carried until the reads add up to the result.
+  With ``SeamscopeMiddleware(..., gate_evictions=True)`` the offload gate
+  decides each eviction first (a ``seamscope.offload_gate`` span), and one
+  it prices as a loss is undone: the tool's own result is returned
   (docs/adapters/langchain.md, "Deep Agents").
 
 The model tail, innermost, opens the ``chat {model}`` span of every real
