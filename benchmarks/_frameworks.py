@@ -27,7 +27,6 @@ from _scenario import (
 )
 
 from seamscope.adapters import DecisionLayer
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import (
     AllowlistStage,
     ForcedChoiceStage,
@@ -46,6 +45,7 @@ from seamscope.decisions import (
     ToolCatalog,
     ToolSpec,
 )
+from seamscope.loop import RECALL_TOOL
 
 __all__ = ["CoreLoop", "core_cases", "mock_openai", "openai_agents_cases", "pydantic_ai_cases"]
 

@@ -36,8 +36,8 @@ from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from seamscope.adapters.langchain import SeamscopeMiddleware
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.adapters.symfonic import instrument_symfonic
+from seamscope.loop import RECALL_TOOL
 
 __all__ = ["ScriptedChat", "langchain_cases", "lc_tools", "symfonic_cases"]
 

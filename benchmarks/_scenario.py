@@ -16,7 +16,6 @@ from _facts import Expected, Gate
 from _harness import Providers
 
 from seamscope.adapters import DecisionLayer
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import (
     AllowlistStage,
     ModelConfig,
@@ -28,6 +27,7 @@ from seamscope.decisions import (
     ToolSpec,
 )
 from seamscope.decisions.records import GuardResult, PaletteVerdict
+from seamscope.loop import RECALL_TOOL
 
 __all__ = [
     "AGENT",

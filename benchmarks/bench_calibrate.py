@@ -44,10 +44,10 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from seamscope.adapters import DecisionLayer
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.cli._calibrate import calibrate, priors_toml
 from seamscope.decisions._priors import Prior, Priors
 from seamscope.decisions.records import ModelUsage, ToolCall
+from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import configure
 
 __all__ = ["Conversation", "Truth", "corpus", "evaluate", "play", "truths"]

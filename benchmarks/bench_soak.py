@@ -57,8 +57,8 @@ from typing import Any
 from _harness import Providers, Sink
 from _scenario import AGENT, HAIKU, LC_TOOLS, PALETTE, lc_layer
 
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import Message, ModelUsage, ToolCall
+from seamscope.loop import RECALL_TOOL
 
 __all__ = ["main"]
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions.records import (
     GuardResult,
     OffloadReasonCode,
@@ -18,6 +17,7 @@ from seamscope.decisions.records import (
     PolicyResult,
     WinnerSource,
 )
+from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import conventions as c
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

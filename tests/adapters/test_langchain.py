@@ -27,7 +27,6 @@ from opentelemetry.trace import NoOpTracer, StatusCode, TracerProvider
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.langchain import SeamscopeMiddleware
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import (
     DispatchContext,
     ForcedChoiceStage,
@@ -37,6 +36,7 @@ from seamscope.decisions import (
     ToolCallPolicy,
     evaluate_offload_gate,
 )
+from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import TelemetryConfig
 from seamscope.telemetry import conventions as c
 

@@ -35,13 +35,13 @@ from pydantic import BaseModel
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.openai_agents import SeamscopeRunner
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import (
     DispatchContext,
     ModelConfig,
     RolePaletteStage,
     ToolCallPolicy,
 )
+from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import conventions as c
 
 from ._openai_agents_support import (

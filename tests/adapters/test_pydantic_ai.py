@@ -27,8 +27,8 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.pydantic_ai import SeamscopeCapability
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import DispatchContext, ModelConfig, RolePaletteStage, ToolCallPolicy
+from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import conventions as c
 
 from ._pydantic_ai_support import (

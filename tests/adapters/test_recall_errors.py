@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from seamscope.adapters.openai_agents import SeamscopeRunner
 from seamscope.adapters.pydantic_ai import SeamscopeCapability
-from seamscope.adapters.react import RECALL_TOOL
+from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import conventions as c
 
 from . import _openai_agents_support as sdk

@@ -38,7 +38,7 @@ from tests.fleet._fleet import Recorder, serve
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.langchain import SeamscopeMiddleware
-from seamscope.adapters.react import RECALL_TOOL
+from seamscope.loop import RECALL_TOOL
 
 MODEL = "claude-opus-4-6"
 AGENT = "analyst"

@@ -30,7 +30,7 @@ from tests.e2e._support import child_env
 from tests.fleet._fleet import Worker, totals
 from tests.fleet._langchain_worker import CHECKPOINTS_ENV, LOG_CHARS, POSTGRES_ENV, logs_text
 
-from seamscope.adapters.react import RECALL_TOOL
+from seamscope.loop import RECALL_TOOL
 from seamscope.stores import ENV_VAR
 
 pytestmark = pytest.mark.e2e

@@ -28,8 +28,8 @@ from tests.telemetry._support import metric_points
 
 from seamscope.adapters import RECALL_TOOL, DecisionLayer, ReActAgent
 from seamscope.adapters.langchain import SeamscopeMiddleware
-from seamscope.adapters.react import ChatRequest, ChatResponse
 from seamscope.decisions import Message, ModelUsage, ToolCall
+from seamscope.loop import ChatRequest, ChatResponse
 from seamscope.stores import RedisStore, SQLiteStore
 from seamscope.telemetry import conventions as c
 

@@ -89,8 +89,10 @@ def test_a_dripping_collector_does_not_grow_memory_with_its_body(handles: Any) -
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        print(f"\nflush with a 64 MB answer: peak {peak / 2**20:.1f} MiB traced, "
-              f"{drip.sent / 2**20:.1f} MiB sent by the server")
+        print(
+            f"\nflush with a 64 MB answer: peak {peak / 2**20:.1f} MiB traced, "
+            f"{drip.sent / 2**20:.1f} MiB sent by the server"
+        )
         assert peak < 8 * 2**20
         assert (False, spans) == (bool(result), result.spans_dropped)
         assert f"the collector's answer is over {MAX_RESPONSE_BYTES // 1024} KiB" == result.error
@@ -122,8 +124,10 @@ def test_pending_spans_are_bounded_by_the_queue_the_rest_count_as_dropped(
             with tracer.start_as_current_span(f"span {index}"):
                 pass
         report = handle.report()
-        print(f"\n100 spans, queue 8, batch 4, no answer: {report.spans_pending} pending, "
-              f"{report.spans_dropped} dropped")
+        print(
+            f"\n100 spans, queue 8, batch 4, no answer: {report.spans_pending} pending, "
+            f"{report.spans_dropped} dropped"
+        )
         assert report.spans_pending <= 8 + 4 + 4  # the queue, a batch taken, one in flight
         assert 100 == report.spans_exported + report.spans_dropped + report.spans_pending
         assert False is report.ok
@@ -250,8 +254,8 @@ def test_a_grpc_endpoint_with_http_is_plaintext(handles: Any) -> None:
 def test_a_turn_still_running_at_shutdown_has_its_later_spans_counted(handles: Any) -> None:
     """The issue's shape: a predicate is still running when the application
     shuts telemetry down; the turn's spans that end after it are counted."""
-    from seamscope.adapters.loop import DecisionLayer
     from seamscope.decisions import ModelConfig, ToolCallPolicy
+    from seamscope.loop import DecisionLayer
 
     with srv.OtlpHttp() as server:
         handle = handles(otlp_endpoint=server.url, environ={})

@@ -236,8 +236,8 @@ def test_the_cap_holds_across_layers_on_one_meter_provider(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """200 layers with a policy each: 8 policy names and ``other``, not 200."""
-    from seamscope.adapters.loop import DecisionLayer
     from seamscope.decisions import ToolCall
+    from seamscope.loop import DecisionLayer
 
     monkeypatch.setenv("SEAMSCOPE_METRIC_LABEL_CAP", "8")
     for index in range(200):
@@ -274,5 +274,9 @@ def test_label_caps_sharing_labels_share_one_cap() -> None:
     second = LabelCap(2, by_key={"k": ["c"]}, labels=labels)
     third = LabelCap(2, labels=labels)
     assert ["b", "c", c.OTHER, "b", c.OTHER] == [
-        first("k", "b"), second("k", "c"), third("k", "d"), third("k", "b"), first("k", "e")
+        first("k", "b"),
+        second("k", "c"),
+        third("k", "d"),
+        third("k", "b"),
+        first("k", "e"),
     ]

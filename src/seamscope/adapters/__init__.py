@@ -1,7 +1,7 @@
 """Wrap an existing agent loop.
 
-* :mod:`seamscope.adapters.loop`: the framework-free API (:class:`DecisionLayer`).
-* :mod:`seamscope.adapters.react`: a reference ReAct loop built on it.
+* :mod:`seamscope.loop` (its main names re-exported here): the framework-free
+  API (:class:`DecisionLayer`) and a reference ReAct loop built on it.
 * :mod:`seamscope.adapters.langchain`: LangChain v1 agent middleware
   (extra ``seamscope[langchain]``).
 * :mod:`seamscope.adapters.symfonic`: symfonic-core's SymfonicAgent

@@ -285,7 +285,7 @@ class LangChainConversation:
     """The LangChain turns, run through real ``create_agent`` with seamscope watching.
 
     ``layer_options`` go to the agent's own
-    :class:`~seamscope.adapters.loop.DecisionLayer` (the telemetry providers).
+    :class:`~seamscope.loop.DecisionLayer` (the telemetry providers).
     """
 
     turns = TURNS

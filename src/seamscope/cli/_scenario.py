@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from seamscope.adapters.react import RECALL_TOOL, ChatRequest, ChatResponse
 from seamscope.decisions import (
     AllowlistStage,
     DispatchContext,
@@ -44,6 +43,7 @@ from seamscope.decisions import (
     ToolSpec,
 )
 from seamscope.decisions._messages import last_user_text, message_text
+from seamscope.loop import RECALL_TOOL, ChatRequest, ChatResponse
 
 __all__ = [
     "AGENT_NAME",

@@ -2,9 +2,10 @@
 hand-written ReAct loop, with their telemetry) and :class:`ReActAgent` (a
 reference ReAct loop built on it).
 
-:mod:`seamscope.adapters.loop` and :mod:`seamscope.adapters.react` re-export
-these names for code written against them. The framework adapters
-(:mod:`seamscope.adapters`) build on this package; it imports none of them.
+This package is their one home (:mod:`seamscope.adapters` re-exports the
+main ones, for ``from seamscope.adapters import DecisionLayer``). The
+framework adapters (:mod:`seamscope.adapters`) build on this package; it
+imports none of them.
 """
 
 from seamscope.loop._layer import ChatCall, DecisionLayer, Iteration, Turn

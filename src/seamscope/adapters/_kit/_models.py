@@ -3,7 +3,7 @@
 One rule for every adapter: the model really called names the ``chat``
 span, ``gen_ai.request.model``/``gen_ai.response.model`` and the ledger's
 price. Its name comes from the model object (:func:`model_name_of`), then
-from the response (:meth:`seamscope.adapters.loop.ChatCall.report`); the
+from the response (:meth:`seamscope.loop.ChatCall.report`); the
 layer's default model only when nothing says more. A PRE-seam winner that
 is not callable here (not in ``models``, not the request's own model) is
 reported the same way everywhere (:func:`note_unavailable`).

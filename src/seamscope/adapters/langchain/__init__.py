@@ -20,7 +20,7 @@ without it.
 What it does
 ------------
 Per model call (``wrap_model_call``/``awrap_model_call``), one ReAct
-iteration of the :class:`~seamscope.adapters.loop.DecisionLayer`:
+iteration of the :class:`~seamscope.loop.DecisionLayer`:
 
 * the selection pipeline narrows the request's tools; the model is bound
   only to the selected tools, and a forced tool becomes the request's

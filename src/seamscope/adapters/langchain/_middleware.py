@@ -40,9 +40,8 @@ from seamscope.adapters.langchain._steps import (
 )
 from seamscope.adapters.langchain._stubs import Decided, recall_spec
 from seamscope.adapters.langchain._watch import watched
-from seamscope.adapters.loop import DecisionLayer
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import OffloadStore
+from seamscope.loop import RECALL_TOOL, DecisionLayer
 from seamscope.loop._layer import resolve_store
 from seamscope.stores import ENV_VAR, LangGraphStore, MemoryStore
 
@@ -59,7 +58,7 @@ _RECALL_DESCRIPTION = (
 class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """seamscope's decision layer as LangChain v1 agent middleware.
 
-    ``layer``: the :class:`~seamscope.adapters.loop.DecisionLayer` whose
+    ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose
     router, selection pipeline, offload gate, ledger and telemetry are used.
     ``models``: model name → chat model instance the PRE seam may switch to.
     ``role`` and ``scope``: what policies and stages see as the turn's role

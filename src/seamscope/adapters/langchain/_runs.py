@@ -30,8 +30,8 @@ from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import GraphBubbleUp
-from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.decisions import ModelUsage
+from seamscope.loop import DecisionLayer, Iteration, Turn
 from seamscope.telemetry import conventions as c
 
 __all__ = [

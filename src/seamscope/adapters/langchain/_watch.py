@@ -63,8 +63,6 @@ from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls, o
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp, ToolMessage
 from seamscope.adapters.langchain._runs import LOG, Run, failed
 from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
-from seamscope.adapters.loop import Iteration, estimate_tokens
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import evaluate_offload_gate
 from seamscope.decisions.records import (
     GateCall,
@@ -75,6 +73,7 @@ from seamscope.decisions.records import (
     OffloadReasonCode,
     PriorSource,
 )
+from seamscope.loop import RECALL_TOOL, Iteration, estimate_tokens
 
 __all__ = [
     "KNOWN_HOOKS",

@@ -30,7 +30,7 @@ Hook points (all public; nothing in the SDK is patched)
   your ``RunConfig``; yours is not modified). The runner resolves it for
   every turn of every agent, handoffs included, and calls it with the tools
   offered. Per call it is one ReAct iteration of the
-  :class:`~seamscope.adapters.loop.DecisionLayer`: the selection pipeline
+  :class:`~seamscope.loop.DecisionLayer`: the selection pipeline
   narrows the tools sent to the model (handoffs pass through: they are not
   tools to select); a forced tool becomes ``tool_choice``; the PRE seam
   picks the model (a name in ``models``, else the agent's own model; a

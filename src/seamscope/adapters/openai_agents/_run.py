@@ -20,9 +20,9 @@ from seamscope._internal import record_error
 from seamscope.adapters import _hooks
 from seamscope.adapters._kit import RunSpans, ToolSpan
 from seamscope.adapters._outputs import Outputs
-from seamscope.adapters.loop import DecisionLayer, Iteration, Turn
 from seamscope.adapters.openai_agents._translate import Trimmed
 from seamscope.decisions import Message, ModelUsage, ToolCall
+from seamscope.loop import DecisionLayer, Iteration, Turn
 
 __all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed", "new_turn"]
 

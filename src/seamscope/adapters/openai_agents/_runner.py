@@ -19,7 +19,6 @@ from typing import Any
 from seamscope._internal import checks
 from seamscope.adapters._kit import resolve_role, resolve_scope
 from seamscope.adapters._outputs import adapter_store
-from seamscope.adapters.loop import DecisionLayer
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
     DEFAULT_MAX_TURNS,
@@ -48,8 +47,8 @@ from seamscope.adapters.openai_agents._model import (
 )
 from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
 from seamscope.adapters.openai_agents._trims import Trims
-from seamscope.adapters.react import RECALL_TOOL
 from seamscope.decisions import OffloadStore
+from seamscope.loop import RECALL_TOOL, DecisionLayer
 
 __all__ = ["SeamscopeRunner"]
 
@@ -70,7 +69,7 @@ _RECALL_SCHEMA = {
 class SeamscopeRunner:
     """seamscope's decision layer around the Agents SDK's ``Runner``.
 
-    ``layer``: the :class:`~seamscope.adapters.loop.DecisionLayer` whose
+    ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose
     router, selection pipeline, offload gate, ledger and telemetry are used.
     ``models``: model name → ``agents.Model`` the PRE seam may switch to.
     ``role``: what policies and stages see as the turn's role: a str, a

@@ -93,7 +93,7 @@ def _scope(ctx: RunContext[Any]) -> str:
 class SeamscopeCapability(AbstractCapability[Any]):
     """seamscope's decision layer as a pydantic-ai capability.
 
-    ``layer``: the :class:`~seamscope.adapters.loop.DecisionLayer` whose
+    ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose
     router, selection pipeline, offload gate, ledger and telemetry are used.
     ``models``: model name → pydantic-ai ``Model`` the PRE seam may switch
     to. ``role``: what policies and stages see as the run's role: a str, a

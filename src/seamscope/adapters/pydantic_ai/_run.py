@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 from seamscope.adapters import _hooks
 from seamscope.adapters._kit import RunSpans
 from seamscope.adapters._outputs import Outputs
-from seamscope.adapters.loop import ChatCall, Iteration, Turn
 from seamscope.decisions import Message, ModelUsage
+from seamscope.loop import ChatCall, Iteration, Turn
 
 __all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed"]
 
