@@ -11,8 +11,8 @@ from typing import Any
 
 from seamscope.decisions import DispatchContext, Message, ToolCall
 from seamscope.decisions._policy import build_dispatch_context
-from seamscope.decisions.records import Seam
-from seamscope.decisions.selection import SelectionContext, StageOutcome
+from seamscope.decisions.records import Seam, StageOutcome
+from seamscope.decisions.selection import SelectionContext
 
 USER = Message("user", "show me last month's sales by brand")
 

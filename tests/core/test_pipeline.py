@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from seamscope.decisions import Message, ToolCall
-from seamscope.decisions.records import ContainedError, StageOutcomeKind
+from seamscope.decisions.records import (
+    ContainedError,
+    SelectionResult,
+    StageOutcome,
+    StageOutcomeKind,
+    StageRecord,
+)
 from seamscope.decisions.selection import (
     AllowlistStage,
     ForcedChoiceStage,
@@ -20,9 +26,6 @@ from seamscope.decisions.selection import (
     SafetyLevel,
     SelectionContext,
     SelectionPipeline,
-    SelectionResult,
-    StageOutcome,
-    StageRecord,
     ToolCatalog,
     ToolSpec,
 )

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seamscope.decisions.records import (
+    SelectionResult,
+    StageOutcome,
+)
 from seamscope.decisions.selection import (
     ForcedChoiceStage,
     SelectionContext,
     SelectionPipeline,
-    SelectionResult,
-    StageOutcome,
     ToolCatalog,
     ToolSpec,
 )

@@ -137,9 +137,11 @@ def test_a_match_that_answers_a_non_bool_is_an_error_no_match_and_logged_once(
 @pytest.mark.parametrize("value", NON_BOOLS)
 def test_a_post_match_that_answers_a_non_bool_never_redirects(value: Any) -> None:
     policy = ToolCallPolicy(name="sales", match=answers(value), redirect_to="fetch_data")
-    record = SeamRouter([policy], default_model=DEFAULT).post_model(
-        post_ctx((RUN_BLOCK,)), [RUN_BLOCK]
-    ).records[0]
+    record = (
+        SeamRouter([policy], default_model=DEFAULT)
+        .post_model(post_ctx((RUN_BLOCK,)), [RUN_BLOCK])
+        .records[0]
+    )
     error = _non_bool("match", value, "sales")
     assert ("run_block", (error,)) == (record.final.name, tuple(record.errors))
 

@@ -8,7 +8,10 @@ from typing import Any
 import pytest
 
 from seamscope.decisions import Message, ToolCall
-from seamscope.decisions.records import StageOutcomeKind
+from seamscope.decisions.records import (
+    StageOutcome,
+    StageOutcomeKind,
+)
 from seamscope.decisions.selection import (
     AllowlistStage,
     ForcedChoiceStage,
@@ -20,7 +23,6 @@ from seamscope.decisions.selection import (
     SafetyLevel,
     SelectionContext,
     SelectionStage,
-    StageOutcome,
     ToolCatalog,
     ToolSpec,
 )

@@ -1,6 +1,10 @@
-"""Tool selection: six stages sharing one signature, and their pipeline."""
+"""Tool selection: six stages sharing one signature, and their pipeline.
 
-from seamscope.decisions.records import SelectionResult, StageOutcome, StageRecord
+What a stage returns and the pipeline records (``StageOutcome``,
+``StageRecord``, ``SelectionResult``) are records: :mod:`seamscope.decisions`
+(their home :mod:`seamscope.decisions.records`).
+"""
+
 from seamscope.decisions.selection._pipeline import SelectionPipeline
 from seamscope.decisions.selection._stages import (
     DEFAULT_ALWAYS_INCLUDE,
@@ -33,10 +37,7 @@ __all__ = [
     "SafetyLevel",
     "SelectionContext",
     "SelectionPipeline",
-    "SelectionResult",
     "SelectionStage",
-    "StageOutcome",
-    "StageRecord",
     "ToolCatalog",
     "ToolSpec",
     "filter_by_names",
