@@ -50,9 +50,8 @@ from seamscope.cli._course import (
     Recall,
     Settle,
 )
-from seamscope.decisions._ledger import OffloadLedger
-from seamscope.decisions._offload import evaluate_offload_gate
-from seamscope.decisions._pricing import PricingTable, to_decimal
+from seamscope.decisions import OffloadLedger, PricingTable, evaluate_offload_gate
+from seamscope.decisions._pricing import to_decimal  # the core's one Decimal rule
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     DEFAULT_RECALL_INPUT_TOKENS,
