@@ -25,7 +25,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from seamscope.adapters import _hooks
-from seamscope.adapters._kit import RunSpans, estimate_tokens
+from seamscope.adapters._kit import Conversations, RunSpans, estimate_tokens
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
@@ -546,26 +546,13 @@ class Compactions:
     at most ``limit`` conversations (the least recently used dropped first)."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._kept: OrderedDict[str, _Kept] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _of(self, scope: str) -> _Kept:
-        kept = self._kept.get(scope)
-        if kept is None:
-            kept = self._kept[scope] = _Kept()
-            while len(self._kept) > self._limit:
-                self._kept.popitem(last=False)
-        else:
-            self._kept.move_to_end(scope)
-        return kept
+        self._kept: Conversations[_Kept] = Conversations(limit, _Kept)
 
     def clear(
         self, scope: str, tool_call_id: str, compaction_id: str, tool: str, args: Any, text: str
     ) -> bool:
         """Note a cleared tool result; False when it was already noted."""
-        with self._lock:
-            kept = self._of(scope)
+        with self._kept.of(scope) as kept:
             if tool_call_id in kept.cleared:
                 return False
             kept.cleared[tool_call_id] = (compaction_id, tool, args, text)
@@ -581,23 +568,21 @@ class Compactions:
         removed_tokens: float,
     ) -> bool:
         """Note a tool result evicted to ``path``; False when it was already noted."""
-        with self._lock:
-            kept = self._of(scope)
+        with self._kept.of(scope) as kept:
             if tool_call_id in kept.evicted:
                 return False
             kept.evicted[tool_call_id] = (compaction_id, path, preview, removed_tokens)
             return True
 
     def summary(self, scope: str, text: str, compaction_id: str) -> None:
-        with self._lock:
-            self._of(scope).summaries[text] = compaction_id
+        with self._kept.of(scope) as kept:
+            kept.summaries[text] = compaction_id
 
     def carried(self, scope: str, messages: Sequence[Any]) -> tuple[str, ...]:
         """The compaction ids whose placeholder or summary ``messages`` (a prompt
         a model really receives) hold, minus the ones re-read; they become the
         conversation's currently cleared results."""
-        with self._lock:
-            kept = self._kept.get(scope)
+        with self._kept.existing(scope) as kept:
             if kept is None:
                 return ()
             found: list[str] = []
@@ -631,8 +616,7 @@ class Compactions:
         (:func:`~._explain.reads_path`): once the reads of that file have
         brought back as many tokens as were evicted, the preview saves nothing
         more and is no longer counted as carried."""
-        with self._lock:
-            kept = self._kept.get(scope)
+        with self._kept.existing(scope) as kept:
             if kept is None:
                 return None
             evicted = self._read_back(kept, tool, args, text)
