@@ -12,6 +12,7 @@ model, the palette gate's drop, the offload gate's priced terms.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import urllib.error
@@ -275,3 +276,44 @@ def test_decision_spans_read_back_from_phoenix(phoenix: Phoenix, demo_run: DemoR
     net, reprefill, stub, recall = (got[key] for key in priced)
     assert net > 0
     assert math.isclose(reprefill - stub - recall, net, rel_tol=1e-9)
+
+
+def test_phoenix_shows_the_tools_each_model_call_was_offered(
+    phoenix: Phoenix, demo_run: DemoRun
+) -> None:
+    """A GenAI-aware backend reads what the model saw without knowing seamscope:
+    each ``chat`` span's ``gen_ai.tool.definitions`` (the tools really sent,
+    after selection) reads back from Phoenix as sent, and names the selected
+    tools of its iteration."""
+    spans = demo_run.spans
+    stage = _first(spans, c.SPAN_STAGE, **{c.ATTR_STAGE_NAME: "forced_choice"})
+    sent = [s for s in spans if s.trace_id == stage.trace_id]
+    chats = [s for s in sent if c.ATTR_GEN_AI_TOOL_DEFINITIONS in s.attributes]
+    assert chats, "no chat span with gen_ai.tool.definitions in the demo's trace"
+
+    def whole_trace() -> list[Any]:
+        found = _read_trace(phoenix, demo_run.project, stage.trace_id)
+        return found if len(found) >= len(sent) else []
+
+    received = wait_for(
+        whole_trace,
+        timeout=60,
+        what=f"Phoenix to hold all {len(sent)} spans of trace {stage.trace_id}",
+        diagnostics=lambda: f"{demo_run.output}\n{phoenix.processes.diagnostics()}",
+        interval=0.5,
+        alive=phoenix.processes,
+    )
+    by_id = {span["context"]["span_id"]: span for span in received}
+    by_span = {s.span_id: s for s in sent}
+    for chat in chats:
+        got = by_id[chat.span_id]["attributes"]
+        offered = chat.attributes[c.ATTR_GEN_AI_TOOL_DEFINITIONS]
+        assert offered == got[c.ATTR_GEN_AI_TOOL_DEFINITIONS], chat.name
+        names = [tool["name"] for tool in json.loads(offered)]
+        # the iteration's selection: exactly the tools the model was sent
+        iteration = chat.parent_span_id
+        (select,) = [
+            s for s in sent if s.name == c.SPAN_SELECT_TOOLS and s.parent_span_id == iteration
+        ]
+        assert sorted(select.attributes[c.ATTR_SELECTION_SELECTED]) == sorted(names)
+        assert by_span[iteration].name == c.SPAN_ITERATION
