@@ -655,8 +655,11 @@ def test_a_recall_cannot_read_another_conversation(
         {"messages": [HumanMessage("b")]}, config={"configurable": {"thread_id": "b"}}
     )
 
+    # conversation b holds no stub, so it is offered no recall tool: the call is an
+    # unknown tool's, answered by LangChain, and a's output never reaches b
     answer = [m for m in other["messages"] if isinstance(m, ToolMessage)][-1]
-    assert "error: no offloaded output 'off-1' in this conversation" == answer.content
+    assert str(answer.content).startswith("Error: recall_tool_result is not a valid tool")
+    assert all(len(str(m.content)) < 1_000 for m in other["messages"])
 
 
 # -- failures -----------------------------------------------------------------------------
@@ -914,3 +917,36 @@ def test_openinference_loaded_but_not_instrumented_is_left_alone(
     from seamscope.adapters.langchain._runs import active_parent
 
     assert (None, "") == (active_parent(), capsys.readouterr().out)
+
+
+def test_an_offered_recall_cannot_read_another_conversation(
+    tracer_provider: Any, meter_provider: Any
+) -> None:
+    """Conversation b holds a stub of its own, so the recall tool is offered; it
+    asks for a's offload by id and is told there is none in this conversation."""
+    ids = iter(["off-1", "off-2"])
+    layer = make_layer(
+        tracer_provider, meter_provider, policies=(), stages=(), offload_id_factory=ids.__next__
+    )
+    script = [
+        ai(("big_report", {"topic": "q3"}, "b1")),
+        ai(text="stored"),
+        ai(("big_report", {"topic": "q4"}, "b2")),
+        ai((RECALL_TOOL, {"offload_id": "off-1"}, "r1")),
+        ai(text="done"),
+    ]
+    models, log = scripted_models([OPUS], script)
+    agent = create_agent(
+        models[OPUS],
+        Toolbox().tools(),
+        middleware=[SeamscopeMiddleware(layer, models)],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("a")]}, config={"configurable": {"thread_id": "a"}})
+    other = agent.invoke(
+        {"messages": [HumanMessage("b")]}, config={"configurable": {"thread_id": "b"}}
+    )
+
+    assert RECALL_TOOL in (log[3].tools or [])
+    (answer,) = [m for m in other["messages"] if getattr(m, "tool_call_id", None) == "r1"]
+    assert "error: no offloaded output 'off-1' in this conversation" == answer.content

@@ -577,3 +577,17 @@ def test_a_model_call_made_again_sends_the_same_stub_and_asks_the_gate_once(
     assert answer.content == in_state.content
     gates = named(span_exporter.get_finished_spans(), c.SPAN_OFFLOAD_GATE)
     assert 1 == len(gates)
+
+
+def test_a_recall_the_model_makes_up_is_answered_by_langchain_as_without_seamscope(
+    tracer_provider: Any, meter_provider: Any
+) -> None:
+    """Nothing offloaded, so no recall tool offered: a call of it is an unknown
+    tool's, LangChain's error answer and routing, with or without seamscope."""
+    script = [ai(("recall_tool_result", {"offload_id": "off-9"}, "c1")), ai(text="ok")]
+    layer = make_layer(tracer_provider, meter_provider)
+    alone = agent_for(script, [lookup], None, {})
+    mine = agent_for(script, [lookup], layer, {})
+    expected = outcome(alone)
+    assert "is not a valid tool" in str(expected[2][1])
+    assert expected == outcome(mine)

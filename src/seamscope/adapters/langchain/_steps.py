@@ -228,6 +228,8 @@ class ModelStep(_ModelCallStep):
         self.ends = False  # LangChain routes the agent to the end after this call
         self.written: list[ToolMessage] = []  # offloaded outputs' stubs for the state
         self.decided: list[str] = []  # the tool calls whose answers the gate decided
+        # the recall tool was offered (as a description): seamscope answers its calls
+        self.recall_offered = False
 
     def prepare(self) -> ModelRequest[Any]:
         """The request to execute: selected tools, chosen model, forced tool."""
@@ -261,6 +263,7 @@ class ModelStep(_ModelCallStep):
             offered = translate.offered(request.tools, recall=recall)
             if recall and not mw.tool_hooks and mw.recall_spec is not None:
                 offered.append(dict(mw.recall_spec))
+                self.recall_offered = True
             self.structured = translate.structured_tools(request)
             selection = it.select_tools(offered, fixed=self.structured)
             plan = plan_model(it, models=mw.models, own=request.model, name_of=translate.model_name)
@@ -323,7 +326,8 @@ class ModelStep(_ModelCallStep):
                 structured_answers(it, message, [translate.tool_call(raw) for raw in answers])
             run = self.run
             message = translate.last_ai(response.result)
-            if run is not None and it is not None and message is not None and not mw.tool_hooks:
+            if run is not None and it is not None and message is not None and self.recall_offered:
+                # a recall tool never offered is the model's mistake, answered by LangChain
                 response = answer_recalls(
                     response,
                     message,
