@@ -212,13 +212,16 @@ def test_a_full_disk_makes_no_offload_and_loses_nothing(
 def test_a_recall_reads_only_its_own_conversations_outputs(
     tmp_path: Path, span_exporter: InMemorySpanExporter, tracer_provider: Any, meter_provider: Any
 ) -> None:
-    """Conversation B names conversation A's offload id: refused as unknown, an
-    error on the recall's span; A still recalls it."""
-    layer = _layer(tracer_provider, meter_provider)
+    """Conversation B (offered the recall tool for an offload of its own) names
+    conversation A's offload id: refused as unknown, an error on the recall's
+    span; A still recalls it."""
+    ids = iter(["off-1", "off-2"])
+    layer = _layer(tracer_provider, meter_provider, offload_id_factory=ids.__next__)
     store = SQLiteStore(tmp_path / "offloads.db")
     script = [
         ai(("big_report", {"topic": "q3"}, "b1")),
         ai(text="offloaded"),
+        ai(("big_report", {"topic": "q4"}, "b2")),
         ai((RECALL_TOOL, {"offload_id": "off-1"}, "r1")),
         ai(text="nothing"),
         ai((RECALL_TOOL, {"offload_id": "off-1"}, "r2")),
