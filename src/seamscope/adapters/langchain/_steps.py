@@ -149,6 +149,10 @@ class _Step:
         self.run: Run | None = None
         self.iteration: Iteration | None = None
         self.attached: Attached | None = None
+        # LangChain routes the agent to its end after this hook (the model call
+        # it routes to the end, a return_direct tool's answer): no after_agent
+        # node is added to hear it, so the run ends when the hook does
+        self.ends = False
 
     def fail(self, exc: BaseException) -> None:
         """The agent's own exception crossed the hook: close the run with it
@@ -161,12 +165,21 @@ class _Step:
             self.mw.runs.close(self.run, exc)
 
     def close(self) -> None:
+        """Detach; the run ends here when LangChain routes the agent to its end
+        (a later hook of the same invocation, another middleware sending the
+        agent on, continues it)."""
         if self.attached is not None:
             self.attached.detach()
         try:
             self.mw.runs.drain()
         except Exception:
             failed("langchain.run_end")
+        run = self.run
+        if self.ends and run is not None and not run.closed:
+            try:
+                self.mw.runs.close(run, None)
+            except Exception:
+                failed("langchain.run_end")
 
 
 class _ModelCallStep(_Step):
@@ -225,7 +238,6 @@ class ModelStep(_ModelCallStep):
         super().__init__(middleware, request)
         self.created = False
         self.structured: tuple[dict[str, Any], ...] = ()
-        self.ends = False  # LangChain routes the agent to the end after this call
         self.written: list[ToolMessage] = []  # offloaded outputs' stubs for the state
         self.decided: list[str] = []  # the tool calls whose answers the gate decided
         # the recall tool was offered (as a description): seamscope answers its calls
@@ -328,12 +340,16 @@ class ModelStep(_ModelCallStep):
             message = translate.last_ai(response.result)
             if run is not None and it is not None and message is not None and self.recall_offered:
                 # a recall tool never offered is the model's mistake, answered by LangChain
+                runtime = self.request.runtime
                 response = answer_recalls(
                     response,
                     message,
                     run=run,
                     iteration=it,
-                    outputs=mw.outputs_for(self.request.runtime),
+                    outputs=mw.outputs_for(runtime),
+                    account=lambda call, answer: settle_output(
+                        mw, run, it, call, answer, runtime, offload=False, reread=False
+                    ),
                 )
             if run is not None:
                 run.emitted = len(translate.routed_calls(message, self.structured))
@@ -363,18 +379,6 @@ class ModelStep(_ModelCallStep):
             failed("langchain.after_model_call")
             return response
 
-    def close(self) -> None:
-        """After the model call LangChain routes to the end, the run ends (no
-        ``after_agent`` node is added to hear it): a later hook of the same
-        invocation (another middleware sent the agent on) continues it."""
-        super().close()
-        run = self.run
-        if self.ends and run is not None and not run.closed:
-            try:
-                self.mw.runs.close(run, None)
-            except Exception:
-                failed("langchain.run_end")
-
 
 class ToolStep(_Step):
     """One tool call: the execute_tool span, then the offload gate (or a recall)."""
@@ -386,7 +390,6 @@ class ToolStep(_Step):
         self.tool: ToolSpan | None = None
         self.outcome: ToolOutcome | None = None
         self._outcome_token: contextvars.Token[ToolOutcome | None] | None = None
-        self.ends = False  # a return_direct tool's answer ends the agent
 
     def prepare(self) -> None:
         request = self.request
@@ -419,12 +422,6 @@ class ToolStep(_Step):
             except Exception:
                 failed("langchain.after_tool_call")
         super().close()
-        run = self.run
-        if self.ends and run is not None and not run.closed:
-            try:
-                self.mw.runs.close(run, None)
-            except Exception:
-                failed("langchain.run_end")
 
     @contextlib.contextmanager
     def span(self) -> Iterator[Any]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from seamscope.adapters._kit import RECALL_TOOL, Conversations, ToolSpan, account_tool_output
+from seamscope.adapters._kit import RECALL_TOOL, Conversations, ToolSpan
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import AIMessage, ModelResponse, ToolMessage
@@ -137,9 +137,11 @@ def answer_recalls(
     run: Run,
     iteration: Iteration,
     outputs: Outputs,
+    account: Callable[[ToolCall, str], object],
 ) -> ModelResponse[Any]:
     """The response with an answer after ``message`` for each recall it emits
-    (the output, or why not); ``response`` itself when it emits none."""
+    (the output, or why not; ``account`` charges it as the kit does any tool
+    answer); ``response`` itself when it emits none."""
     answers: list[ToolMessage] = []
     for raw in message.tool_calls:
         if raw["name"] != RECALL_TOOL or not raw.get("id"):
@@ -151,28 +153,13 @@ def answer_recalls(
         with span.current():
             answer = outputs.answer(run.scope, call.id, translate.recall_id(call))
         span.stop(answer)
-        _account(iteration, call, answer, run=run, outputs=outputs)
+        try:
+            account(call, answer)
+        except Exception:
+            failed("langchain.recall")
         # as the recall tool answers when it runs: its answer, never a raised error
         answers.append(ToolMessage(content=answer, tool_call_id=call.id, name=RECALL_TOOL))
     if not answers:
         return response
     result = [*response.result, *answers]
     return ModelResponse(result=result, structured_response=response.structured_response)
-
-
-def _account(
-    iteration: Iteration, call: ToolCall, answer: str, *, run: Run, outputs: Outputs
-) -> None:
-    try:
-        account_tool_output(
-            iteration,
-            call,
-            answer,
-            outputs=outputs,
-            scope=run.scope,
-            usage=run.usage,
-            context=run.otel,
-            offload=False,
-        )
-    except Exception:
-        failed("langchain.recall")
