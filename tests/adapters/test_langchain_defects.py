@@ -120,7 +120,7 @@ def test_the_checkpoint_namespace_separator_is_langgraphs() -> None:
 def test_the_watchers_hooks_are_the_installed_langchains() -> None:
     """Tripwire: the hooks of the installed ``AgentMiddleware`` are exactly the
     ones the watcher knows."""
-    from seamscope.adapters.langchain._watch import KNOWN_HOOKS, framework_hooks
+    from seamscope.adapters.langchain._watched import KNOWN_HOOKS, framework_hooks
 
     assert KNOWN_HOOKS == set(framework_hooks())
 
@@ -133,7 +133,7 @@ def test_create_agent_reads_a_watched_middleware_as_the_middleware_itself(
     attributes of it, getting the same values (hooks aside, its own)."""
     from langchain.agents.middleware import AgentMiddleware
 
-    from seamscope.adapters.langchain._watch import KNOWN_HOOKS
+    from seamscope.adapters.langchain._watched import KNOWN_HOOKS
 
     reads: list[tuple[str, Any]] = []
 

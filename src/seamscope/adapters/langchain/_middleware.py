@@ -39,7 +39,7 @@ from seamscope.adapters.langchain._steps import (
     ToolStep,
 )
 from seamscope.adapters.langchain._stubs import Decided, recall_spec
-from seamscope.adapters.langchain._watch import watched
+from seamscope.adapters.langchain._watched import watched
 from seamscope.decisions import OffloadStore
 from seamscope.loop import RECALL_TOOL, DecisionLayer
 from seamscope.loop._layer import resolve_store
