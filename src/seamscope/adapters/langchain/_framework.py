@@ -22,6 +22,7 @@ try:
     from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.tracers.context import register_configure_hook
+    from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.config import get_config
     from langgraph.errors import GraphBubbleUp
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -55,6 +56,7 @@ __all__ = [
     "ToolMessage",
     "ToolRuntime",
     "ToolStrategy",
+    "convert_to_openai_tool",
     "get_config",
     "get_runtime",
     "register_configure_hook",

@@ -29,6 +29,7 @@ from seamscope.adapters.langchain._framework import (
     ToolCallRequest,
     ToolMessage,
     ToolRuntime,
+    convert_to_openai_tool,
 )
 from seamscope.adapters.langchain._runs import Compactions, Outputs, Runs, failed
 from seamscope.adapters.langchain._steps import (
@@ -38,7 +39,7 @@ from seamscope.adapters.langchain._steps import (
     TailStep,
     ToolStep,
 )
-from seamscope.adapters.langchain._stubs import Decided, recall_spec
+from seamscope.adapters.langchain._stubs import Decided
 from seamscope.adapters.langchain._watched import watched
 from seamscope.decisions import OffloadStore
 from seamscope.loop import RECALL_TOOL, DecisionLayer
@@ -185,7 +186,8 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             outputs_of=self._outputs_of,
             tool_hooks=False,
             decided=Decided(_MAX_CONVERSATIONS),
-            recall_spec=recall_spec(_RECALL_DESCRIPTION),
+            # the one recall tool, as the model is offered it when it is not registered
+            recall_spec=convert_to_openai_tool(self._recall_tool()),
             gate_evictions=bool(gate_evictions),
         )
         """What this middleware's steps read (they never read the middleware)."""

@@ -38,7 +38,7 @@ from seamscope.adapters.langchain._runs import Run, failed
 from seamscope.decisions import ToolCall
 from seamscope.loop import Iteration
 
-__all__ = ["Decided", "answer_recalls", "gate_answers", "recall_spec"]
+__all__ = ["Decided", "answer_recalls", "gate_answers"]
 
 
 class Decided:
@@ -112,22 +112,6 @@ def gate_answers(
                 replaced.append(message)
         out.append(message)
     return out, replaced, ids
-
-
-def recall_spec(description: str) -> dict[str, Any]:
-    """The recall tool as a model binds it (OpenAI's function-tool form)."""
-    return {
-        "type": "function",
-        "function": {
-            "name": RECALL_TOOL,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {"offload_id": {"type": "string"}},
-                "required": ["offload_id"],
-            },
-        },
-    }
 
 
 def answer_recalls(
