@@ -44,10 +44,11 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from seamscope.adapters import DecisionLayer
-from seamscope.cli._calibrate import calibrate, priors_toml
+from seamscope.cli._calibrate import priors_toml
 from seamscope.decisions._priors import Prior, Priors
 from seamscope.decisions.records import ModelUsage, ToolCall
 from seamscope.loop import RECALL_TOOL
+from seamscope.replay import calibrate
 from seamscope.telemetry import configure
 
 __all__ = ["Conversation", "Truth", "corpus", "evaluate", "play", "truths"]

@@ -200,3 +200,28 @@ def test_the_framework_free_loop_has_a_room_of_its_own() -> None:
     )
     assert "seamscope.adapters.loop" not in edges
     assert "seamscope.adapters.react" not in edges
+
+
+def test_the_cli_is_thin_over_its_engines() -> None:
+    """``seamscope.explain`` and ``seamscope.replay`` import nothing of the CLI
+    (nor rich: they compute, the CLI prints), and the CLI takes them through
+    their public surface, never a private module."""
+    edges = graph()
+    engines = ("seamscope.explain", "seamscope.replay")
+    assert [] == sorted(
+        f"{name} imports {target}"
+        for name, targets in edges.items()
+        if name.startswith(engines)
+        for target in targets
+        if target.startswith("seamscope.cli")
+    )
+    assert [] == sorted(
+        f"{name} imports {target}"
+        for name, targets in edges.items()
+        if name.startswith("seamscope.cli")
+        for target in targets
+        if target.startswith(engines) and target.count(".") > 1
+    )
+    for name, path in MODULES.items():
+        if name.startswith(engines):
+            assert "rich" not in {t.split(".")[0] for t in _imports(name, path)}, name

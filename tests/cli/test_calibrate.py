@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from seamscope.cli import main
-from seamscope.cli._calibrate import beta_cdf, beta_quantile
 from seamscope.decisions import OffloadGate
 from seamscope.decisions._priors import DEFAULT_MIN_OFFLOADS, Priors
 from seamscope.decisions.records import GateCall, PriorSource
+from seamscope.replay._calibrate import beta_cdf, beta_quantile
 
 
 def test_beta_quantiles_match_closed_forms() -> None:

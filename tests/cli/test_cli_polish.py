@@ -19,7 +19,7 @@ import pytest
 
 from seamscope.cli import EXIT_INTERRUPTED, _parser, main
 from seamscope.cli._demo import log_path_for
-from seamscope.cli._otlp import LOG_LINE
+from seamscope.explain._otlp import LOG_LINE
 
 from .conftest import Explain
 

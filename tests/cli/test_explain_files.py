@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from seamscope.cli import _traces
 from seamscope.cli._explain import Options, explain
 from seamscope.cli._render import plain_settlements, render_settlements
+from seamscope.explain import _traces
 from seamscope.telemetry import conventions as c
 
 from ._support import export_line, span, turn, write_lines

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from seamscope.cli import _traces
 from seamscope.cli._explain import Options, explain
-from seamscope.cli._otlp import LineReader, Values
+from seamscope.explain import _traces
+from seamscope.explain._otlp import LineReader, Values
 from seamscope.telemetry import conventions as c
 
 EXAMPLES = int(os.environ.get("SEAMSCOPE_FUZZ_EXAMPLES", "150"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from seamscope.cli import _otlp
+from seamscope.explain import _otlp
 from seamscope.telemetry import conventions as c
 
 from ._support import any_value, export_line, span, turn, write_lines

@@ -7,8 +7,8 @@ import base64
 import json
 from pathlib import Path
 
-from seamscope.cli._otlp import id_needles
-from seamscope.cli._traces import Collector
+from seamscope.explain._otlp import id_needles
+from seamscope.explain._traces import Collector
 
 from ._support import export_line, turn, write_lines
 from .conftest import Explain

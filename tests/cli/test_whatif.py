@@ -12,11 +12,10 @@ import pytest
 from tests.cli._support import export_line, span, write_lines
 
 from seamscope.cli import main
-from seamscope.cli._course import Conversation, CourseReader
 from seamscope.cli._plan import langchain_part, plan, reference_part
-from seamscope.cli._replay import replay
 from seamscope.decisions._pricing import DEFAULT_PRICING
 from seamscope.decisions.records import Settlement
+from seamscope.replay import Conversation, CourseReader, replay
 from seamscope.telemetry import TelemetryConfig, configure
 from seamscope.telemetry import conventions as c
 

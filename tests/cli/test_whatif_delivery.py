@@ -130,19 +130,30 @@ def test_requests_from_a_query_api_sent_twice_are_merged_too(
     corpus: tuple[Path, Path, int],
 ) -> None:
     """The Jaeger path hands parsed requests to the reader: the same merge."""
-    from seamscope.cli._whatif import Overrides, whatif
+    from seamscope.replay import Overrides, Replay, whatif
 
     once, twice, copies = corpus
     answers = []
     for path in (once, twice):
-        rows: list[str] = []
+        rows: list[tuple[str, Decimal, Decimal, Decimal, int]] = []
         requests = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
         def query(reader: Any, requests: list[Any] = requests) -> None:
             for request in requests:
                 reader.feed(request, "query")
 
-        totals, reader = whatif([], Overrides(), rows.append, fmt="json", query=query)
+        def each(r: Replay, rows: list[Any] = rows) -> None:
+            rows.append(
+                (
+                    r.conversation_id,
+                    r.realized_usd,
+                    r.counterfactual_exact_usd,
+                    r.counterfactual_expected_usd,
+                    r.gate_calls,
+                )
+            )
+
+        totals, reader = whatif([], Overrides(), each, query=query)
         answers.append((sorted(rows), totals.realized, totals.gate_calls))
         assert (2 * copies if path == twice else 0) == reader.duplicates
     assert answers[0] == answers[1]

@@ -41,7 +41,7 @@ from rich.console import Console
 
 from seamscope.cli._explain import Options, Outcome, explain
 from seamscope.cli._render import LEGEND
-from seamscope.cli._views import number
+from seamscope.explain import number
 
 if TYPE_CHECKING:
     from seamscope.cli._export import CountingExporter, Endpoint

@@ -1,6 +1,6 @@
 """``seamscope explain FILE``: decision trees from OTLP-JSON.
 
-One pass over the file (see ``_traces``): each trace is assembled as soon as
+One pass over the file (:class:`seamscope.explain.Collector`): each trace is assembled as soon as
 it is complete, turned into what will be printed for it (plain text, or the
 JSON of its view), and kept only as that, in a spill file; its spans are
 dropped. Traces that received spans after they were finished are read again
@@ -29,7 +29,6 @@ from typing import IO, Any, TextIO
 
 from rich.console import Console
 
-from seamscope.cli._otlp import LOG_LINE, Problem, SpanRecord, id_needles, text_needles
 from seamscope.cli._render import (
     Node,
     plain_lines,
@@ -41,12 +40,19 @@ from seamscope.cli._render import (
     write_settlements,
     write_tree,
 )
-from seamscope.cli._traces import Collector, TraceInfo, reread
-from seamscope.cli._views import (
+from seamscope.explain import (
+    LOG_LINE,
+    Collector,
+    Problem,
+    SpanRecord,
+    TraceInfo,
     assemble,
+    id_needles,
+    reread,
     settlements,
     shadow_settlements,
     span_rows,
+    text_needles,
     tool_story,
     turn_view,
 )

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from seamscope.cli._views import middleware_story, number, tool_story
+from seamscope.explain import middleware_story, number, tool_story
 from seamscope.telemetry import conventions as c
 
 __all__ = [

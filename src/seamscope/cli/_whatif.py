@@ -2,7 +2,7 @@
 
 Every recorded gate call is decided again under the changed configuration
 (``--set``, ``--priors``) and every conversation re-settled on its recorded
-course (see ``_replay``), without re-running the agent. Per conversation and
+course (:mod:`seamscope.replay`), without re-running the agent. Per conversation and
 in total it prints what was realized, what the change would have given, and
 the difference, with the exact part (offloads that fire either way: their
 recalls are known) kept apart from the expected part (offloads that would
@@ -18,35 +18,27 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
 from rich.console import Console
 
-from seamscope.cli._course import Compact, Conversation, CourseReader, Gate, Rates
 from seamscope.cli._render import money
-from seamscope.cli._replay import GateConfig, Replay, recorded_rates, replay
+from seamscope.replay import CourseReader, Overrides, Replay, Totals, parse_overrides, whatif
 
 __all__ = [
-    "Overrides",
     "UnreadableInput",
+    "add_jaeger_arguments",
     "add_whatif_parser",
+    "describe",
     "duplicates_note",
-    "plural",
+    "jaeger_source",
     "opened_inputs",
-    "parse_overrides",
+    "plural",
+    "priors_lines",
     "run_whatif",
-    "whatif",
 ]
-
-_INT_KEYS = ("threshold_tokens", "stub_tokens", "horizon", "recall_input_tokens",
-             "recall_output_tokens")  # fmt: skip
-_KEYS = (*_INT_KEYS, "recall_probability")
-_PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
-_FIELDS = tuple(f.name for f in fields(GateConfig))
-_ZERO = Decimal(0)
 
 _EPILOG = (
     "--set keys: threshold_tokens, stub_tokens, horizon, recall_probability, "
@@ -95,277 +87,6 @@ def add_whatif_parser(sub: Any) -> None:
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default text)"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Overrides:
-    """What ``--set`` and ``--priors`` change."""
-
-    gate: dict[str, Any] = field(default_factory=dict)
-    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
-    prices: dict[str, dict[str, str]] = field(default_factory=dict)
-    priors: Any = None  # seamscope.decisions._priors.Priors
-    applied: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Gate calls each (tool, model) pair's prior was applied to."""
-    seen: set[tuple[str, str]] = field(default_factory=set)
-    """The (tool, model) pairs of the gate calls read."""
-
-    def resolve(self, gate: Gate, recorded: GateConfig) -> GateConfig:
-        changes = self.gate
-        if self.priors is not None:
-            pair = (gate.tool or "", gate.model)
-            self.seen.add(pair)
-            prior = self.priors.lookup(gate.tool, gate.model)
-            if prior is not None:
-                self.applied[pair] = self.applied.get(pair, 0) + 1
-                changes = {
-                    **changes,
-                    "horizon": prior.horizon,
-                    "recall_probability": prior.recall_probability,
-                }
-        tool = self.tools.get(gate.tool or "")
-        if tool:
-            changes = {**changes, **tool}
-        if not changes:
-            return recorded
-        # dataclasses.replace() without its checks: this runs once a gate call
-        return GateConfig(*[changes.get(name, getattr(recorded, name)) for name in _FIELDS])
-
-    def compaction(self, ev: Compact) -> tuple[int, float]:
-        return (
-            int(self.gate.get("horizon", ev.horizon)),
-            float(self.gate.get("recall_probability", ev.recall_probability)),
-        )
-
-    def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.gate.items()]
-        parts += [f"tool.{t}.{k}={v}" for t, kv in self.tools.items() for k, v in kv.items()]
-        parts += [f"price.{m}.{k}={v}" for m, kv in self.prices.items() for k, v in kv.items()]
-        if self.priors is not None:
-            parts.append(f"priors {self.priors.version}")
-        return ", ".join(parts) or "the recorded configuration"
-
-    def priors_use(self) -> dict[str, Any] | None:
-        """Which entries of the priors file were applied, and why the others were not."""
-        if self.priors is None:
-            return None
-        minimum = self.priors.min_offloads
-        applied, few, absent = [], [], []
-        for prior in sorted(self.priors, key=lambda p: (p.tool, p.model)):
-            pair = (prior.tool, prior.model)
-            entry = {"tool": prior.tool, "model": prior.model, "offloads": prior.offloads}
-            if prior.offloads < minimum:
-                few.append(entry)
-            elif pair not in self.seen:
-                absent.append(entry)
-            else:
-                applied.append({**entry, "gate_calls": self.applied.get(pair, 0)})
-        return {
-            "version": self.priors.version,
-            "entries": len(self.priors),
-            "min_offloads": minimum,
-            "applied": applied,
-            "skipped_fewer_offloads": few,
-            "skipped_not_in_input": absent,
-        }
-
-    def priors_lines(self) -> list[str]:
-        """What the priors file did, in words (none without --priors)."""
-        use = self.priors_use()
-        if use is None:
-            return []
-        applied = use["applied"]
-        calls = sum(e["gate_calls"] for e in applied)
-        text = (
-            f"priors {use['version']}: {plural(use['entries'], 'entry')}; applied "
-            f"{plural(len(applied), 'pair')} to {plural(calls, 'gate call')}"
-        )
-        lines = [text]
-        few, absent = use["skipped_fewer_offloads"], use["skipped_not_in_input"]
-        if few:
-            lines.append(
-                f"  skipped {plural(len(few), 'pair')} with fewer than {use['min_offloads']} "
-                f"offloads (the file's min_offloads: the gate keeps its own priors for them; "
-                f"calibrate --min-offloads N sets it): {_pairs(few)}"
-            )
-        if absent:
-            lines.append(
-                f"  skipped {plural(len(absent), 'pair')} with no gate call in the input: "
-                f"{_pairs(absent)}"
-            )
-        return lines
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "set": dict(self.gate),
-            "tools": self.tools,
-            "prices": self.prices,
-            "priors_version": None if self.priors is None else self.priors.version,
-            "priors": self.priors_use(),
-        }
-
-
-def _setting(key: str, text: str) -> Any:
-    if key == "recall_probability":
-        try:
-            value = float(text)
-        except ValueError:
-            raise ValueError(f"{key} must be a number in [0, 1], got {text!r}") from None
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{key} must be a number in [0, 1], got {text!r}")
-        return value
-    try:
-        number = int(text)
-    except ValueError:
-        raise ValueError(f"{key} must be an int >= 0, got {text!r}") from None
-    if number < 0:
-        raise ValueError(f"{key} must be an int >= 0, got {text!r}")
-    return number
-
-
-def parse_overrides(items: list[str], priors: Any = None) -> Overrides:
-    """``KEY=VALUE`` items as :class:`Overrides` (ValueError naming the bad item)."""
-    out = Overrides(priors=priors)
-    for item in items:
-        key, sep, text = item.partition("=")
-        key, text = key.strip(), text.strip()
-        if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        if key in _KEYS:
-            out.gate[key] = _setting(key, text)
-            continue
-        head, _, rest = key.partition(".")
-        name, _, leaf = rest.rpartition(".")
-        if head == "tool" and name and leaf in _KEYS:
-            out.tools.setdefault(name, {})[leaf] = _setting(leaf, text)
-        elif head == "price" and name and leaf in _PRICE_KEYS:
-            try:
-                value = Decimal(text)
-            except ArithmeticError:
-                value = Decimal("NaN")
-            if not value.is_finite() or value < 0:
-                raise ValueError(f"--set {key}: a price is USD per 1M tokens >= 0, got {text!r}")
-            out.prices.setdefault(name, {})[leaf] = text
-        else:
-            raise ValueError(
-                f"--set {key}: unknown key (use {', '.join(_KEYS)}, tool.NAME.KEY or "
-                f"price.MODEL.{'|'.join(_PRICE_KEYS)})"
-            )
-    return out
-
-
-def _table_rows(recorded: Mapping[str, Rates]) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    for model, (rate_in, rate_out, read, write) in recorded.items():
-        row: dict[str, Any] = {"input": rate_in, "output": rate_out}
-        if read is not None:
-            row["cache_read"] = read
-        if write is not None:
-            row["cache_write"] = write
-        rows[model] = row
-    return rows
-
-
-def recorded_pricing(recorded: Mapping[str, Rates]) -> Any:
-    """The default table with the rates the loop recorded on top (see
-    :func:`~seamscope.cli._replay.recorded_rates`)."""
-    from seamscope.decisions._pricing import DEFAULT_PRICING, PricingTable
-
-    return PricingTable(_table_rows(recorded)) if recorded else DEFAULT_PRICING
-
-
-def counterfactual_pricing(
-    overrides: Overrides, recorded: Mapping[str, Rates] | None = None
-) -> Any:
-    """The default table with the recorded rates on top, then the ``price.*``
-    overrides (a rate not given keeps the model's recorded rate, else its default)."""
-    from seamscope.decisions._pricing import PricingTable
-
-    if not overrides.prices:
-        return recorded_pricing(recorded or {})
-    table = _table_rows(recorded or {})
-    base_table = recorded_pricing(recorded or {})
-    for model, rates in overrides.prices.items():
-        quote = base_table.lookup(model)
-        base: dict[str, Any] = {}
-        if quote is not None:
-            price = quote.price
-            base = {"input": price.input_per_mtok, "output": price.output_per_mtok}
-            if price.cache_read_per_mtok is not None:
-                base["cache_read"] = price.cache_read_per_mtok
-            if price.cache_write_per_mtok is not None:
-                base["cache_write"] = price.cache_write_per_mtok
-        merged = {**base, **rates}
-        if "input" not in merged or "output" not in merged:
-            raise ValueError(
-                f"--set price.{model}: the model has no recorded or default price: give both "
-                ".input and .output"
-            )
-        table[model] = merged
-    return PricingTable(table)
-
-
-class _Tables:
-    """Per conversation: the realized table (the recorded rates) and the
-    counterfactual one (the same with ``price.*`` on top), built once per set
-    of recorded rates."""
-
-    def __init__(self, overrides: Overrides, reader: CourseReader) -> None:
-        self._overrides = overrides
-        self._reader = reader
-        self._built: dict[Any, tuple[Any, Any]] = {}
-
-    def __call__(self, conv: Conversation) -> tuple[Any, Any]:
-        if not self._built:  # the input is read: a price.* key needs a price to change
-            counterfactual_pricing(self._overrides, self._reader.rates)
-        recorded = {**self._reader.rates, **recorded_rates(conv)}
-        key = tuple(sorted(recorded.items()))
-        found = self._built.get(key)
-        if found is None:
-            realized = recorded_pricing(recorded)
-            counterfactual = (
-                counterfactual_pricing(self._overrides, recorded)
-                if self._overrides.prices
-                else realized
-            )
-            found = self._built[key] = (realized, counterfactual)
-            if len(self._built) > 256:
-                self._built.pop(next(iter(self._built)))
-        return found
-
-
-@dataclass(slots=True)
-class Totals:
-    conversations: int = 0
-    gate_calls: int = 0
-    compactions: int = 0
-    recorded_fires: int = 0
-    counterfactual_fires: int = 0
-    newly_fired: int = 0
-    no_longer_fired: int = 0
-    realized: Decimal = _ZERO
-    exact: Decimal = _ZERO
-    expected: Decimal = _ZERO
-    low: Decimal = _ZERO
-    high: Decimal = _ZERO
-    mismatched: int = 0
-    inferred: int = 0
-
-    def add(self, r: Replay) -> None:
-        self.conversations += 1
-        self.gate_calls += r.gate_calls
-        self.compactions += r.compactions
-        self.recorded_fires += r.recorded_fires
-        self.counterfactual_fires += r.counterfactual_fires
-        self.newly_fired += len(r.newly_fired)
-        self.no_longer_fired += len(r.no_longer_fired)
-        self.realized += r.realized_usd
-        self.exact += r.counterfactual_exact_usd
-        self.expected += r.counterfactual_expected_usd
-        self.low += r.counterfactual_low_usd
-        self.high += r.counterfactual_high_usd
-        self.mismatched += len(r.mismatches())
-        self.inferred += int(r.inferred_carry and (r.gate_calls or r.compactions) > 0)
 
 
 def _money(value: Decimal) -> str:
@@ -550,39 +271,56 @@ def jaeger_source(args: argparse.Namespace) -> tuple[Any, str | None]:
     return read, None
 
 
-def whatif(
-    sources: list[tuple[str, Any]],
+def describe(overrides: Overrides) -> str:
+    """The changed configuration, in words."""
+    parts = [f"{k}={v}" for k, v in overrides.gate.items()]
+    parts += [f"tool.{t}.{k}={v}" for t, kv in overrides.tools.items() for k, v in kv.items()]
+    parts += [f"price.{m}.{k}={v}" for m, kv in overrides.prices.items() for k, v in kv.items()]
+    if overrides.priors is not None:
+        parts.append(f"priors {overrides.priors.version}")
+    return ", ".join(parts) or "the recorded configuration"
+
+
+def priors_lines(overrides: Overrides) -> list[str]:
+    """What the priors file did, in words (none without --priors)."""
+    use = overrides.priors_use()
+    if use is None:
+        return []
+    applied = use["applied"]
+    calls = sum(e["gate_calls"] for e in applied)
+    text = (
+        f"priors {use['version']}: {plural(use['entries'], 'entry')}; applied "
+        f"{plural(len(applied), 'pair')} to {plural(calls, 'gate call')}"
+    )
+    lines = [text]
+    few, absent = use["skipped_fewer_offloads"], use["skipped_not_in_input"]
+    if few:
+        lines.append(
+            f"  skipped {plural(len(few), 'pair')} with fewer than {use['min_offloads']} "
+            f"offloads (the file's min_offloads: the gate keeps its own priors for them; "
+            f"calibrate --min-offloads N sets it): {_pairs(few)}"
+        )
+    if absent:
+        lines.append(
+            f"  skipped {plural(len(absent), 'pair')} with no gate call in the input: "
+            f"{_pairs(absent)}"
+        )
+    return lines
+
+
+def _reprice(
+    sources: list[tuple[str, TextIO]],
     overrides: Overrides,
     emit: Callable[[str], None],
-    *,
-    fmt: str = "text",
-    query: Callable[[CourseReader], None] | None = None,
+    fmt: str,
+    query: Callable[[CourseReader], None] | None,
 ) -> tuple[Totals, CourseReader]:
-    """Re-price every conversation of ``sources`` ((name, text handle) pairs)."""
-    totals = Totals()
+    """Re-price ``sources``, writing each conversation's line as it closes."""
 
-    def finish(conv: Conversation) -> None:
-        realized, counterfactual = tables(conv)
-        r = replay(
-            conv,
-            overrides.resolve,
-            realized_pricing=realized,
-            counterfactual_pricing=counterfactual,
-            resolve_compaction=overrides.compaction,
-        )
-        if not (r.gate_calls or r.compactions):
-            return
-        totals.add(r)
+    def each(r: Replay) -> None:
         emit(json.dumps(_json(r)) if fmt == "json" else _line(r))
 
-    reader = CourseReader(finish)
-    tables = _Tables(overrides, reader)
-    for name, handle in sources:
-        reader.read(handle, name)
-    if query is not None:
-        query(reader)
-    reader.close_all()
-    return totals, reader
+    return whatif(sources, overrides, each, query=query)
 
 
 def _total_json(t: Totals, overrides: Overrides, reader: CourseReader) -> dict[str, Any]:
@@ -625,7 +363,7 @@ def duplicates_note(count: int) -> list[str]:
 def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
     lines = [
         f"total ({plural(t.conversations, 'conversation')}, {plural(t.gate_calls, 'gate call')}, "
-        f"{plural(t.compactions, 'compaction')}; under {overrides.describe()}): realized "
+        f"{plural(t.compactions, 'compaction')}; under {describe(overrides)}): realized "
         f"{_money(t.realized)} → counterfactual "
         f"{_counterfactual(t.exact, t.expected if t.newly_fired else None, t.low, t.high)}",
         f"difference: {_money(t.exact + t.expected - t.realized)} · fires "
@@ -671,7 +409,7 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
 
     try:
         with opened_inputs(args.files) as handles:
-            totals, reader = whatif(handles, overrides, emit, fmt=args.format, query=query)
+            totals, reader = _reprice(handles, overrides, emit, args.format, query)
     except (UnreadableInput, ValueError) as exc:  # a price.* key without a price to change
         return usage(str(exc))
     except JaegerError as exc:
@@ -685,7 +423,7 @@ def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.format == "json":
         emit(json.dumps(_total_json(totals, overrides, reader)))
     else:
-        lines = _total_lines(totals, overrides) + overrides.priors_lines()
+        lines = _total_lines(totals, overrides) + priors_lines(overrides)
         for text in lines + duplicates_note(reader.duplicates):
             emit(text)
     return 1 if reader.problem_count else 0

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from seamscope.decisions._observer import DecisionObserver, NoopObserver
     from seamscope.decisions._offload import OffloadGate, evaluate_offload_gate
     from seamscope.decisions._policy import DispatchContext, ToolCallPolicy
-    from seamscope.decisions._pricing import ModelPrice, PricingTable
+    from seamscope.decisions._pricing import ModelPrice, PricingTable, to_decimal
     from seamscope.decisions._seams import SeamRouter
     from seamscope.decisions._store import OffloadStore
     from seamscope.decisions.records import (
@@ -89,6 +89,7 @@ __all__ = [
     "ToolCatalog",
     "ToolSpec",
     "evaluate_offload_gate",
+    "to_decimal",
 ]
 
 # public name -> the module of the core that defines it
@@ -128,6 +129,7 @@ _HOME = {
     "ToolCatalog": "selection",
     "ToolSpec": "selection",
     "evaluate_offload_gate": "_offload",
+    "to_decimal": "_pricing",
 }
 
 

@@ -32,7 +32,10 @@ MILLION = Decimal(1_000_000)
 def to_decimal(value: Any, field: str = "value") -> Decimal:
     """An exact Decimal for an int, float, str or Decimal (floats via repr).
 
-    The result may be NaN or infinite; :class:`ModelPrice` refuses those.
+    The one rule by which the gate and the ledger read a number as money or a
+    probability: a figure computed elsewhere with it (``seamscope whatif``'s)
+    sums to the same Decimal. The result may be NaN or infinite;
+    :class:`ModelPrice` refuses those.
     """
     if isinstance(value, Decimal):
         return value

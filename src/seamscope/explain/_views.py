@@ -4,7 +4,7 @@ The views are plain dicts: one model serves the text trees and
 ``--format json``. Only the telemetry contract is read (span names and
 attributes from the conventions module), so any exporter's OTLP-JSON of
 seamscope spans can be explained. Attributes are decoded as they are read
-(:class:`~seamscope.cli._otlp.Values`): a value that cannot be read as
+(:class:`~seamscope.explain._otlp.Values`): a value that cannot be read as
 the view needs it is absent in the view, and named as a problem of its
 span, so a file with odd types renders like any other.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from seamscope.cli._otlp import Problem, SpanRecord, Values
+from seamscope.explain._otlp import Problem, SpanRecord, Values
 from seamscope.telemetry import conventions as c
 
 __all__ = [

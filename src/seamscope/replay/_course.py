@@ -37,10 +37,10 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any, NamedTuple, TextIO, cast
 
-from seamscope.cli._otlp import Problem, SpanRecord
-from seamscope.cli._traces import SPILL_MEMORY_BYTES, Collector, TraceInfo, reread
-from seamscope.cli._views import merge
 from seamscope.decisions.records import ModelUsage
+from seamscope.explain._otlp import Problem, SpanRecord
+from seamscope.explain._traces import SPILL_MEMORY_BYTES, Collector, TraceInfo, reread
+from seamscope.explain._views import merge
 from seamscope.telemetry import conventions as c
 
 _STORE_FAILED = c.OffloadReasonCode.STORE_FAILED.value
@@ -321,8 +321,8 @@ class CourseReader:
     """Reads OTLP-JSON lines and hands each conversation's course to ``finish``.
 
     Spans are grouped into traces as ``explain`` groups them
-    (:class:`~seamscope.cli._traces.Collector`): a trace is merged by span id
-    (:func:`~seamscope.cli._views.merge`: the first copy of a re-sent span
+    (:class:`~seamscope.explain._traces.Collector`): a trace is merged by span id
+    (:func:`~seamscope.explain._views.merge`: the first copy of a re-sent span
     counts, wherever in the input the copy is) and a trace that received spans
     after it was finished is read again, whole, in a second pass. Each
     finished trace's events go to a spill file (in memory up to

@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from seamscope.cli import _otlp
-from seamscope.cli._otlp import (
+from seamscope.explain import _otlp
+from seamscope.explain._otlp import (
     LineReader,
     Problem,
     SpanRecord,
@@ -44,7 +44,7 @@ from seamscope.cli._otlp import (
     read_lines,
     text_value,
 )
-from seamscope.cli._views import tool_names
+from seamscope.explain._views import tool_names
 from seamscope.telemetry import conventions as c
 
 __all__ = [
@@ -199,7 +199,7 @@ class Collector:
 
         ``needles``: a line that holds none of these strings is skipped unparsed (and
         counted in :attr:`skipped`): with ``--trace-id``, the forms of the id's prefix
-        (:func:`~seamscope.cli._otlp.id_needles`); a skipped line's problems go unnamed.
+        (:func:`~seamscope.explain._otlp.id_needles`); a skipped line's problems go unnamed.
         """
         for number, text in read_lines(handle):
             if copy is not None:

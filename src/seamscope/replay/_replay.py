@@ -40,18 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from seamscope.cli._course import (
-    Chat,
-    Compact,
-    Conversation,
-    Event,
-    Gate,
-    Rates,
-    Recall,
-    Settle,
-)
-from seamscope.decisions import OffloadLedger, PricingTable, evaluate_offload_gate
-from seamscope.decisions._pricing import to_decimal  # the core's one Decimal rule
+from seamscope.decisions import OffloadLedger, PricingTable, evaluate_offload_gate, to_decimal
 from seamscope.decisions.records import (
     DEFAULT_LARGE_OFFLOAD_THRESHOLD_TOKENS,
     DEFAULT_RECALL_INPUT_TOKENS,
@@ -65,6 +54,16 @@ from seamscope.decisions.records import (
     SettleTrigger,
 )
 from seamscope.loop._stub import unsent_stub_tokens
+from seamscope.replay._course import (
+    Chat,
+    Compact,
+    Conversation,
+    Event,
+    Gate,
+    Rates,
+    Recall,
+    Settle,
+)
 
 __all__ = [
     "GateConfig",
