@@ -11,7 +11,11 @@ Two real ledgers follow the conversation's recorded course (see ``_course``):
   decided again by :func:`evaluate_offload_gate` under the changed
   configuration and prices. An offload that still fires keeps its recorded
   carries and recalls: its settlement is **exact**. One that no longer fires
-  is not followed (its output stays in the prompt, the baseline: 0).
+  is not followed (its output stays in the prompt, the baseline: 0), nor
+  recalled: the model call that recalled it charged its output with its
+  first recall (the loop's rule for parallel recalls), so when that was the
+  one no longer made, the call's next recall that still happens takes it,
+  as the loop run again would charge it.
 
 An offload that *newly* fires has no recorded recall (it never existed), so
 its value is **expected**: every later accounted model call of the
@@ -333,8 +337,11 @@ def replay(
     cf = None if mirror else _ledger(counterfactual_pricing)
     ledgers = (real,) if cf is None else (real, cf)
     gates = iter(decided)
+    gone: set[str] = set()  # offloads that no longer fire: never made, never recalled
+    unclaimed = 0  # the output of a model call charged with a recall that did not happen
     for ev in events:
         if type(ev) is Chat:
+            unclaimed = 0
             for ledger in ledgers:
                 ledger.record_model_call(key, model=ev.model, usage=ev.usage, carried=ev.carried)
             quote = counterfactual_pricing.lookup(ev.model) if out.newly_fired else None
@@ -354,15 +361,31 @@ def replay(
                         new.turns += 1
         elif type(ev) is Gate:
             _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing, stubs)
+            if ev.fire and ev.offload_id and not out.gates[-1][1].fire:
+                gone.add(ev.offload_id)
         elif type(ev) is Recall:
-            for ledger in ledgers:
-                ledger.record_recall(
-                    key,
-                    ev.offload_id,
-                    model=ev.model,
-                    input_tokens=ev.input_tokens,
-                    output_tokens=ev.output_tokens,
-                )
+            real.record_recall(
+                key,
+                ev.offload_id,
+                model=ev.model,
+                input_tokens=ev.input_tokens,
+                output_tokens=ev.output_tokens,
+            )
+            if cf is None:
+                continue
+            if ev.offload_id in gone:
+                # parallel recalls of one model call: its output is charged with the
+                # first (the loop's rule); the first that still happens takes it
+                unclaimed += ev.output_tokens
+                continue
+            cf.record_recall(
+                key,
+                ev.offload_id,
+                model=ev.model,
+                input_tokens=ev.input_tokens,
+                output_tokens=ev.output_tokens + unclaimed,
+            )
+            unclaimed = 0
         elif type(ev) is Compact:
             out.compactions += 1
             real.record_compaction(
