@@ -10,7 +10,9 @@ For every (tool, model) pair with settled offloads in the input:
   written to the file), its 90% equal-tailed credible interval and the count;
 * horizon: the model calls that followed each offload in its conversation
   until it settled (the turns its output would have been carried: the
-  gate's H); reported as its median (the prior written, rounded half up),
+  gate's H; a settlement made before the conversation ended, idle, evicted
+  or expired, is censored and counted on to the conversation's end);
+  reported as its median (the prior written, rounded half up),
   10th and 90th percentiles and mean, beside the turns really carried (a
   recall ends the carry).
 

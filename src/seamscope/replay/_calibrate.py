@@ -13,7 +13,8 @@ turns it was carried) and the Beta posterior of its recall probability.
   until it settled (the turns its output would have been carried: the
   gate's H); reported as its median (rounded half up), 10th and 90th
   percentiles and mean, beside the turns really carried (a recall ends the
-  carry).
+  carry). A settlement made before the conversation ended (idle, evicted,
+  expired) is censored: the offload is counted on to the conversation's end.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TextIO
 
-from seamscope.replay._course import Chat, Conversation, CourseReader, Gate, Settle
+from seamscope.replay._course import (
+    SETTLED_EARLY,
+    Chat,
+    Conversation,
+    CourseReader,
+    Gate,
+    Recall,
+    Settle,
+)
 
 __all__ = [
     "DEFAULT_PRIOR_STRENGTH",
@@ -183,19 +192,53 @@ class Evidence:
         }
 
 
+@dataclass(slots=True)
+class _After:
+    """What an offload settled early did after its settlement (see
+    :data:`~seamscope.replay._course.SETTLED_EARLY`)."""
+
+    recalled: bool  # its output is back in the prompt: no stub carried
+    recalls: int = 0
+    carried: int = 0
+    chats: int | None = None  # the model calls seen when its conversation's course ended
+
+
 def collect(conv: Conversation, into: dict[tuple[str, str], Evidence]) -> None:
-    """Add the settled offloads of one conversation's course to ``into``."""
+    """Add the settled offloads of one conversation's course to ``into``.
+
+    An offload settled early (idle, evicted, expired: the ledger stopped
+    following it, the conversation went on) is censored there, not ended: its
+    remaining turns run to the conversation's end (its next settlement by
+    another trigger, else the last model call read), and the recalls and
+    carrying model calls after the settlement count too (each later call
+    carries its stub until a recall brings the output back)."""
     events = conv.ordered()
     fired: dict[str, tuple[Gate, int]] = {}  # offload id -> (gate, chats before it)
     chats = 0
     settled_at: dict[str, tuple[Settle, int]] = {}
+    after: dict[str, _After] = {}  # settled early, still followed here
     for ev in events:
         if type(ev) is Chat:
             chats += 1
+            for state in after.values():
+                if state.chats is None and not state.recalled:
+                    state.carried += 1
         elif type(ev) is Gate and ev.fire and ev.offload_id and ev.tool:
             fired[ev.offload_id] = (ev, chats)
-        elif type(ev) is Settle and ev.offload_id not in settled_at:
-            settled_at[ev.offload_id] = (ev, chats)
+        elif type(ev) is Recall:
+            recalled = after.get(ev.offload_id)
+            if recalled is not None and recalled.chats is None:
+                recalled.recalls += 1
+                recalled.recalled = True
+        elif type(ev) is Settle:
+            if ev.offload_id not in settled_at:
+                settled_at[ev.offload_id] = (ev, chats)
+                if ev.trigger in SETTLED_EARLY:
+                    after[ev.offload_id] = _After(bool(ev.recalls))
+                    continue
+            for state in after.values():  # the conversation's end: the course ends
+                if state.chats is None:
+                    state.chats = chats
     for offload_id, (gate, before) in fired.items():
         found = settled_at.get(offload_id)
         if found is None or found[0].recalls is None:
@@ -204,10 +247,16 @@ def collect(conv: Conversation, into: dict[tuple[str, str], Evidence]) -> None:
         ev_ = into.setdefault((gate.tool or "", gate.model), Evidence(gate.tool or "", gate.model))
         ev_.prior_p_sum += gate.recall_probability
         recalls = settle.recalls or 0
+        carried = settle.turns_carried or 0
+        censored = after.get(offload_id)
+        if censored is not None:
+            recalls += censored.recalls
+            carried += censored.carried
+            at = chats if censored.chats is None else censored.chats
         ev_.recalls += recalls
         ev_.recalled += recalls > 0
         ev_.remaining.append(at - before)
-        ev_.carried.append(settle.turns_carried or 0)
+        ev_.carried.append(carried)
 
 
 def calibrate(

@@ -37,7 +37,7 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any, NamedTuple, TextIO, cast
 
-from seamscope.decisions.records import ModelUsage
+from seamscope.decisions.records import ModelUsage, SettleTrigger
 from seamscope.explain._otlp import Problem, SpanRecord
 from seamscope.explain._traces import SPILL_MEMORY_BYTES, Collector, TraceInfo, reread
 from seamscope.explain._views import merge
@@ -55,6 +55,7 @@ __all__ = [
     "Recall",
     "Settle",
     "Event",
+    "SETTLED_EARLY",
 ]
 
 _KEY_VALUE = itemgetter("key", "value")
@@ -124,6 +125,15 @@ class Settle(NamedTuple):
 
 
 Event = Chat | Gate | Recall | Compact | Settle
+
+SETTLED_EARLY = frozenset(
+    t.value for t in (SettleTrigger.IDLE, SettleTrigger.EVICTED, SettleTrigger.EXPIRED)
+)
+"""Settle triggers that end the ledger's following of an offload, not the offload:
+the conversation may go on, its prompts carrying the stub (a chat span no longer
+lists it in ``seamscope.offload.carried``) and its model recalling the output (a
+recall event). Such a settlement is censored: the offload is read on to the
+conversation's end (its next settlement by another trigger, or the course's end)."""
 
 
 @dataclass(slots=True)

@@ -17,6 +17,11 @@ Two real ledgers follow the conversation's recorded course (see ``_course``):
   one no longer made, the call's next recall that still happens takes it,
   as the loop run again would charge it.
 
+A settlement recorded before the conversation ended (``SETTLED_EARLY``: idle,
+evicted, expired) stopped the live ledger's following, not the offload: both
+ledgers follow it on (each later model call carries its stub until a recall)
+and settle it whole at the conversation's end.
+
 An offload that *newly* fires has no recorded recall (it never existed), so
 its value is **expected**: every later accounted model call of the
 conversation would have carried its stub (the stub the loop would send for
@@ -57,8 +62,10 @@ from seamscope.decisions.records import (
     Settlement,
     SettleTrigger,
 )
+from seamscope.loop import estimate_tokens, offload_stub
 from seamscope.loop._stub import unsent_stub_tokens
 from seamscope.replay._course import (
+    SETTLED_EARLY,
     Chat,
     Compact,
     Conversation,
@@ -204,6 +211,9 @@ class Replay:
     counterfactual: list[Settlement] = field(default_factory=list)
     recorded: list[Settle] = field(default_factory=list)
     inferred_carry: bool = False  # no chat span marked: the ledger's default rule
+    settled_early: list[str] = field(default_factory=list)
+    """Offloads whose recorded settlement is censored (see ``SETTLED_EARLY``):
+    re-settled whole, at the conversation's end."""
     gates: list[tuple[Gate, OffloadGateDecision]] = field(default_factory=list)
 
     @property
@@ -231,6 +241,8 @@ class Replay:
         mine = {s.offload_id: s for s in self.realized}
         out = []
         for rec in self.recorded:
+            if rec.offload_id in self.settled_early:
+                continue  # its settle span stopped short on purpose
             s = mine.get(rec.offload_id)
             if s is None or rec.realized_net_usd is None:
                 out.append(rec.offload_id)
@@ -281,14 +293,18 @@ def _compaction(ev: Compact, horizon: int, p: float, pricing: PricingTable) -> C
     )
 
 
-def _real_stubs(events: list[Event]) -> dict[str, float]:
+def _real_stubs(events: list[Event]) -> dict[str, float | None]:
     """The stub each offload really carried (``seamscope.offload.carried_stub_tokens`` of
-    the first call that carried it); an offload absent here is priced at its gate's stub."""
-    out: dict[str, float] = {}
+    the first call that carried it); an offload absent here is priced at its gate's stub.
+    An offload settled early that no call listed (evicted before the next model call)
+    is None here: priced at the stub the loop sends for it."""
+    out: dict[str, float | None] = {}
     for ev in events:
         if type(ev) is Chat and ev.carried and len(ev.stubs) == len(ev.carried):
             for offload_id, size in zip(ev.carried, ev.stubs, strict=True):
                 out.setdefault(offload_id, size)
+        elif type(ev) is Settle and ev.trigger in SETTLED_EARLY:
+            out.setdefault(ev.offload_id, None)
     return out
 
 
@@ -339,11 +355,15 @@ def replay(
     gates = iter(decided)
     gone: set[str] = set()  # offloads that no longer fire: never made, never recalled
     unclaimed = 0  # the output of a model call charged with a recall that did not happen
+    carrying: list[str] = []  # settled early, not recalled since: their stubs still ride
     for ev in events:
         if type(ev) is Chat:
             unclaimed = 0
+            carried = ev.carried
+            if carrying and carried is not None:
+                carried = (*carried, *[x for x in carrying if x not in carried])
             for ledger in ledgers:
-                ledger.record_model_call(key, model=ev.model, usage=ev.usage, carried=ev.carried)
+                ledger.record_model_call(key, model=ev.model, usage=ev.usage, carried=carried)
             quote = counterfactual_pricing.lookup(ev.model) if out.newly_fired else None
             if quote is not None:
                 rate = quote.price.input_rate
@@ -364,6 +384,8 @@ def replay(
             if ev.fire and ev.offload_id and not out.gates[-1][1].fire:
                 gone.add(ev.offload_id)
         elif type(ev) is Recall:
+            if ev.offload_id in carrying:
+                carrying.remove(ev.offload_id)
             real.record_recall(
                 key,
                 ev.offload_id,
@@ -402,6 +424,12 @@ def replay(
                 cf.record_compaction(compaction, conversation_id=key)
         elif type(ev) is Settle:
             out.recorded.append(ev)
+            if ev.trigger in SETTLED_EARLY:  # censored: followed on to the conversation's end
+                out.settled_early.append(ev.offload_id)
+                if ev.offload_id not in carrying:
+                    carrying.append(ev.offload_id)
+                continue
+            carrying.clear()
             trigger = _trigger(ev.trigger)
             out.realized.extend(real.settle(key, trigger=trigger))
             if cf is not None:
@@ -431,7 +459,7 @@ def _gate(
     cf: OffloadLedger | None,
     realized_pricing: PricingTable,
     counterfactual_pricing: PricingTable,
-    stubs: dict[str, float],
+    stubs: dict[str, float | None],
 ) -> None:
     key = out.conversation_id
     real_stub = stubs.get(ev.offload_id or "")
@@ -442,6 +470,9 @@ def _gate(
         decision = evaluate_offload_gate(_inputs(ev, recorded), pricing=realized_pricing)
         if not decision.fire:  # priced otherwise when recorded: keep what the span says
             decision = replace(decision, fire=True, net_saving=Decimal(repr(ev.net_saving_usd)))
+        if real_stub is None and ev.offload_id in stubs:
+            sent = replace(decision, offload_id=ev.offload_id)
+            real_stub = estimate_tokens(offload_stub(sent, ev.tool or ""))
         real.record_offload(
             replace(decision, offload_id=ev.offload_id),
             conversation_id=key,
