@@ -214,7 +214,8 @@ class Replay:
     settled_early: list[str] = field(default_factory=list)
     """Offloads whose recorded settlement is censored (see ``SETTLED_EARLY``):
     re-settled whole, at the conversation's end."""
-    gates: list[tuple[Gate, OffloadGateDecision]] = field(default_factory=list)
+    gates: list[tuple[Gate, OffloadGateDecision | None]] = field(default_factory=list)
+    """Each gate call and its counterfactual decision (None: below the threshold)."""
 
     @property
     def realized_usd(self) -> Decimal:
@@ -313,16 +314,22 @@ def _decide(
     resolve: Resolve,
     pricing: PricingTable,
     resolve_compaction: Callable[[Compact], tuple[int, float]] | None,
-) -> tuple[list[tuple[GateConfig, OffloadGateDecision]], bool]:
-    """Every gate call decided under the changed configuration, and whether the
+) -> tuple[list[tuple[GateConfig, OffloadGateDecision | None]], bool]:
+    """Every gate call decided under the changed configuration (None: its output
+    is below the changed threshold, so it does not fire), and whether the
     counterfactual course is the realized one (same verdicts, same stubs, same
     compaction priors): then one ledger settles both."""
-    decided = []
+    decided: list[tuple[GateConfig, OffloadGateDecision | None]] = []
     same = True
     for ev in events:
         if type(ev) is Gate:
             recorded = recorded_inputs(ev)
             changed = resolve(ev, recorded)
+            if ev.output_tokens < changed.threshold_tokens:
+                decided.append((changed, None))  # below the threshold: the gate's first rule
+                if ev.fire and ev.offload_id:
+                    same = False
+                continue
             decision = evaluate_offload_gate(_inputs(ev, changed), pricing=pricing)
             decided.append((changed, decision))
             if decision.fire != (ev.fire and bool(ev.offload_id)):
@@ -332,6 +339,14 @@ def _decide(
         elif type(ev) is Compact and resolve_compaction is not None:
             same = same and resolve_compaction(ev) == (ev.horizon, ev.recall_probability)
     return decided, same
+
+
+def _followed(events: list[Event]) -> bool:
+    """Whether the live ledger followed anything in the conversation (a fired
+    offload, a compaction): without, both ledgers would settle nothing."""
+    return any(
+        (type(ev) is Gate and ev.fire and ev.offload_id) or type(ev) is Compact for ev in events
+    )
 
 
 def replay(
@@ -349,9 +364,10 @@ def replay(
     decided, same = _decide(events, resolve, counterfactual_pricing, resolve_compaction)
     stubs = _real_stubs(events)
     mirror = same and realized_pricing is counterfactual_pricing
-    real = _ledger(realized_pricing)
-    cf = None if mirror else _ledger(counterfactual_pricing)
-    ledgers = (real,) if cf is None else (real, cf)
+    # nothing followed (no fired offload, no compaction): no ledger, nothing to settle
+    real = _ledger(realized_pricing) if _followed(events) else None
+    cf = None if mirror or real is None else _ledger(counterfactual_pricing)
+    ledgers = () if real is None else (real,) if cf is None else (real, cf)
     gates = iter(decided)
     gone: set[str] = set()  # offloads that no longer fire: never made, never recalled
     unclaimed = 0  # the output of a model call charged with a recall that did not happen
@@ -380,10 +396,14 @@ def replay(
                             new.partial_high = running
                         new.turns += 1
         elif type(ev) is Gate:
-            _gate(ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing, stubs)
-            if ev.fire and ev.offload_id and not out.gates[-1][1].fire:
+            fires = _gate(
+                ev, out, next(gates), real, cf, realized_pricing, counterfactual_pricing, stubs
+            )
+            if ev.fire and ev.offload_id and not fires:
                 gone.add(ev.offload_id)
         elif type(ev) is Recall:
+            if real is None:
+                continue
             if ev.offload_id in carrying:
                 carrying.remove(ev.offload_id)
             real.record_recall(
@@ -408,7 +428,7 @@ def replay(
                 output_tokens=ev.output_tokens + unclaimed,
             )
             unclaimed = 0
-        elif type(ev) is Compact:
+        elif type(ev) is Compact and real is not None:  # (a compaction: followed)
             out.compactions += 1
             real.record_compaction(
                 _compaction(ev, ev.horizon, ev.recall_probability, realized_pricing),
@@ -431,17 +451,19 @@ def replay(
                 continue
             carrying.clear()
             trigger = _trigger(ev.trigger)
-            out.realized.extend(real.settle(key, trigger=trigger))
+            if real is not None:
+                out.realized.extend(real.settle(key, trigger=trigger))
             if cf is not None:
                 out.counterfactual.extend(cf.settle(key, trigger=trigger))
             for new in out.newly_fired:
                 new.open = False
     # still live at the end of the trace: settled here (the trace has no settlement)
-    out.realized.extend(real.settle(key))
+    if real is not None:
+        out.realized.extend(real.settle(key))
     if cf is not None:
         out.counterfactual.extend(cf.settle(key))
     else:  # the same course: the realized settlements, with the changed predictions
-        predicted = {g.offload_id: d.net_saving for g, d in out.gates if g.offload_id}
+        predicted = {g.offload_id: d.net_saving for g, d in out.gates if d and g.offload_id}
         out.counterfactual = [
             replace(s, predicted_net_saving=predicted[s.offload_id])
             if s.offload_id in predicted
@@ -454,42 +476,43 @@ def replay(
 def _gate(
     ev: Gate,
     out: Replay,
-    decided: tuple[GateConfig, OffloadGateDecision],
-    real: OffloadLedger,
+    decided: tuple[GateConfig, OffloadGateDecision | None],
+    real: OffloadLedger | None,
     cf: OffloadLedger | None,
     realized_pricing: PricingTable,
     counterfactual_pricing: PricingTable,
     stubs: dict[str, float | None],
-) -> None:
+) -> bool:
+    """One gate call on both sides; whether it fires in the counterfactual."""
     key = out.conversation_id
     real_stub = stubs.get(ev.offload_id or "")
     out.gate_calls += 1
-    if ev.fire and ev.offload_id:
+    if ev.fire and ev.offload_id and real is not None:
         out.recorded_fires += 1
         recorded = recorded_inputs(ev)
-        decision = evaluate_offload_gate(_inputs(ev, recorded), pricing=realized_pricing)
-        if not decision.fire:  # priced otherwise when recorded: keep what the span says
-            decision = replace(decision, fire=True, net_saving=Decimal(repr(ev.net_saving_usd)))
+        made = evaluate_offload_gate(_inputs(ev, recorded), pricing=realized_pricing)
+        if not made.fire:  # priced otherwise when recorded: keep what the span says
+            made = replace(made, fire=True, net_saving=Decimal(repr(ev.net_saving_usd)))
+        made = replace(made, offload_id=ev.offload_id)
         if real_stub is None and ev.offload_id in stubs:
-            sent = replace(decision, offload_id=ev.offload_id)
-            real_stub = estimate_tokens(offload_stub(sent, ev.tool or ""))
+            real_stub = estimate_tokens(offload_stub(made, ev.tool or ""))
         real.record_offload(
-            replace(decision, offload_id=ev.offload_id),
+            made,
             conversation_id=key,
             stub_tokens=real_stub,
             tool_name=ev.tool,
         )
     changed, decision = decided
-    if ev.store_failed:
+    if ev.store_failed and decision is not None:
         # the gate fired but the store did not keep the output: under any gate
         # configuration that output stayed in the prompt (whatif varies the gate,
         # not the store)
         decision = replace(decision, fire=False, offload_id=None)
     out.gates.append((ev, decision))
-    if not decision.fire:
+    if decision is None or not decision.fire:
         if ev.fire:
             out.no_longer_fired.append(ev)
-        return
+        return False
     out.counterfactual_fires += 1
     if ev.fire and ev.offload_id:
         if cf is not None:
@@ -499,7 +522,7 @@ def _gate(
                 stub_tokens=real_stub,
                 tool_name=ev.tool,
             )
-        return
+        return True
     quote = counterfactual_pricing.lookup(ev.model)
     hop = _ZERO
     if quote is not None:  # a recall brings the whole output back: its real size
@@ -509,3 +532,4 @@ def _gate(
         )
     stub = unsent_stub_tokens(decision, ev.tool or "")
     out.newly_fired.append(NewOffload(ev, decision, hop, stub))
+    return True
