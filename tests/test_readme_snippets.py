@@ -113,6 +113,8 @@ def trace_file_of(code: str) -> str | None:
 class Span:
     name: str
     attributes: dict[str, Any]
+    span_id: str = ""
+    parent_id: str = ""
 
 
 def _value(value: dict[str, Any]) -> Any:
@@ -134,7 +136,9 @@ def read_spans(path: Path) -> list[Span]:
             for scope in resource.get("scopeSpans", []):
                 for span in scope.get("spans", []):
                     attrs = {a["key"]: _value(a["value"]) for a in span.get("attributes", [])}
-                    spans.append(Span(span["name"], attrs))
+                    spans.append(
+                        Span(span["name"], attrs, span["spanId"], span.get("parentSpanId", ""))
+                    )
     return spans
 
 
@@ -210,6 +214,17 @@ def check_hand_written_loop(run: Run) -> None:
         settle.attributes[c.ATTR_OFFLOAD_RECALLS],
         settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED],
     )
+
+
+def check_held_turn(run: Run) -> None:
+    """One turn held open across steps: each span under the one it was started in."""
+    [agent] = run.named("invoke_agent analyst")
+    [iteration] = run.named(c.SPAN_ITERATION)
+    [chat] = run.named("chat gpt-4.1-mini")
+    [tool] = run.named("execute_tool fetch_data")
+    assert iteration.parent_id == agent.span_id
+    assert {iteration.span_id} == {chat.parent_id, tool.parent_id}
+    assert 900 == chat.attributes[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS]
 
 
 def check_langchain(run: Run) -> None:
@@ -394,6 +409,7 @@ CASES = [
     QUICKSTART,
     Case("docs/adapters/loop.md", "A hand-written loop (framework-free API)",
          check_hand_written_loop),
+    Case("docs/adapters/loop.md", "A turn held across callbacks", check_held_turn),
     Case("docs/adapters/langchain.md", "LangChain v1 agents", check_langchain),
     Case("docs/adapters/langchain.md", "LangChain's own decision middlewares",
          check_langchain_middlewares),

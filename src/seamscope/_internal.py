@@ -22,13 +22,10 @@ from seamscope.decisions._seams import (
 )
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._configure import TelemetryHandle, check_telemetry_options
-from seamscope.telemetry._genai import (
-    GenAISpans,
-    Invocation,
-    error_type,
-    record_error,
-    tool_definitions,
-)
+from seamscope.telemetry._genai import GenAISpans, tool_definitions
+from seamscope.telemetry._invocation import Invocation, attached, error_type, record_error
+from seamscope.telemetry._invocation import held as held_scope
+from seamscope.telemetry._invocation import start as start_invocation
 from seamscope.telemetry._logging import log_event, telemetry_error
 from seamscope.telemetry._observer import OTelObserver
 
@@ -36,6 +33,8 @@ __all__ = [
     "ContainedError",
     "GenAISpans",
     "Invocation",
+    "attached",
+    "held_scope",
     "OTelObserver",
     "Priors",
     "RoleModelResolver",
@@ -51,6 +50,7 @@ __all__ = [
     "guard_observer",
     "log_event",
     "record_error",
+    "start_invocation",
     "telemetry_error",
     "tool_definitions",
 ]

@@ -16,7 +16,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from seamscope.adapters._kit import (
     RECALL_TOOL,
-    ToolSpan,
     account_tool_output,
     estimate_tokens,
     plan_model,
@@ -66,9 +65,8 @@ def test_plan_model_runs_the_pre_seam_under_the_iteration_and_names_the_model(
     )
     own = _Named("m-own")
     with layer.turn("conv-1", [Message("user", "hi")]) as turn:
-        it, scope = turn.open_iteration()
-        with scope:
-            plan = plan_model(it, models={"m-other": object()}, own=own)
+        it = turn.start_iteration()
+        plan = plan_model(it, models={"m-other": object()}, own=own)
     assert ("m-own", True, own, "m-gone") == (
         plan.choice.name,
         plan.choice.unavailable,
@@ -228,18 +226,17 @@ def test_a_tool_span_ends_once_with_the_error_or_the_output(
     fails: bool, span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
 ) -> None:
     layer = _layer(tracer_provider)
-    seen: list[str] = []
     with layer.turn("conv-1", [Message("user", "hi")]) as turn:
-        it, scope = turn.open_iteration()
-        with scope:
-            post = post_model(it, Message("assistant", "", (ToolCall("c1", "search", {}),)))
-            span = ToolSpan(it, post.calls[0], parent=None, what="t.tool", failed=seen.append)
+        it = turn.start_iteration()
+        post = post_model(it, Message("assistant", "", (ToolCall("c1", "search", {}),)))
+        tool = it.start_tool(post.calls[0])
+        turn.end_iteration()
         if fails:
-            span.fail(KeyError("k"))
-        span.stop("answer")
-        span.end(None)
+            tool.fail(KeyError("k"))
+        it.tool_result(tool, "answer")
+        tool.stop()
+        tool.end(None)
     tools = [s for s in span_exporter.get_finished_spans() if s.name == "execute_tool search"]
     (tool,) = tools
     assert ("KeyError" if fails else None) == (tool.attributes or {}).get(c.ATTR_ERROR_TYPE)
     assert "c1" == (tool.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)
-    assert [] == seen

@@ -769,8 +769,8 @@ def test_a_raising_telemetry_hook_is_contained(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("genai spans broken")
 
-    layer.genai.chat = broken  # type: ignore[method-assign]
-    layer.genai.execute_tool = broken  # type: ignore[method-assign]
+    layer.genai.start_chat = broken  # type: ignore[method-assign]
+    layer.genai.start_tool = broken  # type: ignore[method-assign]
     calls, box, _ = run_sales_turn(layer)
 
     assert [HAIKU, HAIKU, HAIKU] == [call.model for call in calls]
@@ -782,8 +782,8 @@ def test_a_raising_telemetry_hook_is_contained(
         (e["hook"], e["error_type"]) for e in captured_logs if e["event"] == c.LOG_TELEMETRY_ERROR
     }
     assert {
-        ("langchain.chat_span", "RuntimeError"),
-        ("langchain.execute_tool_span", "RuntimeError"),
+        ("chat", "RuntimeError"),
+        ("execute_tool", "RuntimeError"),
     } == contained
 
 

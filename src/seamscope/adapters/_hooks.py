@@ -15,10 +15,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from opentelemetry import context as otel_context
-
-from seamscope._internal import telemetry_error
-from seamscope.adapters._kit import Held
+from seamscope._internal import Invocation, telemetry_error
+from seamscope._internal import attached as _attached
 
 __all__ = ["attached", "contained", "failed"]
 
@@ -36,45 +34,41 @@ def failed(hook: str, logger: logging.Logger) -> None:
         logger.debug("seamscope: %s failed; the agent continues unchanged", hook, exc_info=True)
 
 
-@contextlib.contextmanager
-def attached(context: Any, prefix: str, logger: logging.Logger) -> Iterator[None]:
-    """An OpenTelemetry context made current for a block of one hook (same task);
-    a failure to attach or detach is ``{prefix}.context_attach``/``_detach``."""
-    token: Any = None
-    if context is not None:
-        try:
-            token = otel_context.attach(context)
-        except Exception:
-            failed(f"{prefix}.context_attach", logger)
-    try:
-        yield
-    finally:
-        if token is not None:
-            try:
-                otel_context.detach(token)
-            except Exception:
-                failed(f"{prefix}.context_detach", logger)
+def attached(
+    context: Any, prefix: str, logger: logging.Logger
+) -> contextlib.AbstractContextManager[None]:
+    """An OpenTelemetry context made current for a block of one hook (same task):
+    the telemetry's one attach helper (a failure is a ``seamscope.telemetry.error``)."""
+    return _attached(context)
 
 
 @contextlib.contextmanager
 def contained(
-    factory: Callable[[], contextlib.AbstractContextManager[_T]] | None,
+    factory: Callable[[], _T] | None,
     what: str,
     logger: logging.Logger,
     *,
     passes: tuple[type[BaseException], ...] = (),
 ) -> Iterator[_T | None]:
-    """A telemetry ``with`` scope around a block of one hook that cannot break it
-    (the kit's :class:`~seamscope.adapters._kit.Held`, current for the block).
+    """A span started by ``factory`` (an :class:`Invocation`, or an object
+    holding one as ``.invocation``: a ``ChatCall``), current for a block of
+    one hook and ended when the block ends: it cannot break the block.
 
-    A failure to enter or exit is logged as ``what``; the body's own exception
-    is recorded on the span and re-raised unchanged; one of ``passes`` (a
-    framework's pause, not a failure) ends the span as a normal exit.
+    A failure to start is logged as ``what`` (the block runs without the
+    span); the block's own exception is recorded on the span and re-raised
+    unchanged; one of ``passes`` (a framework's pause, not a failure) ends the
+    span as a normal exit.
     """
     if factory is None:
         yield None
         return
-    held = Held(factory, what=what, failed=lambda hook: failed(hook, logger))
-    with held.current(passes) as value:
+    try:
+        value = factory()
+        invocation = value if isinstance(value, Invocation) else value.invocation  # type: ignore[attr-defined]
+    except Exception:
+        failed(what, logger)
+        yield None
+        return
+    with invocation.current(passes):
         yield value
-    held.stop()
+    invocation.stop()

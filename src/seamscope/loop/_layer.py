@@ -53,11 +53,13 @@ from seamscope._internal import (
     TelemetryConfig,
     TelemetryHandle,
     ToolCallDispatchCallback,
+    attached,
     build_dispatch_context,
     check_telemetry_options,
     checks,
     evaluate_offload_gate,
     guard_observer,
+    held_scope,
     telemetry_error,
 )
 from seamscope.decisions import (
@@ -292,18 +294,25 @@ class DecisionLayer:
                 stacklevel=2,
             )
 
-    @contextlib.contextmanager
-    def turn(
+    def start_turn(
         self,
         conversation_id: str | None,
-        messages: list[Any],
+        messages: list[Any] | None = None,
         *,
         role: str | None = None,
         state: Mapping[str, Any] | None = None,
         scope: Mapping[str, Any] | None = None,
-    ) -> Iterator[Turn]:
-        """One user turn: an ``invoke_agent`` span around its iterations.
+        parent: otel_context.Context | None = None,
+        agent_span: bool = True,
+        agent_name: str | None = None,
+    ) -> Turn:
+        """One user turn, started now: its ``invoke_agent`` span (``agent_span``
+        False: none, the framework records its own) under ``parent`` (default:
+        the current context), named by ``agent_name`` (default: the layer's).
 
+        The held form of :meth:`turn`, for a loop whose turn outlives one
+        ``with`` block (a framework's hooks): start iterations with
+        :meth:`Turn.start_iteration`, end the turn with :meth:`Turn.end`.
         ``messages`` is the loop's own list; the layer reads it (the loop
         appends to it) and never copies content into telemetry. A
         conversation id that is not a str is used as its ``str()`` and logged
@@ -314,8 +323,30 @@ class DecisionLayer:
                 "turn", None, field="conversation_id", value_type=type(conversation_id).__name__
             )
             conversation_id = _as_str(conversation_id)
-        with self.genai.invoke_agent(self.agent_name, conversation_id=conversation_id):
-            yield Turn(self, conversation_id, messages, role, state, scope)
+        turn = Turn(self, conversation_id, [] if messages is None else messages, role, state, scope)
+        turn.agent_name = agent_name
+        if parent is not None:
+            turn.base = parent
+        if agent_span:
+            turn.start_agent()
+        return turn
+
+    @contextlib.contextmanager
+    def turn(
+        self,
+        conversation_id: str | None,
+        messages: list[Any],
+        *,
+        role: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        scope: Mapping[str, Any] | None = None,
+    ) -> Iterator[Turn]:
+        """One user turn: an ``invoke_agent`` span around its iterations, current
+        for the block (:meth:`start_turn`'s ``with`` form); the block's exception
+        ends the turn with its ``error.type`` and is re-raised unchanged."""
+        turn = self.start_turn(conversation_id, messages, role=role, state=state, scope=scope)
+        with turn:
+            yield turn
 
     def end_conversation(
         self, conversation_id: str, *, store: OffloadStore | str | None = None
@@ -329,7 +360,16 @@ class DecisionLayer:
 
 
 class Turn:
-    """The iterations of one user turn."""
+    """The iterations of one user turn, and its spans: the ``invoke_agent``
+    (:attr:`invocation`, None when the turn has none) and the open iteration.
+
+    Made by :meth:`DecisionLayer.start_turn` (or its ``with`` form,
+    :meth:`DecisionLayer.turn`). One iteration is open at a time: starting
+    the next ends the last. :attr:`trace_context` is the OpenTelemetry
+    context a hook runs the turn's decisions under. Ending is idempotent and never
+    raises; a framework calling hooks from several tasks serializes them
+    (its run's lock).
+    """
 
     def __init__(
         self,
@@ -359,33 +399,106 @@ class Turn:
         self.store: OffloadStore = layer.offload_store
         """Where this turn's offloads live (an adapter may give the framework's
         own store, e.g. the LangGraph store a LangChain agent was built with)."""
+        self.invocation: Invocation | None = None
+        """The turn's ``invoke_agent`` span (None: the turn has none)."""
+        self.base: otel_context.Context = otel_context.get_current()
+        """The context the turn started under (its ``invoke_agent``'s parent)."""
+        self.open: Iteration | None = None
+        """The open iteration (None: none yet, or it ended)."""
 
     @property
     def agent(self) -> str | None:
         """The name of the agent that runs this turn's current iteration."""
         return self.agent_name or self.layer.agent_name
 
-    @contextlib.contextmanager
-    def iteration(self) -> Iterator[Iteration]:
-        """One ReAct iteration: a ``seamscope.iteration`` span."""
-        iteration, scope = self.open_iteration()
-        with scope:
-            yield iteration
+    @property
+    def agent_context(self) -> otel_context.Context:
+        """The context with the turn's ``invoke_agent`` current (else :attr:`base`),
+        also once it ended (a continuation starts under it)."""
+        return self.base if self.invocation is None else self.invocation.context
 
-    def open_iteration(self) -> tuple[Iteration, contextlib.AbstractContextManager[object]]:
-        """The next iteration and its span scope, not yet entered: for a loop whose
-        iteration outlives one ``with`` block (enter and exit the scope in one
-        context)."""
+    @property
+    def trace_context(self) -> otel_context.Context:
+        """The OpenTelemetry context the turn's decisions run under: the open
+        iteration's, else :attr:`agent_context`."""
+        it = self.open
+        if it is None or it.invocation.ended:
+            return self.agent_context
+        return it.invocation.context
+
+    def start_agent(
+        self, agent_name: str | None = None, *, parent: otel_context.Context | None = None
+    ) -> None:
+        """Start the turn's ``invoke_agent`` span now, when it has none yet (a
+        framework that names the agent only once its run starts): named by
+        ``agent_name`` (default: :attr:`agent`), under ``parent`` (default:
+        :attr:`base`, which it then becomes)."""
+        if self.invocation is not None:
+            return
+        if parent is not None:
+            self.base = parent
+        self.invocation = self.layer.genai.start_agent(
+            agent_name or self.agent, parent=self.base, conversation_id=self.conversation_id
+        )
+
+    def start_iteration(self) -> Iteration:
+        """End the open iteration and start the next one (a ``seamscope.iteration``
+        span under the ``invoke_agent``): the held form of :meth:`iteration`."""
+        self.end_iteration(None)
         index = self.iterations
         self.iterations += 1
-        scope = self.layer.observer.iteration(
-            index, conversation_id=self.conversation_id, agent_name=self.agent
-        )
-        return Iteration(self, index), scope
+        token = otel_context.attach(self.agent_context)
+        try:
+            scope = self.layer.observer.iteration(
+                index, conversation_id=self.conversation_id, agent_name=self.agent
+            )
+            invocation = scope if isinstance(scope, Invocation) else held_scope(scope)
+        finally:
+            otel_context.detach(token)
+        self.open = Iteration(self, index, invocation)
+        return self.open
+
+    @contextlib.contextmanager
+    def iteration(self) -> Iterator[Iteration]:
+        """One ReAct iteration: a ``seamscope.iteration`` span, current for the
+        block (:meth:`start_iteration`'s ``with`` form)."""
+        it = self.start_iteration()
+        with it.invocation:
+            yield it
+
+    def end_iteration(self, exc: BaseException | str | None = None) -> None:
+        """End the open iteration (with ``exc``'s ``error.type``, if any)."""
+        it, self.open = self.open, None
+        if it is not None:
+            it.invocation.end(exc)
+
+    def end(self, exc: BaseException | str | None = None) -> None:
+        """End the open iteration, then the ``invoke_agent`` span (failed with
+        ``exc``, stopped when None)."""
+        self.end_iteration(exc)
+        if self.invocation is not None:
+            self.invocation.end(exc)
+
+    def stop(self) -> None:
+        """:meth:`end` with no error."""
+        self.end(None)
+
+    def fail(self, exc: BaseException | str) -> None:
+        """:meth:`end` with ``exc``'s ``error.type`` and status ERROR."""
+        self.end(exc)
+
+    def __enter__(self) -> Turn:
+        if self.invocation is not None:
+            self.invocation.attach()
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        self.end(exc)
 
 
 class ChatCall:
-    """An open ``chat {model}`` span; report the call's usage on it.
+    """An open ``chat {model}`` span (:attr:`invocation`); report the call's
+    usage on it, end it with :meth:`stop` or :meth:`fail`.
 
     ``named``: ``model`` is the model really called (from the PRE seam's
     choice or the model object); False when it is only the layer's default,
@@ -393,13 +506,27 @@ class ChatCall:
     """
 
     def __init__(
-        self, iteration: Iteration, model: str, span: trace.Span, *, named: bool = True
+        self, iteration: Iteration, model: str, invocation: Invocation, *, named: bool = True
     ) -> None:
         self._iteration = iteration
         self.model = model
-        self.span = span
+        self.invocation = invocation
+        self.span = invocation.span
         self.named = named
         self.usage: ModelUsage | None = None
+
+    @property
+    def context(self) -> otel_context.Context:
+        """The context with the ``chat`` span current."""
+        return self.invocation.context
+
+    def stop(self) -> None:
+        """End the ``chat`` span (a second end does nothing)."""
+        self.invocation.stop()
+
+    def fail(self, exc: BaseException | str) -> None:
+        """End the ``chat`` span with ``exc``'s ``error.type`` and status ERROR."""
+        self.invocation.fail(exc)
 
     @property
     def iteration(self) -> Iteration:
@@ -457,11 +584,13 @@ class ChatCall:
 
 
 class Iteration:
-    """The decision points of one ReAct iteration."""
+    """The decision points of one ReAct iteration, and its span
+    (:attr:`invocation`, ``seamscope.iteration``)."""
 
-    def __init__(self, turn: Turn, index: int) -> None:
+    def __init__(self, turn: Turn, index: int, invocation: Invocation) -> None:
         self.turn = turn
         self.index = index
+        self.invocation = invocation
         self.selection: SelectionResult | None = None
         self.pre: PreModelResult | None = None
         self.post: PostModelResult | None = None
@@ -548,34 +677,16 @@ class Iteration:
             detail = False
         layer.genai.record_tools(span, tools, detail=detail)
 
-    @contextlib.contextmanager
-    def chat(
-        self,
-        model: str | None = None,
-        *,
-        named: bool = True,
-        tools: Sequence[Any] | None = None,
-    ) -> Iterator[ChatCall]:
-        """A ``chat {model}`` span around the model call.
+    @property
+    def trace_context(self) -> otel_context.Context:
+        """The OpenTelemetry context with this iteration's span current: a hook
+        attaches it (:meth:`current`) for the iteration's decisions."""
+        return self.invocation.context
 
-        ``model``: the model really called (default: the PRE seam's choice,
-        else the layer's default model); ``named`` False says the name is
-        only the default, so the response's model names the call if reported.
-        ``tools``: the tools really sent with the request, when not this
-        iteration's selection (``gen_ai.tool.definitions``).
-        """
-        name, named = self._chat_name(model, named)
-        layer = self.turn.layer
-        with layer.genai.chat(
-            name,
-            provider=layer.provider_name,
-            conversation_id=self.turn.conversation_id,
-            agent_name=self.turn.agent,
-        ) as span:
-            if self.unavailable is not None:
-                GenAISpans.mark_unavailable(span, self.unavailable)
-            self._record_tools(span, tools)
-            yield ChatCall(self, name, span, named=named)
+    def current(self) -> contextlib.AbstractContextManager[object]:
+        """This iteration's context current for one block of a hook (its span
+        stays open)."""
+        return attached(self.invocation.context)
 
     def start_chat(
         self,
@@ -584,25 +695,55 @@ class Iteration:
         named: bool = True,
         parent: otel_context.Context | None = None,
         tools: Sequence[Any] | None = None,
-    ) -> tuple[ChatCall, Invocation]:
-        """A ``chat {model}`` span held open across callbacks (the start/stop form
-        of :meth:`chat`): report on the ChatCall, end with the Invocation's
-        ``stop()``/``fail()`` from whichever task ends the call. ``parent``: the
-        context the span is a child of (default: the current one); ``tools`` as
-        in :meth:`chat`."""
+        span: bool = True,
+    ) -> ChatCall:
+        """A ``chat {model}`` span around one model call, started now: report on
+        the ChatCall, end it with its ``stop()``/``fail()`` from whichever task
+        ends the call.
+
+        ``model``: the model really called (default: the PRE seam's choice,
+        else the layer's default model); ``named`` False says the name is
+        only the default, so the response's model names the call if reported.
+        ``parent``: the context the span is a child of (default: this
+        iteration's). ``tools``: the tools really sent with the request, when
+        not this iteration's selection (``gen_ai.tool.definitions``).
+        ``span`` False: no span of seamscope's (the framework records its own
+        inference span); the call is still reported to the ledger.
+        """
         name, named = self._chat_name(model, named)
         layer = self.turn.layer
-        held = layer.genai.start_chat(
-            name,
-            parent=parent,
-            provider=layer.provider_name,
-            conversation_id=self.turn.conversation_id,
-            agent_name=self.turn.agent,
-        )
+        parent = self.invocation.context if parent is None else parent
+        if not span:
+            return ChatCall(self, name, Invocation(trace.INVALID_SPAN, parent), named=named)
+        try:
+            invocation = layer.genai.start_chat(
+                name,
+                parent=parent,
+                provider=layer.provider_name,
+                conversation_id=self.turn.conversation_id,
+                agent_name=self.turn.agent,
+            )
+        except Exception as exc:  # telemetry failed: the call goes on without its span
+            telemetry_error("chat", exc)
+            return ChatCall(self, name, Invocation(trace.INVALID_SPAN, parent), named=named)
         if self.unavailable is not None:
-            GenAISpans.mark_unavailable(held.span, self.unavailable)
-        self._record_tools(held.span, tools)
-        return ChatCall(self, name, held.span, named=named), held
+            GenAISpans.mark_unavailable(invocation.span, self.unavailable)
+        self._record_tools(invocation.span, tools)
+        return ChatCall(self, name, invocation, named=named)
+
+    @contextlib.contextmanager
+    def chat(
+        self,
+        model: str | None = None,
+        *,
+        named: bool = True,
+        tools: Sequence[Any] | None = None,
+    ) -> Iterator[ChatCall]:
+        """:meth:`start_chat`'s ``with`` form: the ``chat`` span current for the
+        block, its exception recorded and re-raised unchanged."""
+        call = self.start_chat(model, named=named, parent=otel_context.get_current(), tools=tools)
+        with call.invocation:
+            yield call
 
     def post_model(self, emitted: Any, *, calls: Sequence[Any] | None = None) -> PostModelResult:
         """The POST seam over the emitted assistant message (or its tool calls).
@@ -625,15 +766,33 @@ class Iteration:
         )
         return self.post
 
-    def execute_tool(self, call: ToolCall) -> contextlib.AbstractContextManager[trace.Span]:
-        """An ``execute_tool {tool}`` span around one tool call."""
-        return self.turn.layer.genai.execute_tool(
-            call.name, call_id=call.id, conversation_id=self.turn.conversation_id
-        )
+    def start_tool(
+        self, call: ToolCall, *, parent: otel_context.Context | None = None
+    ) -> Invocation:
+        """An ``execute_tool {tool}`` span for one tool call whose body starts now
+        (default parent: this iteration's context); record its output with
+        :meth:`tool_result`, end it with ``stop()``/``fail()``. Never raises:
+        telemetry that fails gives an invocation of no span."""
+        parent = self.invocation.context if parent is None else parent
+        try:
+            return self.turn.layer.genai.start_tool(
+                call.name, parent=parent, call_id=call.id, conversation_id=self.turn.conversation_id
+            )
+        except Exception as exc:  # telemetry failed: the tool runs without its span
+            telemetry_error("execute_tool", exc)
+            return Invocation(trace.INVALID_SPAN, parent)
 
-    def tool_result(self, span: trace.Span, output: Any) -> None:
+    @contextlib.contextmanager
+    def execute_tool(self, call: ToolCall) -> Iterator[trace.Span]:
+        """:meth:`start_tool`'s ``with`` form: the ``execute_tool`` span current
+        for the block (it gives the span), its exception recorded and re-raised."""
+        with self.start_tool(call, parent=otel_context.get_current()) as invocation:
+            yield invocation.span
+
+    def tool_result(self, target: Invocation | trace.Span, output: Any) -> None:
         """Record a tool's output on its ``execute_tool`` span, only if content
         capture is on (masked and truncated by the observer's config)."""
+        span = target.span if isinstance(target, Invocation) else target
         self.turn.layer.observer.capture(span, c.ATTR_TOOL_CALL_RESULT, output)
 
     def offload(self, call: ToolCall, output: str | float) -> OffloadGateDecision:

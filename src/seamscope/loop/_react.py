@@ -19,9 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry import context as otel_context
 
-from seamscope._internal import error_type
 from seamscope.decisions import (
     Message,
     ModelConfig,
@@ -36,7 +35,6 @@ from seamscope.loop._layer import DecisionLayer
 from seamscope.loop._stub import RECALL_TOOL, offload_stub
 from seamscope.loop._tokens import estimate_tokens
 from seamscope.stores import MemoryStore
-from seamscope.telemetry import conventions as c
 
 __all__ = [
     "RECALL_TOOL",
@@ -267,12 +265,12 @@ class ReActAgent:
     def _execute(
         self, it: Any, call: ToolCall, usage: ModelUsage | None
     ) -> tuple[str, OffloadGateDecision | None]:
-        with it.execute_tool(call) as span:
+        with it.start_tool(call, parent=otel_context.get_current()) as run:
             if call.name == RECALL_TOOL:
                 offload_id = str(call.args.get("offload_id", ""))
                 stored = self.stored_output(offload_id, it.turn.conversation_id or "")
                 if stored is None:
-                    _mark_error(span, "UnknownOffload")
+                    run.fail("UnknownOffload")
                     return f"error: no offloaded output {offload_id!r}", None
                 with self._lock:
                     self._expanded.add(offload_id)
@@ -284,14 +282,14 @@ class ReActAgent:
                 return stored, None
             fn = self._tools.get(call.name)
             if fn is None:
-                _mark_error(span, "UnknownTool")
+                run.fail("UnknownTool")
                 return f"error: unknown tool {call.name!r}", None
             try:
                 output = str(fn(dict(call.args)))
             except Exception as exc:
-                _mark_error(span, error_type(exc))
+                run.fail(exc)
                 return f"error: {type(exc).__name__}", None
-            it.tool_result(span, output)
+            it.tool_result(run, output)
         if not self._offload:
             return output, None
         it.turn.store = self._store  # the layer keeps the fired output there
@@ -299,8 +297,3 @@ class ReActAgent:
         if not decision.fire or decision.offload_id is None:
             return output, decision
         return offload_stub(decision, call.name), decision
-
-
-def _mark_error(span: Any, error_type: str) -> None:
-    span.set_attribute(c.ATTR_ERROR_TYPE, error_type)
-    span.set_status(Status(StatusCode.ERROR, error_type))

@@ -3,37 +3,30 @@
 ``invoke_agent {agent}`` per turn, ``chat {model}`` per model call,
 ``execute_tool {tool}`` per executed tool call, with ``gen_ai.*``
 attributes, so any GenAI-aware backend renders the loop. An exception of
-the loop crossing one of them is recorded (``error.type``, status ERROR)
-and re-raised unchanged; a failure of telemetry itself (a span processor
-that raises) is logged as ``seamscope.telemetry.error`` and never reaches
-the loop.
+the loop crossing one of them is recorded (``error.type``, status ERROR;
+:mod:`._invocation`'s one rule) and re-raised unchanged; a failure of
+telemetry itself (a span processor that raises) is logged as
+``seamscope.telemetry.error`` and never reaches the loop.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from seamscope import __version__
 from seamscope.decisions.records import ModelUsage, tool_name
 from seamscope.telemetry import conventions as c
+from seamscope.telemetry._invocation import Invocation, start
 from seamscope.telemetry._logging import telemetry_error
 
-__all__ = [
-    "DEFAULT_MAX_LENGTH",
-    "GenAISpans",
-    "Invocation",
-    "error_type",
-    "record_error",
-    "tool_definitions",
-]
+__all__ = ["DEFAULT_MAX_LENGTH", "GenAISpans", "tool_definitions"]
 
 DEFAULT_MAX_LENGTH = 1024
 """``TelemetryConfig.max_attribute_length``'s default: the cut of a reported
@@ -42,20 +35,6 @@ string when the caller gives no length."""
 
 def _cut(value: str, max_length: int) -> str:
     return value if len(value) <= max_length else value[: max_length - 1] + "…"
-
-
-def _failed(span_name: str, exc: BaseException) -> None:
-    telemetry_error(span_name.split(" ")[0], exc)
-
-
-# A framework's exception that only carries the user's code's own exception
-# (raised from it): (its module's top package, its class name).
-_WRAPPERS = frozenset(
-    {
-        ("agents", "UserError"),  # the Agents SDK around a tool's exception
-        ("pydantic_ai", "ToolRetryError"),  # pydantic-ai around a ModelRetry
-    }
-)
 
 
 _MAX_DEFINITIONS = 64
@@ -153,116 +132,6 @@ def tool_definitions(
     return "[" + ",".join(parts) + "]"
 
 
-def error_type(exc: BaseException) -> str:
-    """The ``error.type`` of an exception: the qualified class name of what the
-    user's code raised, through the wrappers a framework puts around it (an
-    exception of a wrapper class raised from another, ``__cause__``)."""
-    seen = 0
-    while seen < 8:
-        kind = type(exc)
-        top = (kind.__module__ or "").split(".", 1)[0]
-        cause = exc.__cause__
-        if (top, kind.__name__) not in _WRAPPERS or cause is None:
-            break
-        exc = cause
-        seen += 1
-    return type(exc).__qualname__
-
-
-def record_error(span: trace.Span, exc: BaseException | str) -> None:
-    """``error.type`` (:func:`error_type` of an exception, or the given value)
-    and status ERROR on a recording span; never raises."""
-    with contextlib.suppress(Exception):
-        if span.is_recording():
-            name = exc if isinstance(exc, str) else error_type(exc)
-            span.set_attribute(c.ATTR_ERROR_TYPE, name)
-            span.set_status(Status(StatusCode.ERROR, name))
-
-
-class _SpanScope(contextlib.AbstractContextManager[trace.Span]):
-    """A span made current for a ``with`` block (a class, not a generator: a
-    scope that is never exited does nothing when it is garbage collected).
-
-    Its context token is detached only where it was attached: if the block is
-    left in another context (or a context attached inside the block was never
-    detached), the token is left alone rather than detached in the wrong
-    context, and the span still ends.
-    """
-
-    __slots__ = ("_attrs", "_ctx", "_kind", "_name", "_span", "_token", "_tracer")
-
-    def __init__(
-        self, tracer: trace.Tracer, name: str, kind: SpanKind, attrs: dict[str, Any]
-    ) -> None:
-        self._tracer = tracer
-        self._name = name
-        self._kind = kind
-        self._attrs = attrs
-        self._span: trace.Span = trace.INVALID_SPAN
-        self._token: object = None
-        self._ctx: otel_context.Context | None = None
-
-    def __enter__(self) -> trace.Span:
-        try:
-            self._span = self._tracer.start_span(
-                self._name, kind=self._kind, attributes=self._attrs
-            )
-            self._ctx = trace.set_span_in_context(self._span)
-            self._token = otel_context.attach(self._ctx)
-        except Exception as exc:  # telemetry failed: the loop goes on
-            _failed(self._name, exc)
-        return self._span
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        if exc is not None:
-            record_error(self._span, exc)
-        try:
-            token, self._token = self._token, None
-            if token is not None and otel_context.get_current() is self._ctx:
-                otel_context.detach(token)  # type: ignore[arg-type]
-        except Exception as exc2:
-            _failed(self._name, exc2)
-        finally:
-            try:
-                self._span.end()
-            except Exception as exc3:
-                _failed(self._name, exc3)
-
-
-class Invocation:
-    """A GenAI span held open across callbacks (util-genai's start/stop form):
-    the caller keeps this object, hands :attr:`context` to what runs inside
-    it, and ends it once with :meth:`stop` or :meth:`fail` from any task or
-    thread. Nothing is attached to the current context; never raises."""
-
-    __slots__ = ("_ended", "_lock", "context", "span")
-
-    def __init__(self, span: trace.Span, context: otel_context.Context | None) -> None:
-        self.span = span
-        self.context = context
-        """The OpenTelemetry context with this span current (None: telemetry failed)."""
-        self._ended = False
-        self._lock = threading.Lock()
-
-    def _end(self) -> bool:
-        with self._lock:
-            ended, self._ended = self._ended, True
-        return not ended
-
-    def stop(self) -> None:
-        """End the span (a second stop or fail does nothing)."""
-        if self._end():
-            with contextlib.suppress(Exception):
-                self.span.end()
-
-    def fail(self, exc: BaseException | str) -> None:
-        """Record ``error.type`` and status ERROR, then end the span."""
-        if self._end():
-            record_error(self.span, exc)
-            with contextlib.suppress(Exception):
-                self.span.end()
-
-
 class GenAISpans:
     """Factory of the three GenAI span shapes on one tracer provider.
 
@@ -296,32 +165,32 @@ class GenAISpans:
     def _cut(self, value: Any) -> Any:
         return _cut(value, self._max) if isinstance(value, str) else value
 
-    def _span(
-        self, name: str, kind: SpanKind, attrs: dict[str, Any]
-    ) -> contextlib.AbstractContextManager[trace.Span]:
-        return _SpanScope(
+    def _start(
+        self,
+        name: str,
+        kind: SpanKind,
+        attrs: dict[str, Any],
+        parent: otel_context.Context | None,
+    ) -> Invocation:
+        return start(
             self._tracer,
             self._cut(name),
-            kind,
             {key: self._cut(value) for key, value in attrs.items()},
+            kind=kind,
+            parent=parent,
         )
 
-    def invoke_agent(
-        self, agent_name: str | None, *, conversation_id: str | None = None
-    ) -> contextlib.AbstractContextManager[trace.Span]:
-        name, attrs = _invoke_agent(agent_name, conversation_id)
-        return self._span(name, SpanKind.INTERNAL, attrs)
-
-    def chat(
+    def start_agent(
         self,
-        model: str,
+        agent_name: str | None,
         *,
-        provider: str | None = None,
+        parent: otel_context.Context | None = None,
         conversation_id: str | None = None,
-        agent_name: str | None = None,
-    ) -> contextlib.AbstractContextManager[trace.Span]:
-        name, attrs = _chat(model, provider, conversation_id, agent_name)
-        return self._span(name, SpanKind.CLIENT, attrs)
+    ) -> Invocation:
+        """An ``invoke_agent {agent}`` span, a child of ``parent`` (default: the
+        current context); ``with`` it for a block, or end it with ``stop()``/``fail()``."""
+        name, attrs = _invoke_agent(agent_name, conversation_id)
+        return self._start(name, SpanKind.INTERNAL, attrs, parent)
 
     def start_chat(
         self,
@@ -332,12 +201,12 @@ class GenAISpans:
         conversation_id: str | None = None,
         agent_name: str | None = None,
     ) -> Invocation:
-        """A ``chat {model}`` span held open (see :class:`Invocation`), a child of
-        ``parent`` (default: the current context)."""
+        """A ``chat {model}`` span (CLIENT), a child of ``parent`` (default: the
+        current context)."""
         name, attrs = _chat(model, provider, conversation_id, agent_name)
         return self._start(name, SpanKind.CLIENT, attrs, parent)
 
-    def start_execute_tool(
+    def start_tool(
         self,
         tool_name: str,
         *,
@@ -345,39 +214,9 @@ class GenAISpans:
         call_id: str | None = None,
         conversation_id: str | None = None,
     ) -> Invocation:
-        """An ``execute_tool {tool}`` span held open (see :class:`Invocation`)."""
+        """An ``execute_tool {tool}`` span, a child of ``parent`` (default: the current context)."""
         name, attrs = _execute_tool(tool_name, call_id, conversation_id)
         return self._start(name, SpanKind.INTERNAL, attrs, parent)
-
-    def _start(
-        self,
-        name: str,
-        kind: SpanKind,
-        attrs: dict[str, Any],
-        parent: otel_context.Context | None,
-    ) -> Invocation:
-        name = self._cut(name)
-        try:
-            span = self._tracer.start_span(
-                name,
-                context=parent,
-                kind=kind,
-                attributes={key: self._cut(value) for key, value in attrs.items()},
-            )
-            return Invocation(span, trace.set_span_in_context(span, parent))
-        except Exception as exc:
-            _failed(name, exc)
-            return Invocation(trace.INVALID_SPAN, None)
-
-    def execute_tool(
-        self,
-        tool_name: str,
-        *,
-        call_id: str | None = None,
-        conversation_id: str | None = None,
-    ) -> contextlib.AbstractContextManager[trace.Span]:
-        name, attrs = _execute_tool(tool_name, call_id, conversation_id)
-        return self._span(name, SpanKind.INTERNAL, attrs)
 
     @staticmethod
     def rename_chat(span: trace.Span, model: str) -> None:
@@ -421,7 +260,7 @@ class GenAISpans:
             if value is not None:
                 span.set_attribute(c.ATTR_GEN_AI_TOOL_DEFINITIONS, value)
         except Exception as exc:
-            _failed("chat", exc)
+            telemetry_error("chat", exc)
 
     @staticmethod
     def mark_unavailable(span: trace.Span, chosen: str) -> None:

@@ -46,11 +46,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, SpanKind
 
 from seamscope import __version__
 from seamscope.decisions._messages import message_text
@@ -90,9 +90,9 @@ from seamscope.telemetry._accounts import (
 from seamscope.telemetry._arguments import check_observer_options
 from seamscope.telemetry._config import TelemetryConfig
 from seamscope.telemetry._instruments import Instruments, LabelCap, flag
+from seamscope.telemetry._invocation import Invocation, held, record_error, start
 from seamscope.telemetry._logging import log_event, telemetry_error
 from seamscope.telemetry._middleware import record_middleware_decision
-from seamscope.telemetry._spans import Handle, IterationScope, close_span, open_span
 
 __all__ = ["OTelObserver"]
 
@@ -158,11 +158,20 @@ class OTelObserver:
     def iteration(
         self, index: int, *, conversation_id: str | None, agent_name: str | None
     ) -> contextlib.AbstractContextManager[object]:
-        """A ``seamscope.iteration`` span around one ReAct iteration (entering it
-        gives the span). The loop's exceptions cross it unchanged."""
+        """A ``seamscope.iteration`` span around one ReAct iteration, started now
+        under the current context (an :class:`Invocation`, an owner: the
+        decision spans opened inside it end with its failure). The loop's
+        exceptions cross it unchanged."""
         if self._spans_off:
-            return contextlib.nullcontext()
-        return IterationScope(self._tracer, self._limits.text, index, conversation_id, agent_name)
+            return held(contextlib.nullcontext())
+        return self._open(
+            "iteration",
+            c.SPAN_ITERATION,
+            {c.ATTR_ITERATION_INDEX: index},
+            conversation_id,
+            agent_name,
+            owner=True,
+        )
 
     def capture(self, target: object, key: str, value: object) -> None:
         """Set a content attribute (``seamscope.content.*``) on ``target`` (a span
@@ -171,7 +180,7 @@ class OTelObserver:
         if not self.config.capture_content:
             return
         try:
-            span = target.span if isinstance(target, Handle) else target
+            span = target.span if isinstance(target, Invocation) else target
             if isinstance(span, trace.Span) and span.is_recording():
                 span.set_attribute(key, self._limits.content(value))
         except Exception as exc:
@@ -179,20 +188,39 @@ class OTelObserver:
 
     # -- helpers -------------------------------------------------------------------
 
+    def _open(
+        self,
+        hook: str,
+        name: str,
+        attributes: dict[str, Any],
+        conversation: str | None,
+        agent: str | None,
+        *,
+        owner: bool = False,
+    ) -> Invocation:
+        text = self._limits.text
+        if conversation:
+            attributes[c.ATTR_GEN_AI_CONVERSATION_ID] = text(conversation)
+        if agent:
+            attributes[c.ATTR_GEN_AI_AGENT_NAME] = text(agent)
+        return start(self._tracer, name, attributes, owner=owner, join=not owner, hook=hook)
+
     def _start(
         self, hook: str, name: str, attributes: dict[str, Any], ctx: object
-    ) -> Handle | None:
+    ) -> Invocation | None:
+        """A decision span, current until its end hook (its stages nest in it)."""
         if self._spans_off:
             return None
         try:
-            return open_span(
-                self._tracer,
-                self._limits.text,
+            invocation = self._open(
+                hook,
                 name,
                 attributes,
                 getattr(ctx, "conversation_id", None),
                 getattr(ctx, "agent_name", None),
             )
+            invocation.attach()
+            return invocation
         except Exception as exc:
             telemetry_error(hook, exc)
             return None
@@ -326,9 +354,7 @@ class OTelObserver:
             self._add(tools, len(result.tools), selected)
 
         self._measure("end_selection", record)
-        close_span(
-            "end_selection", handle, lambda: (a.selection_attributes(result, self._limits), ())
-        )
+        _close("end_selection", handle, lambda: (a.selection_attributes(result, self._limits), ()))
 
     def start_stage(self, ctx: SelectionContext, index: int, stage: SelectionStage) -> object:
         try:
@@ -370,13 +396,13 @@ class OTelObserver:
                 )
 
         def build() -> tuple[a.Attributes, Sequence[a.Event]]:
-            if record.error is not None and isinstance(handle, Handle):
-                handle.span.set_status(Status(StatusCode.ERROR, record.error.error_type))
+            if record.error is not None and isinstance(handle, Invocation):
+                record_error(handle.span, record.error.error_type)
             return a.stage_attributes(record, self._limits), ()
 
         self._measure("end_stage", measure)
         self._note("end_stage", log)
-        close_span("end_stage", handle, build)
+        _close("end_stage", handle, build)
 
     # -- seams -------------------------------------------------------------------------
 
@@ -403,7 +429,7 @@ class OTelObserver:
 
         self._measure("end_pre_model", measure)
         self._note("end_pre_model", lambda: self._log_errors(result.evaluations, result.errors))
-        close_span("end_pre_model", handle, build)
+        _close("end_pre_model", handle, build)
 
     def start_post_model(self, ctx: DispatchContext, calls: tuple[ToolCall, ...]) -> object:
         attrs: dict[str, Any] = {c.ATTR_SEAM: Seam.POST_MODEL.value}
@@ -449,9 +475,7 @@ class OTelObserver:
             self._duration(c.DecisionKind.POST_MODEL, result.duration_s)
 
         self._measure("end_post_model", measure)
-        close_span(
-            "end_post_model", handle, lambda: ({c.ATTR_SEAM_REWRITTEN: result.rewritten}, ())
-        )
+        _close("end_post_model", handle, lambda: ({c.ATTR_SEAM_REWRITTEN: result.rewritten}, ()))
 
     def start_dispatch(self, ctx: DispatchContext, index: int, call: ToolCall) -> object:
         text = self._limits.text
@@ -509,7 +533,7 @@ class OTelObserver:
             return attrs, events + self._error_events(record.errors)
 
         self._note("end_dispatch", log)
-        close_span("end_dispatch", handle, build)
+        _close("end_dispatch", handle, build)
 
     # -- offload gate ----------------------------------------------------------------
 
@@ -527,24 +551,24 @@ class OTelObserver:
                     attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = text(call.tool_call_id)
                 if call.tool_name:
                     attrs[c.ATTR_GEN_AI_TOOL_NAME] = text(call.tool_name)
-            handle = open_span(
-                self._tracer,
-                text,
+            invocation = self._open(
+                "start_offload_gate",
                 c.SPAN_OFFLOAD_GATE,
                 attrs,
                 None if call is None else call.conversation_id,
                 None if call is None else call.agent_name,
             )
-            handle.repeat = bool(call is not None and call.reevaluation)
-            handle.start = time.perf_counter()
-            return handle
+            invocation.attach()
+            invocation.start = time.perf_counter()
+            return _Gate(invocation, bool(call is not None and call.reevaluation))
         except Exception as exc:
             telemetry_error("start_offload_gate", exc)
             return None
 
     def end_offload_gate(self, handle: object, decision: OffloadGateDecision) -> object:
         """Record the decision; the link returned is the gate span's context."""
-        first = not (isinstance(handle, Handle) and handle.repeat)
+        gate = handle if isinstance(handle, _Gate) else None
+        first = gate is None or not gate.repeat
         predicted = first and decision.fire and decision.net_saving_usd > 0
 
         def measure() -> None:
@@ -572,8 +596,9 @@ class OTelObserver:
                     decision.net_saving_usd,
                     {c.ATTR_GEN_AI_REQUEST_MODEL: model},
                 )
-            if isinstance(handle, Handle):
-                self._duration(c.DecisionKind.OFFLOAD_GATE, time.perf_counter() - handle.start)
+            if gate is not None:
+                elapsed = time.perf_counter() - gate.invocation.start
+                self._duration(c.DecisionKind.OFFLOAD_GATE, elapsed)
 
         def log() -> None:
             if predicted:
@@ -589,10 +614,12 @@ class OTelObserver:
         self._measure("end_offload_gate", measure)
         self._note("end_offload_gate", log)
         link = None
-        if isinstance(handle, Handle):
-            link = self._note("end_offload_gate", handle.span.get_span_context)
-        close_span(
-            "end_offload_gate", handle, lambda: (a.gate_attributes(decision, self._limits), ())
+        if gate is not None:
+            link = self._note("end_offload_gate", gate.invocation.span.get_span_context)
+        _close(
+            "end_offload_gate",
+            None if gate is None else gate.invocation,
+            lambda: (a.gate_attributes(decision, self._limits), ()),
         )
         return link
 
@@ -753,3 +780,36 @@ class OTelObserver:
                 ).end()
         except Exception as exc:
             telemetry_error("on_shadow_settled", exc)
+
+
+class _Gate(NamedTuple):
+    """An offload gate's open span and whether it re-decides an output already decided."""
+
+    invocation: Invocation
+    repeat: bool
+
+    @property
+    def span(self) -> trace.Span:
+        """The gate's span (as every decision handle gives it)."""
+        return self.invocation.span
+
+
+def _close(
+    hook: str,
+    handle: object,
+    build: Callable[[], tuple[a.Attributes, Sequence[a.Event]]],
+) -> None:
+    """Set the end attributes and events ``build()`` gives on an open decision
+    span (built only when it records), then end it."""
+    if not isinstance(handle, Invocation):
+        return
+    try:
+        if handle.recording:
+            attributes, events = build()
+            span = handle.span
+            span.set_attributes(attributes)
+            for name, attrs in events:
+                span.add_event(name, attrs)
+    except Exception as exc:
+        telemetry_error(hook, exc)
+    handle.end(None, hook=hook)

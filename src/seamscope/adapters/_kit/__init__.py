@@ -8,24 +8,24 @@
   (``error_type``, unwrapping a framework's wrappers);
 * :mod:`._conversations`: what an adapter remembers per conversation, for a
   bounded number of them (``Conversations``);
-* :mod:`._held`: a span held open across hooks that run in different tasks
-  or threads, started, stopped or failed once (``Held``), and a run's
-  ``invoke_agent`` and open iteration held that way (``RunSpans``);
 * :mod:`._steps`: the loop's shared steps for the adapters built on
   ``DecisionLayer`` (``plan_model``: the PRE seam and one model rule;
   ``report_model_call``; ``post_model``; ``structured_answers``: the
-  framework's structured-output calls, never routed; ``ToolSpan``: the ``execute_tool``
-  span; ``account_tool_output``: recall cost, offload gate and the stub
-  really sent);
+  framework's structured-output calls, never routed; ``account_tool_output``:
+  recall cost, offload gate and the stub really sent);
 * from :mod:`seamscope.loop`: the one token estimator (``estimate_tokens``),
   the stub of an offloaded output and the recall tool.
+
+The spans themselves are the loop's: ``layer.start_turn()``,
+``turn.start_iteration()``, ``iteration.start_chat()``,
+``iteration.start_tool(call)``, each ended once with ``stop()``/``fail()``
+from whichever hook ends it.
 
 Adapters import these names from here, never the modules behind them.
 """
 
 from seamscope.adapters._kit._conversations import Conversations
 from seamscope.adapters._kit._errors import error_type
-from seamscope.adapters._kit._held import Held, RunSpans
 from seamscope.adapters._kit._models import (
     ModelChoice,
     choose_model,
@@ -35,7 +35,6 @@ from seamscope.adapters._kit._models import (
 from seamscope.adapters._kit._options import resolve_role, resolve_scope
 from seamscope.adapters._kit._steps import (
     ModelPlan,
-    ToolSpan,
     account_tool_output,
     plan_model,
     post_model,
@@ -47,11 +46,8 @@ from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 __all__ = [
     "RECALL_TOOL",
     "Conversations",
-    "Held",
     "ModelChoice",
     "ModelPlan",
-    "RunSpans",
-    "ToolSpan",
     "account_tool_output",
     "choose_model",
     "error_type",

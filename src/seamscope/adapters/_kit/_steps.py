@@ -2,10 +2,9 @@
 :class:`~seamscope.loop.DecisionLayer`.
 
 An adapter translates a framework's event into one of these calls and hands
-it the open :class:`~seamscope.loop.Iteration` and the OpenTelemetry context
-its hook runs under (the run's :attr:`RunSpans.context
-<seamscope.adapters._kit.RunSpans.context>`); the step attaches that context
-for its own decisions, so their spans are children of the iteration:
+it the open :class:`~seamscope.loop.Iteration`; the step makes the
+iteration's context current for its own decisions (whatever task or thread
+the framework's hook runs in), so their spans are children of the iteration:
 
 * :func:`plan_model`: the PRE seam and the one model rule (one
   :func:`~seamscope.adapters._kit.choose_model`, one
@@ -15,8 +14,6 @@ for its own decisions, so their spans are children of the iteration:
 * :func:`post_model`: the POST seam over the emitted tool calls;
 * :func:`structured_answers`: the framework's structured-output answer calls,
   one ``seamscope.dispatch`` span each, never routed;
-* :class:`ToolSpan`: an ``execute_tool`` span held from the tool's start to
-  its end, its output recorded (content capture) when it answered;
 * :func:`account_tool_output`: after a tool ran, a recall's real cost, or the
   offload gate on a large text output (a fired offload keeps the output for
   recall and gives the stub really sent, priced by the one token estimator),
@@ -29,15 +26,10 @@ contains it (``failed(hook)``) as it does any of its hook's work.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-
-from seamscope.adapters._kit._held import Held
 from seamscope.adapters._kit._models import (
     ModelChoice,
     choose_model,
@@ -59,24 +51,12 @@ from seamscope.loop import RECALL_TOOL, ChatCall, Iteration, estimate_tokens, of
 
 __all__ = [
     "ModelPlan",
-    "ToolSpan",
     "account_tool_output",
     "plan_model",
     "post_model",
     "report_model_call",
     "structured_answers",
 ]
-
-
-@contextlib.contextmanager
-def _under(context: otel_context.Context | None) -> Iterator[None]:
-    """``context`` current for one step (None: leave the current one)."""
-    token = None if context is None else otel_context.attach(context)
-    try:
-        yield
-    finally:
-        if token is not None:
-            otel_context.detach(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +79,13 @@ def plan_model(
     *,
     models: Mapping[str, Any],
     own: Any,
-    context: otel_context.Context | None = None,
     name_of: Callable[[Any], str | None] = model_name_of,
 ) -> ModelPlan:
     """The PRE seam, then the model the call runs on: ``models``' entry for
     the choice, else the request's ``own`` model (named by ``name_of``);
     a choice that is not callable here is reported once, the same way in
     every adapter. Run after the iteration's tool selection."""
-    with _under(context):
+    with iteration.current():
         pre = iteration.pre_model()
         default = iteration.turn.layer.router.default_model.model_name
         choice = choose_model(pre.model.model_name, default, models, own, name_of=name_of)
@@ -142,11 +121,10 @@ def post_model(
     emitted: Any,
     *,
     calls: Sequence[Any] | None = None,
-    context: otel_context.Context | None = None,
 ) -> PostModelResult:
     """The POST seam over the emitted message (``calls``: the ones the
     framework will dispatch, when not all of the message's)."""
-    with _under(context):
+    with iteration.current():
         return iteration.post_model(emitted, calls=calls)
 
 
@@ -154,8 +132,6 @@ def structured_answers(
     iteration: Iteration,
     emitted: Any,
     answers: Sequence[ToolCall],
-    *,
-    context: otel_context.Context | None = None,
 ) -> None:
     """One ``seamscope.dispatch`` span per structured-output answer call (the
     framework's own output tool: LangChain's ``ToolStrategy`` tool,
@@ -166,7 +142,7 @@ def structured_answers(
     the caller's structured answer away); it dispatches as emitted."""
     if not answers:
         return
-    with _under(context):
+    with iteration.current():
         observer = iteration.turn.layer.observer
         ctx = iteration.context(Seam.POST_MODEL, emitted_message=emitted)
         for index, call in enumerate(answers):
@@ -189,64 +165,6 @@ def structured_answers(
             )
 
 
-class ToolSpan:
-    """An ``execute_tool`` span from a tool's start to its end (any task):
-    :meth:`stop` with the tool's output (recorded only when content capture
-    is on), :meth:`fail` with what it raised; once."""
-
-    __slots__ = ("_failed", "_held", "_iteration", "_what")
-
-    def __init__(
-        self,
-        iteration: Iteration,
-        call: ToolCall,
-        *,
-        parent: otel_context.Context | None,
-        what: str,
-        failed: Callable[[str], None],
-    ) -> None:
-        self._iteration = iteration
-        self._what = what
-        self._failed = failed
-        self._held: Held[trace.Span] = Held(
-            lambda: iteration.execute_tool(call), parent=parent, what=what, failed=failed
-        )
-
-    @property
-    def context(self) -> otel_context.Context:
-        """The context with the ``execute_tool`` span current."""
-        return self._held.context
-
-    @property
-    def span(self) -> trace.Span | None:
-        """The ``execute_tool`` span (None when starting it failed)."""
-        return self._held.value
-
-    def current(
-        self, passes: tuple[type[BaseException], ...] = ()
-    ) -> contextlib.AbstractContextManager[trace.Span | None]:
-        """The span current for the tool's run inside one hook (:meth:`Held.current
-        <seamscope.adapters._kit.Held.current>`): what the run raises fails it
-        (one of ``passes`` stops it); :meth:`stop` after a run that returned."""
-        return self._held.current(passes)
-
-    def stop(self, output: Any) -> None:
-        span = self._held.value
-        if span is not None and not self._held.ended:
-            try:
-                self._iteration.tool_result(span, output)
-            except Exception:
-                self._failed(f"{self._what}.result")
-        self._held.stop()
-
-    def fail(self, exc: BaseException) -> None:
-        self._held.fail(exc)
-
-    def end(self, exc: BaseException | None) -> None:
-        """End without an output: failed with ``exc``, or stopped."""
-        self._held.end(exc)
-
-
 def account_tool_output(
     iteration: Iteration,
     call: ToolCall,
@@ -255,7 +173,6 @@ def account_tool_output(
     outputs: Outputs,
     scope: str,
     usage: ModelUsage | None,
-    context: otel_context.Context | None = None,
     offload: bool = True,
     reread: Callable[[ToolCall], str | None] | None = None,
 ) -> str | None:
@@ -276,7 +193,7 @@ def account_tool_output(
     this call fetches again (a framework's context editing), else None; its
     text is then a real cost, as a recall's is.
     """
-    with _under(context):
+    with iteration.current():
         if call.name == RECALL_TOOL:
             outcome = outputs.outcome(call.id) if call.id else None
             if outcome is not None and outcome.status is RecallStatus.FOUND:

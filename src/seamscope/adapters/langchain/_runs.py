@@ -25,7 +25,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from seamscope.adapters import _hooks
-from seamscope.adapters._kit import Conversations, RunSpans, estimate_tokens
+from seamscope.adapters._kit import Conversations, error_type, estimate_tokens
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
@@ -72,7 +72,7 @@ def failed(hook: str) -> None:
 
 
 def contained(
-    factory: Callable[[], contextlib.AbstractContextManager[_T]] | None, what: str
+    factory: Callable[[], _T] | None, what: str
 ) -> contextlib.AbstractContextManager[_T | None]:
     """A telemetry ``with`` scope around a block of one hook that cannot break
     it; an interrupt (``GraphBubbleUp``) pauses the run: the span ends as a
@@ -91,11 +91,10 @@ class Run:
     """The spans and decision state of one agent run, across graph nodes.
 
     LangGraph gives each node a copy of the caller's context, so a span made
-    current in one hook is gone in the next. The kit's
-    :class:`~seamscope.adapters._kit.RunSpans` holds the run's
-    ``invoke_agent`` and iteration spans (each entered and exited in a
-    private context of its own, never in a hook's), and hands out the
-    OpenTelemetry context each hook attaches for its own duration.
+    current in one hook is gone in the next. The run's
+    :class:`~seamscope.loop.Turn` holds its ``invoke_agent`` and iteration
+    spans (started under a context, never attached by starting), and hands
+    out the OpenTelemetry context each hook attaches for its own duration.
     """
 
     def __init__(
@@ -126,7 +125,7 @@ class Run:
         self.notes: dict[str, Any] = {}
         # tool call ids a watched middleware answered without running the tool
         self.blocked: set[str] = set()
-        self._spans: RunSpans | None = None  # from open()
+        self._started = False  # open() or an iteration started the turn's spans
         self.error: str | None = None  # the type of the exception that ended it
         # what a tool run raised (heard by a callback, not a hook): the run ends
         # with it when LangGraph releases the invocation, unless a model call
@@ -136,28 +135,23 @@ class Run:
     @property
     def otel(self) -> Any:
         """The OpenTelemetry context the hooks attach (None before :meth:`open`)."""
-        return None if self._spans is None else self._spans.context
+        return self.turn.trace_context if self._started else None
 
     def open(self, parent: otel_context.Context | None) -> None:
         """Start the ``invoke_agent`` span under ``parent`` (None: the current context)."""
-        layer = self.turn.layer
-        self._spans = RunSpans("langchain", failed, base=parent)
-        self._spans.open_agent(
-            lambda: layer.genai.invoke_agent(
-                layer.agent_name, conversation_id=self.turn.conversation_id
-            )
-        )
+        self._started = True
+        self.turn.start_agent(parent=otel_context.get_current() if parent is None else parent)
 
     def continuation_parent(self) -> otel_context.Context | None:
         """Where a continuation of this run (after an exception a middleware
         outside seamscope handled) starts: under this run's parent span when it
         had one, else under this run's ``invoke_agent``: one trace either way."""
-        spans = self._spans
-        if spans is None:
+        if not self._started:
             return None
-        if trace.get_current_span(spans.base).get_span_context().is_valid:
-            return spans.base
-        return spans.agent_context
+        base = self.turn.base
+        if trace.get_current_span(base).get_span_context().is_valid:
+            return base
+        return self.turn.agent_context
 
     def start_iteration(self, messages: Sequence[Any], state: Mapping[str, Any]) -> Iteration:
         with self.lock:
@@ -167,9 +161,10 @@ class Run:
         turn = self.turn
         turn.messages = list(messages)
         turn.state = state
-        if self._spans is None:  # never opened: no spans, the decisions still run
-            self._spans = RunSpans("langchain", failed)
-        iteration = self._spans.start_iteration(turn)
+        if not self._started:  # never opened: no invoke_agent, the decisions still run
+            self._started = True
+            turn.base = otel_context.get_current()
+        iteration = turn.start_iteration()
         self.iteration = iteration
         self.usage = None
         return iteration
@@ -206,9 +201,9 @@ class Run:
                 return True
             self.closed = True
             if exc is not None:
-                self.error = type(exc).__qualname__
-            if self._spans is not None:
-                self._spans.close(exc)
+                self.error = error_type(exc)
+            if self._started:
+                self.turn.end(exc)
             # the invocation's finalizer stays: its release forgets the ended run
             return True
         finally:
@@ -438,13 +433,11 @@ class Runs:
         scope = self._resolve(self._scope, runtime, "scope")
         key = uuid.uuid4().hex
         invocation = translate.invocation(runtime)
-        turn = Turn(
-            self._layer,
+        turn = self._layer.start_turn(
             conversation_id,
-            [],
-            role if isinstance(role, str) and role else None,
-            {},
-            scope if isinstance(scope, Mapping) else None,
+            role=role if isinstance(role, str) and role else None,
+            scope=scope if isinstance(scope, Mapping) else None,
+            agent_span=False,
         )
         return Run(key, turn, conversation_id or f"run:{key}", invocation)
 

@@ -17,11 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from opentelemetry import context as otel_context
-
-from seamscope._internal import record_error
+from seamscope._internal import Invocation, attached, record_error
 from seamscope.adapters._kit import (
-    ToolSpan,
     account_tool_output,
     plan_model,
     post_model,
@@ -117,25 +114,20 @@ __all__ = [
 
 
 class Attached:
-    """An OpenTelemetry context attached for the duration of one hook."""
+    """An OpenTelemetry context current from a hook's start to its end (the
+    telemetry's one attach rule, :func:`seamscope._internal.attached`, held
+    across the hook's methods)."""
 
-    __slots__ = ("_token",)
+    __slots__ = ("_block",)
 
     def __init__(self, context: Any) -> None:
-        self._token: Any = None
-        if context is not None:
-            try:
-                self._token = otel_context.attach(context)
-            except Exception:
-                failed("langchain.context_attach")
+        self._block: contextlib.AbstractContextManager[None] | None = attached(context)
+        self._block.__enter__()
 
     def detach(self) -> None:
-        token, self._token = self._token, None
-        if token is not None:
-            try:
-                otel_context.detach(token)
-            except Exception:
-                failed("langchain.context_detach")
+        block, self._block = self._block, None
+        if block is not None:
+            block.__exit__(None, None, None)
 
 
 # -- the steps of one hook -------------------------------------------------------
@@ -198,7 +190,9 @@ class _ModelCallStep(_Step):
         if it is None or name is None:
             return contained(None, "")
         named, tools = self.named, self.sent_tools()
-        return contained(lambda: it.chat(name, named=named, tools=tools), "langchain.chat_span")
+        return contained(
+            lambda: it.start_chat(name, named=named, tools=tools), "langchain.chat_span"
+        )
 
     def sent_tools(self) -> Sequence[Any] | None:
         """The tools the model call is sent, when not the iteration's selection."""
@@ -387,7 +381,7 @@ class ToolStep(_Step):
         super().__init__(middleware)
         self.request = request
         self.call: ToolCall | None = None
-        self.tool: ToolSpan | None = None
+        self.tool: Invocation | None = None
         self.outcome: ToolOutcome | None = None
         self._outcome_token: contextvars.Token[ToolOutcome | None] | None = None
 
@@ -431,10 +425,10 @@ class ToolStep(_Step):
         if it is None or call is None:
             yield None
             return
-        tool = ToolSpan(it, call, parent=None, what="langchain.execute_tool_span", failed=failed)
+        tool = it.start_tool(call)
         self.tool = tool
-        with tool.current(passes=(GraphBubbleUp,)) as span:
-            yield span
+        with tool.current(passes=(GraphBubbleUp,)):
+            yield tool.span
 
     def result(self, span: Any, result: ToolMessage | Command[Any]) -> None:
         """An error result (a handled exception, arguments the tool rejected) is a
@@ -470,8 +464,9 @@ class ToolStep(_Step):
                 text = translate.offloadable_text(result)
         except Exception:
             failed("langchain.after_tool_call")
-        if self.tool is not None:
-            self.tool.stop(text if text is not None else result)
+        if self.tool is not None and self.iteration is not None:
+            self.iteration.tool_result(self.tool, text if text is not None else result)
+            self.tool.stop()
         try:
             run, it, call = self.run, self.iteration, self.call
             if run is None or it is None or call is None:
@@ -510,7 +505,6 @@ def settle_output(
         outputs=mw.outputs_for(runtime),
         scope=scope,
         usage=run.usage,
-        context=run.otel,  # a tool callback's thread has no context of the run's
         offload=mw.offload if offload is None else offload,
         reread=(
             (lambda c: compactions.reread(scope, c.name, dict(c.args), text))

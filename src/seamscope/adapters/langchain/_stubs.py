@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from seamscope.adapters._kit import RECALL_TOOL, Conversations, ToolSpan
+from seamscope.adapters._kit import RECALL_TOOL, Conversations
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import AIMessage, ModelResponse, ToolMessage
@@ -131,12 +131,11 @@ def answer_recalls(
         if raw["name"] != RECALL_TOOL or not raw.get("id"):
             continue
         call = translate.tool_call(raw)
-        span = ToolSpan(
-            iteration, call, parent=run.otel, what="langchain.execute_tool_span", failed=failed
-        )
-        with span.current():
+        tool = iteration.start_tool(call, parent=run.otel)
+        with tool.current():
             answer = outputs.answer(run.scope, call.id, translate.recall_id(call))
-        span.stop(answer)
+        iteration.tool_result(tool, answer)
+        tool.stop()
         try:
             account(call, answer)
         except Exception:

@@ -37,10 +37,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry import context as otel_context
-
-from seamscope._internal import record_error
-from seamscope.adapters._kit import ToolSpan
+from seamscope._internal import Invocation
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import (
     BaseCallbackHandler,
@@ -67,10 +64,9 @@ class _Open:
     run: Run
     iteration: Iteration
     call: ToolCall
-    span: ToolSpan
+    tool: Invocation
     outcome: ToolOutcome
     runtime: Any
-    token: Any
 
 
 class ToolRuns(BaseCallbackHandler):
@@ -130,43 +126,35 @@ class ToolRuns(BaseCallbackHandler):
                 {"id": call_id, "name": name, "args": inputs if isinstance(inputs, dict) else {}}
             )
             iteration = run.current_iteration()
-            span = ToolSpan(
-                iteration, call, parent=run.otel, what="langchain.execute_tool_span", failed=failed
-            )
+            tool = iteration.start_tool(call, parent=run.otel)
             outcome = ToolOutcome(str(call_id))
             outcome.on_tool_start(serialized, input_str, **kwargs)
-            token = otel_context.attach(span.context)
+            tool.attach()  # current for the tool's run, until the span ends
             with self._lock:
-                self._open[run_id] = _Open(kit, run, iteration, call, span, outcome, runtime, token)
+                self._open[run_id] = _Open(kit, run, iteration, call, tool, outcome, runtime)
         except Exception:
             failed("langchain.tool_start")
 
     def _pop(self, kwargs: dict[str, Any]) -> _Open | None:
         with self._lock:
-            found = self._open.pop(kwargs.get("run_id"), None)
-        if found is not None and found.token is not None:
-            try:
-                otel_context.detach(found.token)
-            except Exception:
-                failed("langchain.context_detach")
-        return found
+            return self._open.pop(kwargs.get("run_id"), None)
 
     def on_tool_end(self, output: Any, **kwargs: Any) -> None:
         found = self._pop(kwargs)
         if found is None:
             return
-        text = None
+        text = error = None
         try:
             found.outcome.on_tool_end(output, **kwargs)
             if isinstance(output, ToolMessage):
                 text = translate.offloadable_text(output)
-            span = found.span.span
-            if span is not None and translate.is_error_result(output):
+            if translate.is_error_result(output):
                 tool = found.run.tools.get(found.call.name)
-                record_error(span, found.outcome.error_type(tool) or c.TOOL_ERROR_RESULT)
+                error = found.outcome.error_type(tool) or c.TOOL_ERROR_RESULT
         except Exception:
             failed("langchain.tool_result")
-        found.span.stop(text if text is not None else output)
+        found.iteration.tool_result(found.tool, text if text is not None else output)
+        found.tool.end(error)
         try:
             run, kit = found.run, found.kit
             # the gate decides when the answer is first sent (._stubs): as the
@@ -184,19 +172,16 @@ class ToolRuns(BaseCallbackHandler):
             return
         try:
             if isinstance(error, GraphBubbleUp):  # an interrupt: the run resumes later
-                found.span.end(None)
+                found.tool.stop()
                 found.run.paused = True
                 return
             found.outcome.on_tool_error(error, **kwargs)
             raised = found.outcome.error_type(found.run.tools.get(found.call.name))
             if raised == INVOCATION_ERROR:
                 # LangGraph's tool node answers rejected arguments with an error result
-                span = found.span.span
-                if span is not None:
-                    record_error(span, raised)
-                found.span.end(None)
+                found.tool.fail(raised)
                 return
-            found.span.fail(error)
+            found.tool.fail(error)
             run = found.run
             if run.watched is None:  # no end of the invocation to wait for
                 found.kit.runs.close(run, error, seen=False)

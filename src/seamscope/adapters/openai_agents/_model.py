@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 
-from seamscope._internal import Invocation
+from seamscope._internal import error_type
 from seamscope.adapters._kit import (
     RECALL_TOOL,
     account_tool_output,
@@ -256,7 +256,7 @@ class RoutedModel(Model):
                         c.ATTR_SELECTION_PASSED_THROUGH, [type(t).__name__ for t in passed]
                     )
                 selection = it.select_tools(named_tools, fixed=passed)
-            model_plan = plan_model(it, models=runner.models, own=own, context=run.otel)
+            model_plan = plan_model(it, models=runner.models, own=own)
             choice = model_plan.choice
             send, other = translate.selected_tools(selection.tools, tools)
             for tool in other:
@@ -334,7 +334,7 @@ class RoutedModel(Model):
             trace.get_current_span(self.run.otel).add_event(
                 c.EVENT_DECISIONS_SKIPPED,
                 {
-                    c.ATTR_ERROR_TYPE: type(exc).__qualname__,
+                    c.ATTR_ERROR_TYPE: error_type(exc),
                     c.ATTR_ERROR_MESSAGE: str(exc)[:_MAX_ERROR_MESSAGE],
                 },
             )
@@ -382,7 +382,7 @@ class RoutedModel(Model):
             message, positions = translate.emitted(output)
             if not message.tool_calls:
                 return None
-            post = post_model(it, message, context=self.run.otel)
+            post = post_model(it, message)
             if self.run.hookless:
                 # a nested run: no run hooks see its tools; a tool's span runs
                 # from its dispatch to the model call that reads its output
@@ -425,7 +425,7 @@ class RoutedModel(Model):
         plan = self._begin(system_instructions, input, model_settings, tools)
         it = plan.iteration
         with attached(self.run.otel):
-            factory = None if it is None else (lambda: it.chat(plan.name, named=plan.named))
+            factory = None if it is None else (lambda: it.start_chat(plan.name, named=plan.named))
             with contained(factory, "openai_agents.chat_span") as call:
                 self._attempt(plan, call)
                 try:
@@ -471,17 +471,17 @@ class RoutedModel(Model):
     ) -> AsyncIterator[Any]:
         plan = self._begin(system_instructions, input, model_settings, tools)
         it = plan.iteration
-        held: tuple[ChatCall, Invocation] | None = None
+        held: ChatCall | None = None
         if it is not None:
             try:  # the chat span lives until the stream's last event (or its end)
                 held = it.start_chat(plan.name, named=plan.named, parent=self.run.otel)
             except Exception:
                 failed("openai_agents.chat_span")
-        self._attempt(plan, None if held is None else held[0])
+        self._attempt(plan, held)
         # the provider's own spans are the chat span's children, as in get_response:
         # its context is current while the model produces each event (never
         # across a yield, which hands control to the consumer's code)
-        chat_context = self.run.otel if held is None else held[1].context
+        chat_context = self.run.otel if held is None else held.context
         stream: Any = None
         try:
             with attached(chat_context):
@@ -508,39 +508,39 @@ class RoutedModel(Model):
                 yield event
         except GeneratorExit:
             if held is not None:
-                held[1].stop()  # the consumer stopped reading: not a model error
+                held.stop()  # the consumer stopped reading: not a model error
             raise
         except BaseException as exc:
             self.run.model_ended(exc)
             if held is not None:
-                held[1].fail(exc)
+                held.fail(exc)
             raise
         else:
             self.run.model_ended(None)
         finally:
             if held is not None:
-                held[1].stop()
+                held.stop()
             # however the stream ends (the consumer stopped, the runner gave up on
             # a failed response), the model's own stream ends now, not when
             # garbage collection finds it
             await _aclose(stream)
 
     def _completed(
-        self, plan: _Plan, held: tuple[ChatCall, Invocation] | None, event: ResponseCompletedEvent
+        self, plan: _Plan, held: ChatCall | None, event: ResponseCompletedEvent
     ) -> ResponseCompletedEvent:
         """The final event: usage on the chat span, which ends; then the POST seam.
         The chat span is current while the usage is reported, as in
         ``get_response``: the ledger's account of the call (what its input
         carried) goes on it."""
-        with attached(self.run.otel if held is None else held[1].context):
+        with attached(self.run.otel if held is None else held.context):
             self._report(
                 plan,
-                None if held is None else held[0],
+                held,
                 event.response.usage,
                 getattr(event.response, "model", None),
             )
         if held is not None:
-            held[1].stop()
+            held.stop()
         output = self._post(plan, list(event.response.output))
         if output is None:
             return event
@@ -757,7 +757,6 @@ class RunHooks(SDKRunHooks[Any]):
             outputs=runner.outputs,
             scope=scope,
             usage=run.usage,
-            context=run.otel,
             offload=runner.offload,
             reread=(
                 None

@@ -16,9 +16,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from seamscope._internal import record_error
+from seamscope._internal import Invocation
 from seamscope.adapters import _hooks
-from seamscope.adapters._kit import RunSpans, ToolSpan
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.openai_agents._translate import Trimmed
 from seamscope.decisions import Message, ModelUsage, ToolCall
@@ -43,7 +42,7 @@ def attached(context: Any) -> contextlib.AbstractContextManager[None]:
 
 
 def contained(
-    factory: Callable[[], contextlib.AbstractContextManager[_T]] | None, what: str
+    factory: Callable[[], _T] | None, what: str
 ) -> contextlib.AbstractContextManager[_T | None]:
     """Enter a telemetry context manager without letting it break the body."""
     return _hooks.contained(factory, what, LOG)
@@ -54,11 +53,11 @@ class Run:
 
     The SDK runs hooks, the model and each tool in tasks of their own, so a
     span made current in one of them is gone in the next. The run's
-    ``invoke_agent`` and iteration spans are held by the kit's
-    :class:`~seamscope.adapters._kit.RunSpans`, each ``execute_tool`` span
-    (from ``on_tool_start`` to ``on_tool_end``) by a kit
-    :class:`~seamscope.adapters._kit.ToolSpan`; each hook attaches the
-    OpenTelemetry context they hand out.
+    ``invoke_agent`` and iteration spans are held by its
+    :class:`~seamscope.loop.Turn`, each ``execute_tool`` span (from
+    ``on_tool_start`` to ``on_tool_end``) by the invocation
+    ``Iteration.start_tool`` gave; each hook attaches the OpenTelemetry
+    context they hand out.
     """
 
     def __init__(self, key: str, turn: Turn, scope: str) -> None:
@@ -83,8 +82,7 @@ class Run:
         # next model call is sent (the plan records them), and the trimmer itself
         self.trims: tuple[Trimmed, ...] = ()
         self.trimmer: Any = None
-        self._spans = RunSpans("openai_agents", failed)
-        self._tools: dict[str, tuple[ToolSpan, ToolCall, list[BaseException]]] = {}
+        self._tools: dict[str, tuple[Iteration, Invocation, ToolCall, list[BaseException]]] = {}
         # the caller's own RunConfig (nested runs get a copy of it of their own)
         self.base_config: Any = None
         # nested runs (``Agent.as_tool``) by the call id of the tool that runs them
@@ -100,24 +98,18 @@ class Run:
     @property
     def otel(self) -> Any:
         """The OpenTelemetry context the hooks attach: the open iteration's."""
-        return self._spans.context
+        return self.turn.trace_context
 
     @property
     def agent_otel(self) -> Any:
         """The context with the run's ``invoke_agent`` span current."""
-        return self._spans.agent_context
+        return self.turn.agent_context
 
     def open(self, agent_name: str | None = None, parent: Any = None) -> None:
         """Start the ``invoke_agent`` span (named by ``agent_name``, default the
         layer's), under ``parent`` (an OpenTelemetry context; None: the context
         current when the run was made)."""
-        layer = self.turn.layer
-        self._spans.open_agent(
-            lambda: layer.genai.invoke_agent(
-                agent_name or layer.agent_name, conversation_id=self.turn.conversation_id
-            ),
-            parent,
-        )
+        self.turn.start_agent(agent_name or self.turn.layer.agent_name, parent=parent)
 
     def start_iteration(self, messages: Sequence[Message], role: str | None) -> Iteration:
         """End the open iteration and start the next one (one per model call)."""
@@ -125,7 +117,7 @@ class Run:
             turn = self.turn
             turn.messages = list(messages)
             turn.role = role
-            self.iteration = self._spans.start_iteration(turn)
+            self.iteration = turn.start_iteration()
             self.usage = None
             return self.iteration
 
@@ -140,16 +132,13 @@ class Run:
             it = self.iteration
             if it is None or self.closed:
                 return
-            span = ToolSpan(
-                it, call, parent=self._spans.context, what="openai_agents.tool_span", failed=failed
-            )
-            self._tools[call.id] = (span, call, [])
+            self._tools[call.id] = (it, it.start_tool(call), call, [])
 
     def tool_otel(self, call_id: str) -> Any:
         """The OpenTelemetry context with an open tool's ``execute_tool`` span current."""
         with self.lock:
             entry = self._tools.get(call_id)
-        return None if entry is None else entry[0].context
+        return None if entry is None else entry[1].context
 
     def has_tool(self, call_id: str) -> bool:
         with self.lock:
@@ -163,7 +152,7 @@ class Run:
         with self.lock:
             entry = self._tools.get(call_id)
             if entry is not None:
-                entry[2].append(error)
+                entry[3].append(error)
                 return
         if self.parent is not None:
             self.parent.tool_error(call_id, error)
@@ -179,7 +168,7 @@ class Run:
             if nested is not None:
                 nested.close(nested.failure)
             return None
-        span, call, errors = entry
+        it, tool, call, errors = entry
         if nested is not None:
             # the agent tool's own run ends before its tool, with the error that
             # ended it: the one its tool reported, else what its model raised;
@@ -188,11 +177,10 @@ class Run:
                 errors.append(nested.failure)
             nested.close(errors[0] if errors else None)
         if errors:
-            span.fail(errors[0])
+            tool.fail(errors[0])
         else:
-            if error is not None and span.span is not None:
-                record_error(span.span, error)
-            span.stop(output)
+            it.tool_result(tool, output)
+            tool.end(error)
         return call
 
     # -- the end ------------------------------------------------------------------
@@ -207,13 +195,14 @@ class Run:
             for run in nested:
                 run.close(exc)
             tools, self._tools = list(self._tools.values()), {}
-            for span, _, errors in tools:
-                span.end(errors[0] if errors else exc)
-            self._spans.close(exc)
+            for _, tool, _, errors in tools:
+                tool.end(errors[0] if errors else exc)
+            self.turn.end(exc)
 
 
 def new_turn(
     layer: DecisionLayer, conversation_id: str | None, scope: Mapping[str, Any] | None
 ) -> Turn:
-    """The Turn a run's iterations belong to (role set per iteration)."""
-    return Turn(layer, conversation_id, [], None, {}, scope)
+    """The Turn a run's iterations belong to (role set per iteration; its
+    ``invoke_agent`` starts with :meth:`Run.open`)."""
+    return layer.start_turn(conversation_id, scope=scope, agent_span=False)

@@ -29,13 +29,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
-
-from seamscope._internal import checks
+from seamscope._internal import checks, record_error
 from seamscope.adapters._kit import (
     RECALL_TOOL,
-    ToolSpan,
     account_tool_output,
     plan_model,
     post_model,
@@ -60,7 +56,7 @@ from seamscope.adapters.pydantic_ai._framework import (
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
 from seamscope.decisions import OffloadStore, ToolCall
-from seamscope.loop import ChatCall, DecisionLayer, Turn
+from seamscope.loop import DecisionLayer
 from seamscope.telemetry import conventions as c
 
 __all__ = ["SeamscopeCapability"]
@@ -243,15 +239,14 @@ class _RunCapability(AbstractCapability[Any]):
             own = isinstance(ctx.tracer, NoOpTracer)
         conversation = ctx.conversation_id
 
-        def invoke_agent() -> Any:
-            return layer.genai.invoke_agent(layer.agent_name, conversation_id=conversation)
-
-        with contained(invoke_agent if own else None, "pydantic_ai.invoke_agent"):
-            try:
-                turn = Turn(layer, conversation, [], None, {}, parent.scope_for(ctx.deps))
-                self.run = Run(turn, _scope(ctx), own_spans=own)
-            except Exception:
-                failed("pydantic_ai.run_start")
+        turn = None
+        try:
+            turn = layer.start_turn(conversation, scope=parent.scope_for(ctx.deps), agent_span=own)
+            self.run = Run(turn, _scope(ctx), own_spans=own)
+        except Exception:
+            failed("pydantic_ai.run_start")
+        # the run's invoke_agent current for pydantic-ai's own work inside it
+        with attached(None if turn is None else turn.agent_context):
             try:
                 result = await handler()
             except BaseException as exc:
@@ -303,9 +298,7 @@ class _RunCapability(AbstractCapability[Any]):
             else:
                 run.turn.messages = messages
             if it is not None:
-                plan = plan_model(
-                    it, models=parent.models, own=request_context.model, context=run.otel
-                )
+                plan = plan_model(it, models=parent.models, own=request_context.model)
                 choice = plan.choice
                 updates: dict[str, Any] = {}
                 if choice.model is not request_context.model:
@@ -326,19 +319,11 @@ class _RunCapability(AbstractCapability[Any]):
         if it is None or name is None:
             return await handler(request_context)  # type: ignore[no-any-return]
         chat_name = name
-        if not run.own_spans:
-            # pydantic-ai's chat span
-            run.chat = ChatCall(it, chat_name, trace.INVALID_SPAN, named=named)
+        if not run.own_spans:  # pydantic-ai records the chat span
+            run.chat = it.start_chat(chat_name, named=named, span=False)
             return await handler(request_context)  # type: ignore[no-any-return]
-        with (
-            attached(run.otel),
-            contained(lambda: it.chat(chat_name, named=named), "pydantic_ai.chat") as call,
-        ):
-            run.chat = (
-                call
-                if call is not None
-                else ChatCall(it, chat_name, trace.INVALID_SPAN, named=named)
-            )
+        with contained(lambda: it.start_chat(chat_name, named=named), "pydantic_ai.chat") as call:
+            run.chat = call if call is not None else it.start_chat(chat_name, span=False)
             return await handler(request_context)  # type: ignore[no-any-return]
 
     async def after_model_request(
@@ -356,10 +341,8 @@ class _RunCapability(AbstractCapability[Any]):
             # the caller stopped reading the stream: the reply never arrived
             # whole, so its chat span is not a successful call
             try:
-                span = None if run.chat is None else run.chat.span
-                if span is not None and span.is_recording():
-                    span.set_attribute(c.ATTR_ERROR_TYPE, c.ABANDONED_RUN)
-                    span.set_status(Status(StatusCode.ERROR, c.ABANDONED_RUN))
+                if run.chat is not None:
+                    record_error(run.chat.span, c.ABANDONED_RUN)
             except Exception:
                 failed("pydantic_ai.after_model_request")
             return response
@@ -380,10 +363,10 @@ class _RunCapability(AbstractCapability[Any]):
             output_tools = [t.name for t in request_context.model_request_parameters.output_tools]
             message, calls, positions = translate.emitted(response, output_tools)
             answers = translate.output_calls(response, output_tools)
-            structured_answers(it, message, answers, context=run.otel)
+            structured_answers(it, message, answers)
             if not calls:
                 return response
-            post = post_model(it, message, calls=calls, context=run.otel)
+            post = post_model(it, message, calls=calls)
             return translate.rewrite(response, positions, post) or response
         except Exception:
             failed("pydantic_ai.after_model_request")
@@ -405,14 +388,11 @@ class _RunCapability(AbstractCapability[Any]):
         if run is None or it is None or not run.own_spans or tool_def.kind != "function":
             return await handler(args)
         tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
-        span = ToolSpan(it, tool_call, parent=run.otel, what="pydantic_ai.tool_span", failed=failed)
-        try:
-            with attached(span.context):  # the tool's own spans are its children
-                result = await handler(args)
-        except BaseException as exc:
-            span.fail(exc)
-            raise
-        span.stop(result)
+        tool = it.start_tool(tool_call)
+        with tool.current():  # the tool's own spans are its children; its exception fails it
+            result = await handler(args)
+        it.tool_result(tool, result)
+        tool.stop()
         return result
 
     async def after_tool_execute(
@@ -438,7 +418,6 @@ class _RunCapability(AbstractCapability[Any]):
                 outputs=parent.outputs,
                 scope=run.scope,
                 usage=run.usage,
-                context=run.otel,
             )
             if stub is not None:
                 return stub

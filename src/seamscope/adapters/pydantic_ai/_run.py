@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from seamscope.adapters import _hooks
-from seamscope.adapters._kit import RunSpans
 from seamscope.adapters._outputs import Outputs
 from seamscope.decisions import Message, ModelUsage
 from seamscope.loop import ChatCall, Iteration, Turn
@@ -40,7 +39,7 @@ def attached(context: Any) -> contextlib.AbstractContextManager[None]:
 
 
 def contained(
-    factory: Callable[[], contextlib.AbstractContextManager[_T]] | None, what: str
+    factory: Callable[[], _T] | None, what: str
 ) -> contextlib.AbstractContextManager[_T | None]:
     """Enter a telemetry context manager without letting it break the body."""
     return _hooks.contained(factory, what, LOG)
@@ -53,9 +52,9 @@ class Run:
     ``wrap_model_request``, ``after_model_request``) and the tool hooks of
     that step's calls (each in a task of its own) in turn. An iteration
     lives from the step's first hook to the next step (or the run's end),
-    longer than any one hook: the kit's
-    :class:`~seamscope.adapters._kit.RunSpans` holds it, and each hook
-    attaches the OpenTelemetry context :attr:`otel` for its decisions.
+    longer than any one hook: the run's :class:`~seamscope.loop.Turn` holds
+    it (one open at a time), and each hook attaches the OpenTelemetry
+    context :attr:`otel` for its decisions.
 
     ``own_spans``: whether seamscope opens the GenAI ``chat`` and
     ``execute_tool`` spans (False when pydantic-ai's own instrumentation
@@ -74,12 +73,11 @@ class Run:
         self.usage: ModelUsage | None = None
         self.carried: tuple[Any, ...] = ()  # offload ids or CarriedStubs the request carries
         self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
-        self._spans = RunSpans("pydantic_ai", failed)
 
     @property
     def otel(self) -> Any:
         """The OpenTelemetry context the hooks attach: the open iteration's."""
-        return self._spans.context
+        return self.turn.trace_context
 
     def start_iteration(
         self, step: int, messages: list[Message], role: str | None
@@ -94,7 +92,7 @@ class Run:
             turn = self.turn
             turn.messages = messages
             turn.role = role
-            iteration = self._spans.start_iteration(turn)
+            iteration = turn.start_iteration()
             self.iteration = iteration
             self.chat = None
             self.usage = None
@@ -107,4 +105,4 @@ class Run:
             if self.closed:
                 return
             self.closed = True
-            self._spans.close(exc)
+            self.turn.end(exc)

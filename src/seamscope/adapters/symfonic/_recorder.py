@@ -16,7 +16,6 @@ ledger, the telemetry error log) or reads an observer's span handle
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import functools
@@ -29,16 +28,18 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from seamscope import __version__
 from seamscope._internal import (
     GenAISpans,
+    Invocation,
     OTelObserver,
     TelemetryConfig,
     build_dispatch_context,
     contained_error,
     guard_observer,
+    start_invocation,
     telemetry_error,
     tool_definitions,
 )
@@ -79,7 +80,6 @@ __all__ = [
     "_contained",
     "_default_ledger",
     "_default_observer",
-    "_end",
     "_handle_span",
     "_span_context",
 ]
@@ -253,7 +253,7 @@ class _RunRecorder:
         kind: SpanKind,
         attrs: dict[str, Any],
         parent: otel_context.Context | None,
-    ) -> trace.Span:
+    ) -> Invocation:
         """Start one of this adapter's own spans; names and string attributes are
         cut to the observer's ``max_attribute_length``, as on every other span."""
         config = getattr(self._obs, "config", None)
@@ -265,11 +265,12 @@ class _RunRecorder:
                 return value[: limit - 1] + "…"
             return value
 
-        return self._tracer.start_span(
+        return start_invocation(
+            self._tracer,
             cut(name),
-            context=parent,
+            {key: cut(value) for key, value in attrs.items()},
             kind=kind,
-            attributes={key: cut(value) for key, value in attrs.items()},
+            parent=parent,
         )
 
     def _conversation_attrs(self, run: _Run | None, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -279,9 +280,11 @@ class _RunRecorder:
             attrs[c.ATTR_GEN_AI_AGENT_NAME] = self.agent_name
         return attrs
 
-    def _new_run(self, run_id: str, span: trace.Span | None, conversation: str | None) -> _Run:
-        ctx = trace.set_span_in_context(span) if span is not None else otel_context.get_current()
-        run = _Run(run_id, span, ctx, conversation)
+    def _new_run(
+        self, run_id: str, invocation: Invocation | None, conversation: str | None
+    ) -> _Run:
+        ctx = otel_context.get_current() if invocation is None else invocation.context
+        run = _Run(run_id, invocation, ctx, conversation)
         evicted: list[_Run] = []
         with self._lock:
             previous = self._runs.pop(run_id, None)
@@ -307,8 +310,7 @@ class _RunRecorder:
         index = run.iterations
         run.iterations += 1
         attrs = self._conversation_attrs(run, {c.ATTR_ITERATION_INDEX: index})
-        span = self._span(c.SPAN_ITERATION, SpanKind.INTERNAL, attrs, run.ctx)
-        it = _Iteration(index, span, trace.set_span_in_context(span, run.ctx))
+        it = _Iteration(index, self._span(c.SPAN_ITERATION, SpanKind.INTERNAL, attrs, run.ctx))
         run.current = it
         return it
 
@@ -317,12 +319,12 @@ class _RunRecorder:
             self._flush_post(run, it, None)
         finally:
             if it.chat is not None:
-                _end(it.chat)
+                it.chat.stop()
                 it.chat = None
-            for span in it.tools.values():
-                _end(span)
+            for tool in it.tools.values():
+                tool.stop()
             it.tools.clear()
-            _end(it.span)
+            it.invocation.end(it.error_type)
             if run.current is it:
                 run.current = None
 
@@ -332,10 +334,8 @@ class _RunRecorder:
                 self._close_iteration(run, run.current)
         except Exception as exc:
             self._failed("close_run", exc)
-        if run.span is not None:
-            if run.error_type:
-                _fail(run.span, run.error_type)
-            _end(run.span)
+        if run.invocation is not None:
+            run.invocation.end(run.error_type)
 
     def _close_runs(self) -> None:
         """End every run still open (and its spans), forgetting them."""
@@ -433,11 +433,11 @@ class _RunRecorder:
             run.error_type = kind
             it = run.current
             if it is not None:
-                open_spans = [it.span, *it.tools.values()]
+                it.error_type = kind
+                for tool in it.tools.values():
+                    tool.fail(kind)
                 if it.chat is not None:
-                    open_spans.append(it.chat)
-                for span in open_spans:
-                    _fail(span, kind)
+                    it.chat.fail(kind)
             self._close_run(run)
 
     @_contained
@@ -465,8 +465,7 @@ class _RunRecorder:
         run.error_type = error_type
         it = run.current
         if it is not None and getattr(event, "node_name", None) == _REACT_NODE:
-            it.span.set_attribute(c.ATTR_ERROR_TYPE, error_type)
-            it.span.set_status(Status(StatusCode.ERROR, error_type))
+            it.error_type = error_type
 
     @_contained
     def _llm_start(self, event: Any) -> None:
@@ -477,7 +476,7 @@ class _RunRecorder:
             return
         it = run.current or self._new_iteration(run)
         if it.chat is not None:
-            _end(it.chat)
+            it.chat.stop()
             it.chat = None
         if run.conversation_id:
             it.carried = self._carried(run.conversation_id, getattr(event, "messages", ()))
@@ -496,7 +495,7 @@ class _RunRecorder:
             return
         run = self._run(event.run_id)
         it = None if run is None else run.current
-        span = None if it is None else it.chat
+        span = None if it is None or it.chat is None else it.chat.span
         if span is None or not span.is_recording():
             return
         config = getattr(self.observer, "config", None)
@@ -585,15 +584,15 @@ class _RunRecorder:
             return
         usage = _usage(getattr(event, "usage", None))
         it.output_tokens = 0 if usage is None else usage.output_tokens
-        span, it.chat = it.chat, None
-        if span is not None:
+        chat, it.chat = it.chat, None
+        if chat is not None:
             try:
                 if usage is not None:
                     GenAISpans.record_usage(
-                        span, usage, str(getattr(event, "model", "") or "") or None
+                        chat.span, usage, str(getattr(event, "model", "") or "") or None
                     )
             finally:
-                _end(span)
+                chat.stop()
         if run.conversation_id:
             model = it.model or str(getattr(event, "model", "") or "") or "unknown"
             carried, it.carried = it.carried or [], None
@@ -631,7 +630,7 @@ class _RunRecorder:
                     it.recalls[call_id] = offload_id
         previous = it.tools.pop(call_id, None)
         if previous is not None:
-            _end(previous)
+            previous.stop()
         it.tools[call_id] = self._span(f"execute_tool {tool}", SpanKind.INTERNAL, attrs, it.ctx)
 
     @_contained
@@ -642,11 +641,9 @@ class _RunRecorder:
             return
         call_id = str(getattr(event, "call_id", "") or "")
         is_error = bool(getattr(event, "is_error", False))
-        span = it.tools.pop(call_id, None)
-        if span is not None:
-            if is_error:
-                _fail(span, _tool_error_type(getattr(event, "result", None)))
-            _end(span)
+        tool = it.tools.pop(call_id, None)
+        if tool is not None:
+            tool.end(_tool_error_type(getattr(event, "result", None)) if is_error else None)
         offload_id = it.recalls.pop(call_id, None)
         if offload_id is None or is_error or not run.conversation_id:
             return
@@ -747,23 +744,10 @@ def _span_context(handle: Any) -> trace.SpanContext | None:
     return ctx if isinstance(ctx, trace.SpanContext) and ctx.is_valid else None
 
 
-def _fail(span: trace.Span, error_type: str) -> None:
-    """Mark a span failed with ``error.type``; never raises."""
-    with contextlib.suppress(Exception):
-        span.set_attribute(c.ATTR_ERROR_TYPE, error_type)
-        span.set_status(Status(StatusCode.ERROR, error_type))
-
-
 def _tool_error_type(result: Any) -> str:
     """The exception class a failed tool call reports (``_OTHER`` when its text does not say)."""
     found = _TOOL_ERROR.match(result) if isinstance(result, str) else None
     return found.group(1) if found is not None else "_OTHER"
-
-
-def _end(span: trace.Span) -> None:
-    """End a span; a failing span processor never stops the cleanup around it."""
-    with contextlib.suppress(Exception):
-        span.end()
 
 
 # --------------------------------------------------------------------------

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.trace import Status, StatusCode
 
-from seamscope._internal import contained_error
+from seamscope._internal import contained_error, record_error
 from seamscope.adapters.symfonic._recorder import (
     _ACTIVE,
     _MAX_OFFLOAD_IDS,
@@ -49,7 +48,6 @@ from seamscope.adapters.symfonic._translate import (
 )
 from seamscope.decisions import ModelConfig, OffloadGateInputs, PreModelResult, ToolCall
 from seamscope.decisions.records import GateCall, Seam
-from seamscope.telemetry import conventions as c
 
 __all__ = ["_PRE", "_SeamCall", "_SeamRecorder"]
 
@@ -398,8 +396,7 @@ class _SeamRecorder(_RunRecorder):
                 reason = f"evaluate_offload_gate raised {kind}; symfonic does not offload"
                 span = _handle_span(call.handle)
                 if span is not None:
-                    span.set_attribute(c.ATTR_ERROR_TYPE, kind)
-                    span.set_status(Status(StatusCode.ERROR, kind))
+                    record_error(span, kind)
             offload_id, first = None, False
             if decision is not None and bool(getattr(decision, "fire", False)):
                 offload_id, first = self._offload_id(call.call, call.inputs)

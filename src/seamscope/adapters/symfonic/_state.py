@@ -8,8 +8,8 @@ import dataclasses
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 
+from seamscope._internal import Invocation
 from seamscope.adapters.symfonic._translate import _Dispatch, _Group
 from seamscope.decisions.records import CarriedStub
 
@@ -21,11 +21,10 @@ class _Iteration:
     """One call of symfonic's react node: its spans and what its seams gathered."""
 
     index: int
-    span: trace.Span
-    ctx: otel_context.Context
+    invocation: Invocation
     pre_done: bool = False
     model: str | None = None
-    chat: trace.Span | None = None
+    chat: Invocation | None = None
     groups: list[_Group] = dataclasses.field(default_factory=list)
     dispatches: list[_Dispatch] = dataclasses.field(default_factory=list)
     post_messages: tuple[Any, ...] | None = None
@@ -33,7 +32,7 @@ class _Iteration:
     flushed: bool = False
     adopter_drops: dict[str, str] = dataclasses.field(default_factory=dict)
     dispatching: str | None = None  # the call id symfonic's dispatch chain is on
-    tools: dict[str, trace.Span] = dataclasses.field(default_factory=dict)
+    tools: dict[str, Invocation] = dataclasses.field(default_factory=dict)
     # the offload ledger: offloads whose stub this iteration's prompt carried,
     # the model call's output tokens, and the recalls it emitted (call id ->
     # offload id)
@@ -41,6 +40,12 @@ class _Iteration:
     output_tokens: int = 0
     recall_output_charged: bool = False
     recalls: dict[str, str] = dataclasses.field(default_factory=dict)
+    error_type: str | None = None  # what the react node failed with (ends the span with it)
+
+    @property
+    def ctx(self) -> otel_context.Context:
+        """The context with the iteration's span current."""
+        return self.invocation.context
 
 
 @dataclasses.dataclass(eq=False)
@@ -48,7 +53,7 @@ class _Run:
     """One ``agent.run`` (one user turn): its ``invoke_agent`` span and iteration."""
 
     run_id: str
-    span: trace.Span | None
+    invocation: Invocation | None
     ctx: otel_context.Context
     conversation_id: str | None
     iterations: int = 0
