@@ -10,6 +10,7 @@ try:
     from google.adk.agents import BaseAgent
     from google.adk.agents.callback_context import CallbackContext
     from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.events.event import Event
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
@@ -20,7 +21,8 @@ try:
     from google.genai import types
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "seamscope.adapters.google_adk needs google-adk: pip install 'seamscope[google-adk]'"
+        "seamscope.adapters.google_adk needs google-adk: pip install 'seamscope[google-adk]' "
+        "&& pip install --no-deps google-adk==2.13.0"
     ) from exc
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "BasePlugin",
     "BaseTool",
     "CallbackContext",
+    "Event",
     "FunctionTool",
     "InvocationContext",
     "LlmRequest",
