@@ -11,25 +11,38 @@ SSE mode), sessions, sub-agents and ``AgentTool`` are ADK's own; no network.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pytest
 from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig, StreamingMode
 from google.adk.apps import App
+from google.adk.flows.llm_flows.tools import _batch_executor as adk_batch_executor
 from google.adk.models import LlmRequest
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
+from google.adk.telemetry import node_tracing as adk_node_tracing
+from google.adk.telemetry import tracing as adk_tracing
 from google.adk.tools import ToolContext
 from google.genai import types
+from pydantic import BaseModel
 
 from adapters._google_adk_support import ScriptedLlm, Step, offered
+from seamscope.adapters.google_adk import SeamscopePlugin
+from seamscope.decisions import ForcedChoiceStage, RolePaletteStage, ToolCallPolicy
+from seamscope.loop import RECALL_TOOL
+from seamscope.telemetry import conventions as c
 
-from ._harness import Call, Ground, Reply, Seen
-from .test_reference_truth import BIG, HAIKU, OPUS
+from ._harness import Call, Ground, Reply, Seen, disagreements, reply
+from .test_reference_truth import BIG, HAIKU, OPUS, POLICIES, PRICES, Telemetry, make_layer
 
 USER = "truth-user"
+GENAI_OPERATIONS = ("invoke_agent", "chat", "generate_content", "execute_tool")
 MODES = ("run_async", "run", "stream")
 
 # -- glue: ADK's contents as neutral records ----------------------------------------------------
@@ -265,3 +278,521 @@ def test_the_glue_records_what_adk_ran_without_seamscope() -> None:
     assert [("user", None), ("assistant", None), ("tool", "ran q3"), ("assistant", None)] == [
         (m.role, m.text if m.role == "tool" else None) for m in ground.transcripts["g1"]
     ]
+
+
+# -- the plugin's runs ----------------------------------------------------------------------------
+
+
+def agent_for(
+    ground: Ground,
+    tel: Telemetry,
+    *,
+    layer: Any = None,
+    hold: set[str] | None = None,
+    plugin_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> tuple[Runner, SeamscopePlugin]:
+    """The analyst on OPUS with the plugin; the PRE seam's HAIKU is the same
+    kind of model, served by its name."""
+    instances = models(ground, hold=hold)
+    layer = layer or make_layer(tel)
+    options = {"models": {HAIKU: instances[HAIKU]}, **(plugin_options or {})}
+    plugin = SeamscopePlugin(layer, **options)
+    return runner(agent(ground, instances[OPUS], **kwargs), [plugin]), plugin
+
+
+def check(ground: Ground, tel: Telemetry, logs: Any, **kwargs: Any) -> list[str]:
+    kwargs.setdefault("prices", PRICES)
+    return disagreements(
+        ground,
+        tel.spans(),
+        watch=tel.watch,
+        metrics=tel.reader,
+        logs=logs,
+        recall_tool=RECALL_TOOL,
+        **kwargs,
+    )
+
+
+def call_id(span: Any) -> Any:
+    return (span.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)
+
+
+def cut_off(ground: Ground, conv: str, error: str) -> None:
+    """Shim: the conversation's last model call never delivered its reply (its
+    stream was abandoned); :meth:`Ground.model_call` logged it as answered."""
+    for i in range(len(ground.model_calls) - 1, -1, -1):
+        if ground.model_calls[i].conversation == conv:
+            ground.model_calls[i] = dataclasses.replace(ground.model_calls[i], raised=error)
+            return
+
+
+MULTI = [
+    reply(
+        ("run_block", {"block": "sales_q3"}, "a1"),
+        ("search", {"query": "q3"}, "a2"),
+        ("lookup", {"key": "k"}, "a3"),
+    ),
+    reply(text="Q3 sales grew."),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_several_calls_in_one_message_in_every_mode(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    """a1 is redirected (run_block -> fetch_data, on haiku), a2's redirect target
+    (archive_search) is not routed (the palette drops it), a3 is untouched."""
+    tel = Telemetry()
+    ground = Ground({"c1": list(MULTI)})
+    runs, _ = agent_for(ground, tel)
+    assert "Q3 sales grew." == Conversation(runs, ground, "c1").run("How did sales go?", mode)
+
+    assert [] == check(ground, tel, captured_logs)
+    assert sorted([("fetch_data", "a1"), ("search", "a2"), ("lookup", "a3")]) == sorted(
+        (r.name, r.call_id) for r in ground.tool_runs
+    )
+    assert [HAIKU, HAIKU] == [m.model for m in ground.model_calls]
+    assert 1 == sum(1 for e in captured_logs if e.get("event") == c.LOG_PALETTE_GATE_DROP)
+    # the real tool ran under its own name: the span names it
+    [redirected] = [
+        s
+        for s in tel.spans()
+        if (s.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID) == "a1"
+        and s.name.startswith("execute_tool")
+    ]
+    assert "execute_tool fetch_data" == redirected.name
+
+
+# -- a conversation of several runs: an offload, a later recall --------------------------------
+
+
+def test_a_conversation_of_several_runs_offloads_then_recalls(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c3": [
+                reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+                reply(text="Stored.", usage=(2_100, 30)),
+                reply(("lookup", {"key": "x"}, "l1"), usage=(2_200, 20)),
+                reply(text="x found.", usage=(2_300, 20)),
+                reply((RECALL_TOOL, {"offload_id": "off-a"}, "r1"), usage=(2_400, 60)),
+                reply(text="Here it is.", usage=(22_000, 25)),
+                reply(text="Anything else?", usage=(22_100, 25)),
+            ]
+        }
+    )
+    runs, plugin = agent_for(ground, tel, layer=make_layer(tel, offload_id_factory=lambda: "off-a"))
+    conversation = Conversation(runs, ground, "c3")
+    texts = ["the report", "look up x", "the full report again", "thanks"]
+    for text, mode in zip(texts, ("run_async", "run", "stream", "run_async"), strict=True):
+        conversation.run(text, mode)
+    settled = plugin.layer.end_conversation("c3")
+
+    assert [] == check(ground, tel, captured_logs)
+    # the recall tool was offered only once a stub was in the prompt
+    assert [False, True, True, True, True, True, True] == [
+        RECALL_TOOL in m.tools for m in ground.model_calls
+    ]
+    assert 1 == sum(1 for m in ground.transcripts["c3"] if m.name == RECALL_TOOL)
+    assert [("off-a", 4, 1)] == [(s.offload_id, s.turns_carried, s.recalls) for s in settled]
+    assert BIG == plugin.stored_output("off-a", "c3")
+
+
+def test_a_recall_the_model_makes_up_is_adks_to_answer(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """No stub in the prompt: the recall tool is not offered, and a call of it
+    is an unknown tool's call, answered by ADK as without seamscope."""
+    tel = Telemetry()
+    ground = Ground(
+        {"c4": [reply((RECALL_TOOL, {"offload_id": "off-x"}, "r1")), reply(text="No.")]}
+    )
+    runs, _ = agent_for(ground, tel)
+    Conversation(runs, ground, "c4").run("bring off-x back")
+
+    assert [] == check(ground, tel, captured_logs)
+    [answer] = [m for m in ground.transcripts["c4"] if m.role == "tool"]
+    assert (RECALL_TOOL, "error") == (answer.name, answer.status)
+    assert [] == [s.name for s in tel.spans() if s.name.startswith("execute_tool")]
+
+
+# -- a stream abandoned part way ---------------------------------------------------------------
+
+
+def _abandon(tel: Telemetry) -> Ground:
+    """c2's first call emits three calls; the second streams one character of
+    its text: the caller stops reading there."""
+    ground = Ground({"c2": list(MULTI)})
+    runs, _ = agent_for(ground, tel, hold={"c2"})
+    conversation = Conversation(runs, ground, "c2")
+
+    async def go() -> None:
+        await conversation._session()
+        events = runs.run_async(
+            user_id=USER,
+            session_id="c2",
+            new_message=conversation._message("How did sales go?"),
+            run_config=RunConfig(streaming_mode=StreamingMode.SSE),
+        )
+        async with contextlib.aclosing(events) as stream:
+            async for event in stream:
+                if event.partial and event.content and _text(event.content.parts or ()):
+                    break  # the second call is under way: stop reading
+        await conversation.ended()
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+    ground.unfinished.add("c2")
+    cut_off(ground, "c2", "CancelledError")
+    return ground
+
+
+def test_a_stream_abandoned_part_way_ends_every_span() -> None:
+    tel = Telemetry()
+    ground = _abandon(tel)
+
+    assert [] == tel.watch.open_spans()
+    assert sorted(("fetch_data", "search", "lookup")) == sorted(r.name for r in ground.tool_runs)
+    agents = [s for s in tel.spans() if s.name.startswith("invoke_agent")]
+    assert [c.ABANDONED_RUN] == [(s.attributes or {}).get(c.ATTR_ERROR_TYPE) for s in agents]
+
+
+def test_a_stream_abandoned_part_way_tells_the_truth(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    tel = Telemetry()
+    ground = _abandon(tel)
+
+    assert [] == check(ground, tel, captured_logs, prices=None)
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unhandled_tool_error_ends_the_run_with_it(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    tel = Telemetry()
+    ground = Ground({"c6": [reply(("flaky", {}, "f1")), reply(text="never")]})
+    runs, _ = agent_for(ground, tel)
+    conversation = Conversation(runs, ground, "c6")
+    with pytest.raises(ConnectionError):
+        conversation.run("go", mode)
+    ground.unfinished.add("c6")
+    asyncio.run(conversation.ended())
+
+    assert [] == tel.watch.open_spans()
+    assert [] == check(ground, tel, captured_logs, prices=None)
+    failed = sorted(
+        s.name
+        for s in tel.spans()
+        if (s.attributes or {}).get(c.ATTR_ERROR_TYPE) == "ConnectionError"
+    )
+    assert ["execute_tool flaky", "invoke_agent analyst", c.SPAN_ITERATION] == failed
+
+
+class Overloaded(Exception):
+    """The provider's answer to one call too many."""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_model_error_ends_its_chat_span_and_the_run_with_it(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    tel = Telemetry()
+    ground = Ground(
+        {"c8": [reply(("lookup", {"key": "k"}, "m1")), Reply(error=Overloaded("try later"))]}
+    )
+    runs, _ = agent_for(ground, tel)
+    conversation = Conversation(runs, ground, "c8")
+    with pytest.raises(Overloaded):
+        conversation.run("look k up", mode)
+    ground.unfinished.add("c8")
+    asyncio.run(conversation.ended())
+
+    assert [] == tel.watch.open_spans()
+    assert [] == check(ground, tel, captured_logs, prices=None)
+    failed = sorted(
+        s.name for s in tel.spans() if (s.attributes or {}).get(c.ATTR_ERROR_TYPE) == "Overloaded"
+    )
+    assert [f"chat {OPUS}", "invoke_agent analyst", c.SPAN_ITERATION] == failed
+
+
+# -- structured output beside a policy for its tool ---------------------------------------------
+
+
+class Weather(BaseModel):
+    """The weather in a city."""
+
+    city: str
+    celsius: int
+
+
+GRAB_OUTPUT = ToolCallPolicy(
+    "grab_output", match=lambda ctx: True, when_tool="set_model_response", redirect_to="lookup"
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_structured_output_is_never_redirected_nor_a_tool_run(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c7": [
+                reply(("run_block", {"block": "weather"}, "w0")),
+                reply(("set_model_response", {"city": "Oslo", "celsius": 4}, "w1")),
+            ]
+        }
+    )
+    ground.structured.add("set_model_response")
+    layer = make_layer(tel, policies=[*POLICIES, GRAB_OUTPUT])
+    runs, _ = agent_for(ground, tel, layer=layer, output_schema=Weather)
+    output = Conversation(runs, ground, "c7").run("weather in Oslo?", mode)
+
+    assert [] == check(ground, tel, captured_logs)
+    assert Weather(city="Oslo", celsius=4) == Weather.model_validate_json(output)
+    assert [("run_block", "w0")] == [(r.name, r.call_id) for r in ground.tool_runs]
+    dispatched = [
+        (call_id(s), (s.attributes or {}).get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT))
+        for s in tel.spans()
+        if s.name == c.SPAN_DISPATCH
+    ]
+    assert [("w0", None), ("w1", True)] == dispatched
+    assert "set_model_response" in ground.model_calls[0].tools
+
+
+# -- the model that served the call -------------------------------------------------------------
+
+
+class OtherKind(ScriptedLlm):
+    """A model of another kind than the agent's: ADK cannot call it for the agent."""
+
+
+@pytest.mark.parametrize("by", ["id", "same kind", "other kind"])
+def test_the_model_that_served_names_the_chat_span(
+    by: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    """The PRE seam chooses HAIKU: a model id or a model of the agent's kind is
+    served by the agent's own model object (the request's model); a model of
+    another kind cannot be: the agent's model serves it, the chat span names
+    it and the choice is reported as unavailable beside it."""
+    tel = Telemetry()
+    ground = Ground({"c9": [reply(text="Sales grew.")]})
+    instances = models(ground)
+    chosen: Any = {
+        "id": HAIKU,
+        "same kind": instances[HAIKU],
+        "other kind": OtherKind(model=HAIKU),
+    }[by]
+    plugin = SeamscopePlugin(make_layer(tel), {HAIKU: chosen})
+    Conversation(runner(agent(ground, instances[OPUS]), [plugin]), ground, "c9").run(
+        "How did sales go?"
+    )
+
+    assert [] == check(ground, tel, captured_logs)
+    served = OPUS if by == "other kind" else HAIKU
+    assert [served] == [m.model for m in ground.model_calls]
+    [chat] = [s for s in tel.spans() if s.name.startswith("chat ")]
+    unavailable = (chat.attributes or {}).get(c.ATTR_MODEL_CHOSEN_UNAVAILABLE)
+    events = [e for e in captured_logs if e.get("event") == c.LOG_MODEL_UNAVAILABLE]
+    if by == "other kind":
+        assert (f"chat {OPUS}", HAIKU) == (chat.name, unavailable)
+        assert [(HAIKU, OPUS)] == [(e["chosen_model"], e["used_model"]) for e in events]
+    else:
+        assert (f"chat {HAIKU}", None, []) == (chat.name, unavailable, events)
+
+
+# -- the tools the model saw, and what may run ---------------------------------------------------
+
+
+def test_the_model_sees_the_selected_tools_and_only_those_can_run(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """The palette leaves out archive_search: the model is not offered it, and
+    its call anyway is answered by ADK as an unknown tool's (nothing runs), the
+    dispatch saying it was not offered."""
+    tel = Telemetry()
+    ground = Ground(
+        {"c10": [reply(("archive_search", {"query": "q3"}, "n1")), reply(text="Old hits.")]}
+    )
+    runs, _ = agent_for(ground, tel)
+    Conversation(runs, ground, "c10").run("search the archive")
+
+    assert [] == check(ground, tel, captured_logs, prices=None)
+    palette = ("run_block", "fetch_data", "search", "big_report", "lookup", "flaky")
+    assert [palette, palette] == [m.tools for m in ground.model_calls]
+    assert [] == ground.tool_runs
+    [dispatch] = [s for s in tel.spans() if s.name == c.SPAN_DISPATCH]
+    assert ("archive_search", False) == (
+        (dispatch.attributes or {}).get(c.ATTR_DISPATCH_EMITTED_TOOL),
+        (dispatch.attributes or {}).get(c.ATTR_DISPATCH_OFFERED),
+    )
+    [answer] = [m for m in ground.transcripts["c10"] if m.role == "tool"]
+    assert ("archive_search", "error") == (answer.name, answer.status)
+
+
+def test_a_forced_tool_is_the_one_the_model_may_call(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    tel = Telemetry()
+    ground = Ground({"c11": [reply(("lookup", {"key": "k"}, "f1")), reply(text="Found.")]})
+    forced = ForcedChoiceStage(resolver=lambda ctx: "lookup")
+    palette = RolePaletteStage(resolver=lambda role: ("lookup", "search"))
+    runs, _ = agent_for(ground, tel, layer=make_layer(tel, stages=[forced, palette]))
+    Conversation(runs, ground, "c11").run("look k up")
+
+    assert [] == check(ground, tel, captured_logs)
+    assert [("lookup", ("search", "lookup")), (None, ("search", "lookup"))] == [
+        (m.tool_choice, m.tools) for m in ground.model_calls
+    ]
+
+
+# -- with ADK's own tracing: one trace, no inference span twice -----------------------------------
+
+
+@pytest.fixture
+def adk_traced(monkeypatch: pytest.MonkeyPatch) -> Telemetry:
+    """ADK's own spans recorded by the test's provider (the tracer its modules
+    took at import, replaced for this test only), beside seamscope's."""
+    tel = Telemetry()
+    tracer = tel.tracer_provider.get_tracer("gcp.vertex.agent")
+    for module in (adk_tracing, adk_node_tracing, adk_batch_executor):
+        monkeypatch.setattr(module, "tracer", tracer)
+    return tel
+
+
+def _scope(span: Any) -> str:
+    return span.instrumentation_scope.name if span.instrumentation_scope else ""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_with_adks_tracing_seamscope_joins_its_trace_and_records_no_inference_span(
+    mode: str, adk_traced: Telemetry
+) -> None:
+    tel = adk_traced
+    ground = Ground({"c12": list(MULTI)})
+    runs, _ = agent_for(ground, tel)
+    assert "Q3 sales grew." == Conversation(runs, ground, "c12").run("How did sales go?", mode)
+
+    spans = tel.spans()
+    adk = [s for s in spans if _scope(s) == "gcp.vertex.agent"]
+    mine = [s for s in spans if _scope(s) != "gcp.vertex.agent"]
+    assert [] == tel.watch.open_spans()
+    assert 1 == len({s.context.trace_id for s in spans})
+    # the inference, agent and tool spans are ADK's alone
+    assert [] == [s.name for s in mine if s.name.split(" ")[0] in GENAI_OPERATIONS]
+    assert [f"generate_content {HAIKU}"] * 2 == [
+        s.name for s in adk if s.name.startswith("generate_content")
+    ]
+    assert ["execute_tool fetch_data", "execute_tool lookup", "execute_tool search"] == sorted(
+        s.name for s in adk if call_id(s) in ("a1", "a2", "a3")
+    )
+    # seamscope's iterations are children of ADK's invoke_agent span
+    by_id = {s.context.span_id: s for s in spans}
+    iterations = [s for s in mine if s.name == c.SPAN_ITERATION]
+    assert ["invoke_agent analyst"] * 2 == [
+        by_id[s.parent.span_id].name for s in iterations if s.parent is not None
+    ]
+    # what the model saw: ADK records the tools the selection left
+    definitions = [
+        sorted(d["name"] for d in json.loads(str((s.attributes or {})["gen_ai.tool.definitions"])))
+        for s in adk
+        if s.name.startswith("generate_content")
+    ]
+    palette = sorted(("run_block", "fetch_data", "search", "big_report", "lookup", "flaky"))
+    assert [palette, palette] == definitions
+    assert sorted([("fetch_data", "a1"), ("search", "a2"), ("lookup", "a3")]) == sorted(
+        (r.name, r.call_id) for r in ground.tool_runs
+    )
+
+
+def test_with_adks_tracing_the_ledger_still_prices_every_model_call(
+    adk_traced: Telemetry,
+) -> None:
+    """No chat span of seamscope's, yet each model call's usage reaches the
+    ledger: the offload settles as without ADK's tracing."""
+
+    def settle(tel: Telemetry) -> list[Any]:
+        ground = Ground(
+            {
+                "c13": [
+                    reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+                    reply(text="Stored.", usage=(2_100, 30)),
+                    reply((RECALL_TOOL, {"offload_id": "off-j"}, "r1"), usage=(2_400, 60)),
+                    reply(text="Here it is.", usage=(22_000, 25)),
+                ]
+            }
+        )
+        layer = make_layer(tel, offload_id_factory=lambda: "off-j")
+        runs, plugin = agent_for(ground, tel, layer=layer)
+        conversation = Conversation(runs, ground, "c13")
+        for text in ("the report", "the full report again"):
+            conversation.run(text)
+        return [
+            (s.offload_id, s.turns_carried, s.recalls, s.realized_net_saving)
+            for s in plugin.layer.end_conversation("c13")
+        ]
+
+    joined = settle(adk_traced)
+    assert [] == [s.name for s in adk_traced.spans() if s.name.startswith("chat ")]
+    assert settle(Telemetry()) == joined
+    assert 1 == len(joined)
+
+
+# -- concurrent conversations through one plugin ---------------------------------------------------
+
+CONVERSATIONS = [f"p{i}" for i in range(16)]
+
+
+def _concurrent_script(conv: str) -> list[Reply]:
+    return [
+        reply(
+            ("run_block", {"block": conv}, f"{conv}-1"),
+            ("search", {"query": conv}, f"{conv}-2"),
+            ("big_report", {"topic": conv}, f"{conv}-3"),
+        ),
+        reply(text=f"{conv} done"),
+    ]
+
+
+def _normalized(ground: Ground) -> dict[str, str]:
+    """Decisions per conversation, the offload ids (random per run) left out."""
+    return {
+        k: re.sub(r"offloaded \w+:", "offloaded:", repr(v)) for k, v in ground.decisions().items()
+    }
+
+
+def test_concurrent_conversations_decide_as_sequential_ones_and_keep_their_traces() -> None:
+    def go(together: bool) -> tuple[Ground, Telemetry]:
+        ground = Ground({conv: _concurrent_script(conv) for conv in CONVERSATIONS})
+        tel = Telemetry()
+        runs, _ = agent_for(ground, tel)
+        conversations = [Conversation(runs, ground, conv) for conv in CONVERSATIONS]
+
+        async def all_of_them() -> None:
+            texts = [
+                "sales please" if int(x.conv[1:]) % 2 else "archive please" for x in conversations
+            ]
+            if together:
+                await asyncio.gather(
+                    *(x.arun(t) for x, t in zip(conversations, texts, strict=True))
+                )
+            else:
+                for x, t in zip(conversations, texts, strict=True):
+                    await x.arun(t)
+
+        asyncio.run(all_of_them())
+        return ground, tel
+
+    sequential, _ = go(False)
+    concurrent, tel = go(True)
+
+    assert _normalized(sequential) == _normalized(concurrent)
+    assert [] == check(concurrent, tel, None, prices=None)
+    roots = [s for s in tel.spans() if s.parent is None and s.name != c.SPAN_OFFLOAD_SETTLE]
+    assert 16 == len({s.context.trace_id for s in roots}) == len(roots)

@@ -2,7 +2,7 @@
 
 The ground truth is what the scripted models and the recorded tools did
 (:mod:`._harness`); the adapters are the reference loop, LangChain,
-the OpenAI Agents SDK and pydantic-ai (symfonic names its models from its
+the OpenAI Agents SDK, pydantic-ai and Google ADK (symfonic names its models from its
 own configuration and has no layer default: the rules of its own scenarios
 are checked by ``test_symfonic_truth.py`` through the same harness).
 
@@ -30,6 +30,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic_ai import Agent as PAIAgent
 
 from seamscope.adapters import RECALL_TOOL, DecisionLayer, ReActAgent
+from seamscope.adapters.google_adk import SeamscopePlugin
 from seamscope.adapters.langchain import SeamscopeMiddleware
 from seamscope.adapters.openai_agents import SeamscopeRunner
 from seamscope.adapters.pydantic_ai import SeamscopeCapability
@@ -37,6 +38,7 @@ from seamscope.decisions import ModelConfig, PricingTable, RolePaletteStage, Too
 from seamscope.telemetry import TelemetryConfig
 from seamscope.telemetry import conventions as c
 
+from . import test_google_adk_truth as adk
 from . import test_langchain_truth as lc
 from . import test_openai_agents_truth as sdk
 from . import test_pydantic_ai_truth as pai
@@ -137,11 +139,20 @@ def run_pydantic_ai(ground: Ground, tel: Telemetry, conv: str, text: str, **kw: 
     the_layer.end_conversation(conv)
 
 
+def run_google_adk(ground: Ground, tel: Telemetry, conv: str, text: str, **kw: Any) -> None:
+    the_layer = layer(tel, **kw)
+    root = adk.agent(ground, adk.models(ground, (MINI,))[MINI])
+    plugin = SeamscopePlugin(the_layer, role="analyst")
+    adk.Conversation(adk.runner(root, [plugin]), ground, conv).run(text)
+    the_layer.end_conversation(conv)
+
+
 ADAPTERS: dict[str, Callable[..., None]] = {
     "reference": run_reference,
     "langchain": run_langchain,
     "openai_agents": run_openai_agents,
     "pydantic_ai": run_pydantic_ai,
+    "google_adk": run_google_adk,
 }
 OWN_MODEL = {"reference": GPT4O}  # the reference loop calls the model the PRE seam names
 
