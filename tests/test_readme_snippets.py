@@ -329,6 +329,29 @@ def check_openai_sales(run: Run) -> None:
     assert 1 == settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED]
 
 
+def check_google_adk(run: Run) -> None:
+    """ADK's own tracing records (configure() installed the global provider): the
+    sales policy put gemini-2.5-flash on both calls, which ADK's generate_content
+    spans name (seamscope records no chat span of its own), seamscope's
+    iterations are children of ADK's invoke_agent; the report was offloaded, its
+    stub carried to the second call, which was offered the recall tool."""
+    assert "Q3 sales grew 12%." in run.stdout.splitlines()
+    assert ["sales_data_read"] * 2 == [
+        s.attributes[c.ATTR_POLICY_WINNER] for s in run.named(c.SPAN_SEAM_PRE_MODEL)
+    ]
+    assert [] == [s.name for s in run.spans if s.name.startswith("chat ")]
+    calls = run.named("generate_content gemini-2.5-flash")
+    assert [["big_report"], ["big_report", "recall_tool_result"]] == [
+        [d["name"] for d in json.loads(s.attributes[c.ATTR_GEN_AI_TOOL_DEFINITIONS])] for s in calls
+    ]
+    [agent] = run.named("invoke_agent analyst")
+    assert [agent.span_id] * 2 == [s.parent_id for s in run.named(c.SPAN_ITERATION)]
+    [gate] = run.named(c.SPAN_OFFLOAD_GATE)
+    assert gate.attributes[c.ATTR_OFFLOAD_FIRE] is True
+    [settle] = run.named(c.SPAN_OFFLOAD_SETTLE)
+    assert 1 == settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED]
+
+
 def check_openai_trimmer(run: Run) -> None:
     """The trimmer trimmed big_report's output once (run 2); runs 2 and 3 carried
     its preview until run 3 read the report again; one settlement, one re-read."""
@@ -422,6 +445,7 @@ CASES = [
     Case("docs/adapters/openai-agents.md", "The SDK's ToolOutputTrimmer", check_openai_trimmer),
     Case("docs/adapters/pydantic-ai.md", "pydantic-ai", check_openai_sales),
     Case("docs/adapters/pydantic-ai.md", "With OpenAI's models", check_needs_a_key),
+    Case("docs/adapters/google-adk.md", "Google ADK", check_google_adk),
     Case("docs/configuration.md", "Your own providers, and logs", check_own_providers),
     Case("docs/configuration.md", "Configuration", check_configuration),
 ]
