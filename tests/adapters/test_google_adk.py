@@ -381,3 +381,63 @@ def test_a_model_call_answered_by_a_later_plugin_ends_its_span_and_not_the_run(
         for s in spans
         if s.name in (f"invoke_agent {LEAD}", c.SPAN_ITERATION, "chat outer-m")
     ]
+
+
+# -- with ADK's own tracing --------------------------------------------------------------------
+
+
+def test_with_adks_tracing_nested_and_transferred_runs_join_adks_spans(
+    monkeypatch: pytest.MonkeyPatch, span_exporter: InMemorySpanExporter, tracer_provider: Any
+) -> None:
+    """ADK records its spans in the same provider (its modules' tracer replaced
+    for this test): each seamscope iteration is a child of ADK's
+    ``invoke_agent`` of the agent that ran it, the agent tool's run included,
+    and seamscope opens no inference, agent or tool span of its own."""
+    from google.adk.flows.llm_flows.tools import _batch_executor
+    from google.adk.telemetry import node_tracing, tracing
+
+    for module in (tracing, node_tracing, _batch_executor):
+        monkeypatch.setattr(module, "tracer", tracer_provider.get_tracer("gcp.vertex.agent"))
+    models, log = scripted_models(
+        ["outer-m", "inner-m", "helper-m"],
+        [
+            step(call("researcher", {"request": "q3"}, "o1")),
+            step(call("search", {"query": "q3"}, "i1")),
+            step(text("Q3 grew.")),
+            step(call("transfer_to_agent", {"agent_name": "helper"}, "t1")),
+            step(text("Helped.")),
+        ],
+    )
+    box = Toolbox()
+    search = next(t for t in box.tools() if t.__name__ == "search")
+    researcher = LlmAgent(
+        name="researcher", model=models["inner-m"], description="Research.", tools=[search]
+    )
+    helper = LlmAgent(name="helper", model=models["helper-m"], description="Helps.")
+    lead = LlmAgent(
+        name=LEAD, model=models["outer-m"], tools=[AgentTool(researcher)], sub_agents=[helper]
+    )
+    assert "Helped." == run(lead, SeamscopePlugin(layer(tracer_provider)), "Go.", streamed=True)
+
+    assert ["outer-m", "inner-m", "inner-m", "outer-m", "helper-m"] == [m.model for m in log]
+    spans = span_exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    parents = [
+        (by_id[s.parent.span_id].name, (s.attributes or {}).get(c.ATTR_GEN_AI_AGENT_NAME))
+        for s in sorted(spans, key=lambda s: s.start_time or 0)
+        if s.name == c.SPAN_ITERATION and s.parent is not None
+    ]
+    assert [
+        (f"invoke_agent {LEAD}", LEAD),
+        ("invoke_agent researcher", "researcher"),
+        ("invoke_agent researcher", "researcher"),
+        (f"invoke_agent {LEAD}", LEAD),
+        ("invoke_agent helper", "helper"),
+    ] == parents
+    mine = [
+        s.name
+        for s in spans
+        if s.instrumentation_scope and s.instrumentation_scope.name != "gcp.vertex.agent"
+    ]
+    assert [] == [n for n in mine if n.startswith(("invoke_agent", "chat", "execute_tool"))]
+    assert 1 == len({s.context.trace_id for s in spans})
