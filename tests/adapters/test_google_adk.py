@@ -441,3 +441,28 @@ def test_with_adks_tracing_nested_and_transferred_runs_join_adks_spans(
     ]
     assert [] == [n for n in mine if n.startswith(("invoke_agent", "chat", "execute_tool"))]
     assert 1 == len({s.context.trace_id for s in spans})
+
+
+def test_the_pre_seams_model_parameters_reach_the_request(tracer_provider: Any) -> None:
+    """A ModelConfig's parameters that are GenerateContentConfig fields go into the
+    request's config (the others are not the model's to read)."""
+    from google.adk.models.llm_request import LlmRequest
+
+    from seamscope.decisions import ModelConfig, ToolCallPolicy
+
+    seen: list[tuple[str | None, float | None, int | None]] = []
+
+    def answer(request: LlmRequest, streamed: bool) -> Any:
+        seen.append((request.model, request.config.temperature, request.config.max_output_tokens))
+        return step(text("Cool."))
+
+    models, _ = scripted_models(["outer-m"], [])
+    cool = ToolCallPolicy(
+        "cool",
+        match=lambda ctx: True,
+        model=ModelConfig("fast-m", {"temperature": 0.2, "max_output_tokens": 64, "seed_x": 1}),
+    )
+    lead = LlmAgent(name=LEAD, model=type(models["outer-m"])(model="outer-m", answer=answer))
+    run(lead, SeamscopePlugin(layer(tracer_provider, policies=[cool]), {"fast-m": "fast-m"}), "Hi.")
+
+    assert [("fast-m", 0.2, 64)] == seen
