@@ -37,7 +37,7 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any, NamedTuple, TextIO, cast
 
-from seamscope.decisions.records import ModelUsage, SettleTrigger
+from seamscope.decisions.records import SettleTrigger
 from seamscope.explain._otlp import Problem, SpanRecord
 from seamscope.explain._traces import SPILL_MEMORY_BYTES, Collector, TraceInfo, reread
 from seamscope.explain._views import merge
@@ -68,7 +68,7 @@ Rates = tuple[float, float, float | None, float | None]
 class Chat(NamedTuple):
     t: int
     model: str
-    usage: ModelUsage
+    usage: tuple[int, int, int, int]  # ModelUsage's fields: built when a ledger needs it
     carried: tuple[str, ...] | None  # None: not marked (the ledger's default)
     stubs: tuple[float, ...] = ()  # the stub size of each carried offload
 
@@ -293,7 +293,7 @@ def _stored(event: Event | tuple[Any, ...]) -> tuple[Any, ...]:
 def _restored(row: tuple[Any, ...]) -> Event:
     kind = row[0]
     if kind == 0:
-        return Chat(row[1], row[2], ModelUsage(*row[3]), row[4], row[5])
+        return Chat(row[1], row[2], row[3], row[4], row[5])
     if kind == 3:
         return Compact._make((*row[1:7], Decimal(row[7]), *row[8:]))
     return (Gate, Gate, Recall, Compact, Settle)[kind](*row[1:])

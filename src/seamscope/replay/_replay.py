@@ -56,6 +56,7 @@ from seamscope.decisions.records import (
     DEFAULT_RECALL_OUTPUT_TOKENS,
     DEFAULT_STUB_TOKENS,
     Compaction,
+    ModelUsage,
     OffloadGateDecision,
     OffloadGateInputs,
     OffloadMechanism,
@@ -378,8 +379,10 @@ def replay(
             carried = ev.carried
             if carrying and carried is not None:
                 carried = (*carried, *[x for x in carrying if x not in carried])
-            for ledger in ledgers:
-                ledger.record_model_call(key, model=ev.model, usage=ev.usage, carried=carried)
+            if ledgers:
+                usage = ModelUsage(*ev.usage)
+                for ledger in ledgers:
+                    ledger.record_model_call(key, model=ev.model, usage=usage, carried=carried)
             quote = counterfactual_pricing.lookup(ev.model) if out.newly_fired else None
             if quote is not None:
                 rate = quote.price.input_rate
