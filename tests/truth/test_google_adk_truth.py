@@ -796,3 +796,22 @@ def test_concurrent_conversations_decide_as_sequential_ones_and_keep_their_trace
     assert [] == check(concurrent, tel, None, prices=None)
     roots = [s for s in tel.spans() if s.parent is None and s.name != c.SPAN_OFFLOAD_SETTLE]
     assert 16 == len({s.context.trace_id for s in roots}) == len(roots)
+
+
+# -- adding the plugin changes nothing ADK does when no decision changes anything ------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_with_nothing_to_change_adk_runs_as_without_seamscope(mode: str) -> None:
+    """No policy, no stage, no large output: the models get the same requests
+    (tools, contents), the same tools run, the session holds the same events,
+    with and without the plugin."""
+
+    def go(plugins: Sequence[Any]) -> dict[str, list[Any]]:
+        ground = Ground({"c14": list(MULTI)})
+        root = agent(ground)
+        Conversation(runner(root, plugins), ground, "c14").run("How did sales go?", mode)
+        return ground.decisions()
+
+    layer = make_layer(Telemetry(), policies=(), stages=[])
+    assert go([]) == go([SeamscopePlugin(layer)])
