@@ -17,6 +17,7 @@ from opentelemetry import metrics, trace
 
 from seamscope.adapters import DecisionLayer
 from seamscope.cli import main
+from seamscope.decisions import OffloadGate
 from seamscope.decisions.records import ModelUsage, ToolCall
 from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import configure
@@ -111,3 +112,22 @@ def test_a_no_longer_fired_recall_beside_one_that_still_fires_is_exact(tmp_path:
         truth = _play(rerun, conversation_id, small_first)  # for real, under the change
         assert truth == Decimal(row["counterfactual_exact_usd"]), conversation_id
         assert truth == Decimal(row["counterfactual_usd"]), conversation_id
+
+
+def test_the_live_shadow_settles_such_recalls_as_whatif_does() -> None:
+    """The live ledger's shadow under the changed threshold follows the same rule:
+    its exact part equals the conversation run again under it."""
+    quiet = {
+        "tracer_provider": trace.NoOpTracerProvider(),
+        "meter_provider": metrics.NoOpMeterProvider(),
+    }
+    shadow = OffloadGate(large_offload_threshold_tokens=CHANGED)
+    live = _layer(RECORDED, offload_shadow=shadow, **quiet)
+    rerun = _layer(CHANGED, **quiet)
+    for conversation_id, small_first in (("small-first", True), ("large-first", False)):
+        _play(live, conversation_id, small_first)
+        (settled,) = [
+            s for s in live.ledger.shadow_settlements if s.conversation_id == conversation_id
+        ]
+        assert (1, ()) == (len(settled.no_longer_fired), settled.offloads)
+        assert _play(rerun, conversation_id, small_first) == settled.exact_net_saving

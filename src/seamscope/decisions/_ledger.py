@@ -74,7 +74,9 @@ re-settles a recorded conversation under the shadow's configuration:
   followed by a second set of accounts that sees every later model call
   (carrying what the live prompt carried), every recall and the cache
   behaviour, but not the offloads only the live gate fired (their output
-  would have stayed in the prompt): **exact**;
+  would have stayed in the prompt, never recalled: a model call's output,
+  charged with its first recall, goes to the shadow's first recall of that
+  call when the first was of such an offload): **exact**;
 * an offload only the shadow would have fired is carried by every later
   model call of the conversation (its output's tokens saved, the stub the
   loop would send paid, at that call's input rate; ``record_offload``'s
@@ -197,6 +199,7 @@ class _Conversation:
     shadow: _Conversation | None = None  # the shadow's exact accounts
     shadow_new: list[_ShadowNew] = field(default_factory=list)
     shadow_dropped: list[str] = field(default_factory=list)
+    shadow_unclaimed: int = 0  # a model call's output its recalls owe the shadow (see recall)
     store: OffloadStore | None = None  # a shared store keeps this conversation's offloads
 
     def shadowed(self) -> _Conversation:
@@ -723,6 +726,7 @@ class OffloadLedger:
                     _adopt(conv, carried, recalled=False)
                 _adopt(conv, present, recalled=True)
             before = _snapshot(conv) if conv.store is not None else None
+            conv.shadow_unclaimed = 0  # a new model call: its recalls are its own
             active, saving, stub, cache, shares, live = _account(conv, price, usage, carried)
             carried_ids = tuple(o.offload_id for o in live) if active else ()
             carried_stubs = tuple(float(o.stub_tokens) for o in live) if active else ()
@@ -794,9 +798,21 @@ class OffloadLedger:
             conv = self._conversations.get(conversation_id)
             off = None if conv is None else conv.offloads.get(offload_id)
             shadow = None if conv is None or conv.shadow is None else conv.shadow
-            for followed in (off, None if shadow is None else shadow.offloads.get(offload_id)):
+            shadowed = None if shadow is None else shadow.offloads.get(offload_id)
+            shadow_cost = cost
+            if conv is not None and shadow is not None:
+                # parallel recalls of one model call: its output is charged with the
+                # first; an offload only the live gate made is never recalled in the
+                # shadow's course, so the shadow's first recall that happens takes it
+                if shadowed is None and offload_id in conv.shadow_dropped:
+                    conv.shadow_unclaimed += output_tokens
+                elif shadowed is not None and conv.shadow_unclaimed:
+                    if price is not None:
+                        shadow_cost += conv.shadow_unclaimed * price.output_rate
+                    conv.shadow_unclaimed = 0
+            for followed, charged in ((off, cost), (shadowed, shadow_cost)):
                 if followed is not None:
-                    followed.recall_cost += cost
+                    followed.recall_cost += charged
                     followed.recalls += 1
                     followed.recalled = True
                     followed.recalled_since_call = True
