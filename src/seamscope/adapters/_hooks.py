@@ -10,17 +10,19 @@ the adapter's name (``seamscope.adapters.<framework>``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from seamscope._internal import Invocation, telemetry_error
 from seamscope._internal import attached as _attached
 
-__all__ = ["attached", "contained", "failed"]
+__all__ = ["attached", "contained", "containing", "failed"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 def failed(hook: str, logger: logging.Logger) -> None:
@@ -40,6 +42,26 @@ def attached(
     """An OpenTelemetry context made current for a block of one hook (same task):
     the telemetry's one attach helper (a failure is a ``seamscope.telemetry.error``)."""
     return _attached(context)
+
+
+def containing(
+    hook: str, logger: logging.Logger
+) -> Callable[[Callable[_P, None]], Callable[_P, None]]:
+    """A hook method of seamscope's that returns nothing, made unable to raise:
+    its failure is recorded as ``hook`` (:func:`failed`) and the framework's
+    code goes on as if it had returned."""
+
+    def wrap(method: Callable[_P, None]) -> Callable[_P, None]:
+        @functools.wraps(method)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> None:
+            try:
+                method(*args, **kwargs)
+            except Exception:
+                failed(hook, logger)
+
+        return call
+
+    return wrap
 
 
 @contextlib.contextmanager

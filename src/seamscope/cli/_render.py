@@ -398,6 +398,8 @@ def _iteration(parent: Node, it: dict[str, Any], *, tool: str | None) -> None:
     for e in it.get("executed", []):
         if e.get("error_type") == c.TOOL_CALL_BLOCKED:
             error = [(" blocked by a middleware: never ran", "red")]
+        elif e.get("error_type") == c.TOOL_CALL_CANCELLED:
+            error = [(" cancelled by the run's end before it answered", "red")]
         else:
             error = [(f" error {_t(e['error_type'])}", "red")] if e.get("error_type") else []
         node.add(("execute_tool", "cyan"), (f" {_t(e.get('tool'))}", ""), *error)

@@ -711,10 +711,11 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
     parts.extend(middleware_story(blocked, tool))
     if not emitted and not targeted and not blocked and (sel or narrowed):
         parts.append("not called by the model")
-    # a call a middleware answered inside the tool node has a span but never ran
-    if any(
-        e["tool"] == tool and e.get("error_type") != c.TOOL_CALL_BLOCKED
-        for e in iteration.get("executed", [])
-    ):
+    # a call a middleware answered inside the tool node has a span but never ran;
+    # one the run cancelled before it answered is said as such
+    fates = [e.get("error_type") for e in iteration.get("executed", []) if e["tool"] == tool]
+    if any(f not in (c.TOOL_CALL_BLOCKED, c.TOOL_CALL_CANCELLED) for f in fates):
         parts.append("executed")
+    elif c.TOOL_CALL_CANCELLED in fates:
+        parts.append("started, then cancelled when the run ended before it answered")
     return "; ".join(parts) or "no decision about it in this iteration"

@@ -85,7 +85,8 @@ def render(module: ModuleType) -> str:
     out += [
         f"`error.type` values of seamscope's own: `{c.TOOL_ERROR_RESULT}` "
         f"({docs.get('TOOL_ERROR_RESULT', '')}) `{c.TOOL_CALL_BLOCKED}` "
-        f"({docs.get('TOOL_CALL_BLOCKED', '')}) `{c.ABANDONED_RUN}` "
+        f"({docs.get('TOOL_CALL_BLOCKED', '')}) `{c.TOOL_CALL_CANCELLED}` "
+        f"({docs.get('TOOL_CALL_CANCELLED', '')}) `{c.ABANDONED_RUN}` "
         f"({docs.get('ABANDONED_RUN', '')})",
         "",
     ]

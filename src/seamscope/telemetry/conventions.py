@@ -274,6 +274,7 @@ __all__ = [
     "ABANDONED_RUN",
     "TOOL_ERROR_RESULT",
     "TOOL_CALL_BLOCKED",
+    "TOOL_CALL_CANCELLED",
     "RECALL_UNKNOWN",
     "RECALL_EXPIRED",
     "RECALL_EVICTED",
@@ -320,6 +321,13 @@ TOOL_CALL_BLOCKED: Final = "tool_call_blocked"
 
 A framework middleware inside the tool call (a risk check) answered with an
 error result without calling the tool; the span also has seamscope.dispatch.blocked."""
+
+TOOL_CALL_CANCELLED: Final = "tool_call_cancelled"
+"""error.type of an execute_tool span whose call the run cancelled before it answered.
+
+The framework started the call (its tool-start hook ran) and then ended the
+run (a guardrail's tripwire, a cancellation) before the tool answered:
+whether its body began is not known, and nothing it returned was used."""
 
 RECALL_UNKNOWN: Final = "offload_unknown"
 """error.type of a recall naming no offload of its conversation.

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from seamscope._internal import Invocation, attached, record_error
+from seamscope.adapters import _hooks
 from seamscope.adapters._kit import (
     account_tool_output,
     plan_model,
@@ -146,6 +147,7 @@ class _Step:
         # node is added to hear it, so the run ends when the hook does
         self.ends = False
 
+    @_hooks.containing("langchain.run_end", LOG)
     def fail(self, exc: BaseException) -> None:
         """The agent's own exception crossed the hook: close the run with it
         (an interrupt is not a failure: the run is paused and resumes later)."""

@@ -16,12 +16,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from seamscope._internal import Invocation
+from seamscope._internal import Invocation, error_type
 from seamscope.adapters import _hooks
 from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.openai_agents._translate import Trimmed
 from seamscope.decisions import Message, ModelUsage, ToolCall
 from seamscope.loop import DecisionLayer, Iteration, Turn
+from seamscope.telemetry import conventions as c
 
 __all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed", "new_turn"]
 
@@ -185,6 +186,7 @@ class Run:
 
     # -- the end ------------------------------------------------------------------
 
+    @_hooks.containing("openai_agents.run_end", LOG)
     def close(self, exc: BaseException | None = None) -> None:
         """End every span of the run still open (with the run's exception, if any)."""
         with self.lock:
@@ -196,8 +198,18 @@ class Run:
                 run.close(exc)
             tools, self._tools = list(self._tools.values()), {}
             for _, tool, _, errors in tools:
-                tool.end(errors[0] if errors else exc)
+                tool.end(errors[0] if errors else _unanswered(exc))
             self.turn.end(exc)
+
+
+def _unanswered(exc: BaseException | None) -> BaseException | str | None:
+    """How a tool call the run ended before it answered ends: with the run's
+    exception when that is a tool's own (the SDK's wrapper raised from what
+    the user's code raised), else cancelled (a guardrail's tripwire, a
+    cancellation: its body may never have begun)."""
+    if exc is None:
+        return None
+    return exc if error_type(exc) != type(exc).__qualname__ else c.TOOL_CALL_CANCELLED
 
 
 def new_turn(

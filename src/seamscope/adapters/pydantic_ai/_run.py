@@ -99,6 +99,7 @@ class Run:
             self.carried = self.present = ()
             return iteration
 
+    @_hooks.containing("pydantic_ai.run_end", LOG)
     def close(self, exc: BaseException | None = None) -> None:
         """End the open iteration (with the run's exception, if any)."""
         with self.lock:
