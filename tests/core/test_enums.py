@@ -60,6 +60,7 @@ PINNED: dict[str, dict[str, str]] = {
         "SUMMARIZATION": "summarization",
         "TOOL_OUTPUT_TRIMMER": "tool_output_trimmer",
         "DEEPAGENTS_EVICTION": "deepagents_eviction",
+        "STRANDS_CONTEXT_OFFLOAD": "strands_context_offload",
     },
     "MiddlewareDecisionKind": {
         "TOOL_SELECTION": "tool_selection",

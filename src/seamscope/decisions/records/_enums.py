@@ -158,6 +158,9 @@ class OffloadMechanism(enum.StrEnum):
     DEEPAGENTS_EVICTION = "deepagents_eviction"
     """Deep Agents' ``FilesystemMiddleware`` wrote a large tool result to its
     backend and replaced it by a head-and-tail preview and the file's path."""
+    STRANDS_CONTEXT_OFFLOAD = "strands_context_offload"
+    """Strands' ``ContextOffloader`` stored a large tool result and replaced it
+    by a preview and its storage references."""
 
 
 class MiddlewareDecisionKind(enum.StrEnum):
