@@ -23,12 +23,13 @@ from pathlib import Path
 from test_readme_snippets import QUICKSTART, README, _explain_block, snippet
 
 ROOT = Path(__file__).resolve().parents[1]
-ADAPTER_EXTRAS = ("langchain", "symfonic", "openai-agents", "pydantic-ai", "grpc")
+ADAPTER_EXTRAS = ("langchain", "symfonic", "openai-agents", "pydantic-ai", "google-adk", "grpc")
 ADAPTER_MODULES = (
     "seamscope.adapters.langchain",
     "seamscope.adapters.symfonic",
     "seamscope.adapters.openai_agents",
     "seamscope.adapters.pydantic_ai",
+    "seamscope.adapters.google_adk",
     "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
 )
 
@@ -79,6 +80,8 @@ def test_the_built_wheel_runs_the_demo_and_the_quickstart(tmp_path: Path) -> Non
     python, seamscope = venv / "bin" / "python", venv / "bin" / "seamscope"
     _run([str(python), "-m", "pip", "install", "-q", f"{wheel}[{','.join(ADAPTER_EXTRAS)}]"],
          tmp_path)
+    # as the README's install table says: ADK itself without its OpenTelemetry cap
+    _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "google-adk==2.13.0"], tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     where = _run([str(python), "-c", "import seamscope; print(seamscope.__file__)"], work)
