@@ -1,0 +1,633 @@
+"""``SeamscopePlugin``: seamscope's decisions as a Strands Agents plugin.
+
+The plugin is given to an agent (``Agent(..., plugins=[SeamscopePlugin(layer)])``)
+and holds one :class:`~._run.Run` per invocation:
+
+* ``BeforeInvocationEvent``: the run's turn and its ``invoke_agent`` span
+  (unless Strands' own tracing records one);
+* the model stage (``InvokeModelStage`` middleware, around each model call):
+  a new iteration, the selection pipeline over the call's tool specs (what
+  the model is offered), the PRE seam (the model object the call goes to)
+  and the ``chat`` span; when the call answers, its usage (and the stubs and
+  previews its prompt carried) and the POST seam over the tool uses it
+  emitted, rewritten in the assistant message before Strands keeps it;
+* ``BeforeToolCallEvent``: the call runs as the POST seam decided (the tool
+  use renamed, its arguments replaced) and its ``execute_tool`` span opens,
+  named by the tool that really runs;
+* ``AfterToolCallEvent``, first of its hooks: the span ends with the tool's
+  own result; last of them: the offload gate on a large text result (a fired
+  offload answers with the stub), the cost of a recall, and the
+  ``ContextOffloader``'s offloads priced as compactions (and, opted in,
+  gated);
+* ``AfterInvocationEvent``: the run's end.
+
+Every hook contains seamscope's own failures: the step then runs as Strands
+would have run it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from seamscope._internal import checks, evaluate_offload_gate
+from seamscope.adapters._kit import (
+    RECALL_TOOL,
+    account_tool_output,
+    estimate_tokens,
+    model_name_of,
+    plan_model,
+    post_model,
+    report_model_call,
+    resolve_role,
+    resolve_scope,
+)
+from seamscope.adapters._outputs import Outputs, adapter_store
+from seamscope.adapters.strands import _translate as translate
+from seamscope.adapters.strands._framework import (
+    AfterInvocationEvent,
+    AfterToolCallEvent,
+    BeforeInvocationEvent,
+    BeforeToolCallEvent,
+    InvokeModelContext,
+    InvokeModelStage,
+    Model,
+    ModelStopReason,
+    Plugin,
+    ToolContext,
+    tool,
+)
+from seamscope.adapters.strands._run import Compactions, Run, Tool, failed
+from seamscope.decisions import OffloadGateDecision, OffloadStore, ToolCall
+from seamscope.decisions.records import (
+    GateCall,
+    MiddlewareDecision,
+    MiddlewareDecisionKind,
+    OffloadMechanism,
+    OffloadReasonCode,
+    PriorSource,
+)
+from seamscope.loop import DecisionLayer, Iteration
+from seamscope.telemetry import conventions as c
+
+__all__ = ["SeamscopePlugin"]
+
+_RECALL_DESCRIPTION = (
+    "Bring back the full text of a tool output that was offloaded from the conversation. "
+    "Pass the offload id named in the stub that replaced it."
+)
+
+_FIRST = -10_000
+"""The order of the after-tool hook that sees the tool's own result."""
+_LAST = 10_000
+"""The order of the hooks that see a call as the other hooks left it."""
+
+_MAX_RUNS = 4096
+"""Invocations held at once; past that the oldest is ended as abandoned."""
+
+_MAX_CONVERSATIONS = 4096
+"""Conversations whose ContextOffloader offloads are remembered at once."""
+
+_OFFLOADER = "ContextOffloader"
+
+
+def _configured_model_id(model: Any) -> str | None:
+    """The ``model_id`` of a Strands model's configuration (what its spans name)."""
+    config = getattr(model, "config", None)
+    if not isinstance(config, Mapping):
+        getter = getattr(model, "get_config", None)
+        config = getter() if callable(getter) else None
+    value = config.get("model_id") if isinstance(config, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _model_name(model: Any) -> str | None:
+    return model_name_of(model, _configured_model_id)
+
+
+class SeamscopePlugin(Plugin):
+    """seamscope's decision layer as a Strands Agents plugin.
+
+    ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose router,
+    selection pipeline, offload gate, ledger and telemetry are used.
+    ``models``: the PRE seam's model name → the Strands ``Model`` object a
+    call is switched to (the model stage's ``context.replace(model=...)``);
+    a choice that is neither there nor the agent's own model is reported as
+    unavailable beside the model that ran. ``role``: what policies and stages
+    see as the role: a str, a callable of the agent, or None (the agent's
+    ``name``). ``scope``: the adopter's data for policies, a mapping or a
+    callable of the agent. ``conversation``: the conversation id, a str or a
+    callable of the agent; None: the agent's ``session_id`` (its session
+    manager's, else one per agent instance). ``offload``: False turns the
+    offload gate (and the recall tool) off. ``offload_store``: where
+    offloaded outputs live (an :class:`~seamscope.decisions.OffloadStore` or
+    a URL); None: the layer's. ``gate_offloader``: let the offload gate
+    decide each offload Strands' ``ContextOffloader`` makes (when it prices
+    one as a loss, the full result stays in the prompt); default False:
+    priced and recorded only. ``genai_spans``: whether seamscope opens its
+    own ``invoke_agent``, ``chat`` and ``execute_tool`` spans; None (the
+    default) means "unless Strands' own tracing records them".
+
+    Configuration errors raise ValueError naming the argument.
+    """
+
+    name = "seamscope"
+
+    def __init__(
+        self,
+        layer: DecisionLayer,
+        models: Mapping[str, Model] | None = None,
+        *,
+        role: str | Callable[[Any], str | None] | None = None,
+        scope: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
+        conversation: str | Callable[[Any], str | None] | None = None,
+        offload: bool = True,
+        offload_store: OffloadStore | str | None = None,
+        gate_offloader: bool = False,
+        genai_spans: bool | None = None,
+    ) -> None:
+        owner = "SeamscopePlugin"
+        if not isinstance(layer, DecisionLayer):
+            raise ValueError(f"{owner}.layer must be a DecisionLayer, got {type(layer).__name__}")
+        models = {} if models is None else models
+        if not isinstance(models, Mapping):
+            raise ValueError(f"{owner}.models must be a mapping of name to a Strands Model")
+        for key, model in models.items():
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"{owner}.models: names must be non-empty str, got {key!r}")
+            if not isinstance(model, Model):
+                raise ValueError(
+                    f"{owner}.models[{key!r}] must be a Strands Model, got {type(model).__name__}"
+                )
+        if role is not None and not (isinstance(role, str) and role) and not callable(role):
+            raise ValueError(f"{owner}.role must be a non-empty str, a callable or None")
+        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
+            raise ValueError(f"{owner}.scope must be a mapping, a callable or None")
+        if (
+            conversation is not None
+            and not (isinstance(conversation, str) and conversation)
+            and not callable(conversation)
+        ):
+            raise ValueError(f"{owner}.conversation must be a non-empty str, a callable or None")
+        checks.flag(owner, "offload", offload)
+        checks.flag(owner, "gate_offloader", gate_offloader)
+        if genai_spans is not None and not isinstance(genai_spans, bool):
+            raise ValueError(f"{owner}.genai_spans must be a bool or None")
+        store = adapter_store(owner, layer, offload_store, None)
+        self.layer = layer
+        self.models: Mapping[str, Model] = dict(models)
+        self.offload = bool(offload)
+        self.gate_offloader = bool(gate_offloader)
+        self.genai_spans = genai_spans
+        self.outputs = Outputs(store, observer=layer.observer)
+        self.compactions = Compactions(_MAX_CONVERSATIONS)
+        self._role = role
+        self._scope = scope
+        self._conversation = conversation
+        self._runs: dict[int, Run] = {}
+        self._lock = threading.Lock()
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return f"SeamscopePlugin(agent_name={self.layer.agent_name!r})"
+
+    # -- public helpers -----------------------------------------------------------
+
+    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
+        """The full text of an offloaded output the offload store still holds
+        (of ``conversation_id``; None: the conversation this process saw it in)."""
+        return self.outputs.get(offload_id, conversation_id)
+
+    def role_for(self, agent: Any) -> str | None:
+        """The role of a model call (default: the agent's name)."""
+        return resolve_role(
+            self._role,
+            agent,
+            default=getattr(agent, "name", None),
+            failed=failed,
+            hook="strands.role",
+        )
+
+    def scope_for(self, agent: Any) -> Mapping[str, Any] | None:
+        """The adopter's scope of a run."""
+        return resolve_scope(self._scope, agent, failed=failed, hook="strands.scope")
+
+    def conversation_for(self, agent: Any) -> str:
+        """The conversation id of an agent's run (default: its ``session_id``)."""
+        chosen: Any = self._conversation
+        if callable(chosen):
+            try:
+                chosen = chosen(agent)
+            except Exception:
+                failed("strands.conversation")
+                chosen = None
+        if isinstance(chosen, str) and chosen:
+            return chosen
+        own = getattr(agent, "session_id", None)
+        return own if isinstance(own, str) and own else f"strands-{id(agent):x}"
+
+    # -- joining an agent ---------------------------------------------------------------
+
+    def init_agent(self, agent: Any) -> None:
+        """Strands calls this once per agent the plugin is given to: the model
+        stage middleware and the hooks (the recall tool is the plugin's tool)."""
+        agent.add_middleware(InvokeModelStage, self._model_stage)
+        agent.add_hook(self._before_invocation, BeforeInvocationEvent)
+        agent.add_hook(self._after_invocation, AfterInvocationEvent)
+        agent.add_hook(self._before_tool, BeforeToolCallEvent, order=_LAST)
+        agent.add_hook(self._tool_ran, AfterToolCallEvent, order=_FIRST)
+        agent.add_hook(self._tool_answered, AfterToolCallEvent, order=_LAST)
+
+    # -- the run ------------------------------------------------------------------------
+
+    def _run_of(self, agent: Any) -> Run | None:
+        with self._lock:
+            return self._runs.get(id(agent))
+
+    def _before_invocation(self, event: BeforeInvocationEvent) -> None:
+        try:
+            agent = event.agent
+            own = self.genai_spans
+            if own is None:
+                own = not trace.get_current_span().is_recording()
+            conversation = self.conversation_for(agent)
+            named = self.layer.agent_name
+            turn = self.layer.start_turn(
+                conversation,
+                scope=self.scope_for(agent),
+                agent_span=own,
+                agent_name=None if named else getattr(agent, "name", None),
+            )
+            run = Run(turn, conversation, conversation, own)
+            with self._lock:
+                stale = self._runs.pop(id(agent), None)
+                self._runs[id(agent)] = run
+                evicted = (
+                    self._runs.pop(next(iter(self._runs))) if len(self._runs) > _MAX_RUNS else None
+                )
+            for old in (stale, evicted):
+                if old is not None:
+                    old.end(c.ABANDONED_RUN)
+        except Exception:
+            failed("strands.before_invocation")
+
+    def _after_invocation(self, event: AfterInvocationEvent) -> None:
+        try:
+            with self._lock:
+                run = self._runs.pop(id(event.agent), None)
+            if run is None:
+                return
+            exc: BaseException | str | None = run.error
+            if exc is None and (event.result is None or run.chat is not None):
+                # no result: the run failed or its caller stopped reading the stream
+                exc = c.ABANDONED_RUN
+            run.end(exc)
+        except Exception:
+            failed("strands.after_invocation")
+
+    # -- one model call -------------------------------------------------------------------
+
+    async def _model_stage(
+        self, context: InvokeModelContext, next_fn: Callable[[Any], AsyncGenerator[Any, None]]
+    ) -> AsyncGenerator[Any, None]:
+        """The model stage's wrap: the decisions before the call, the call (its
+        events passed through unchanged), the decisions on its answer."""
+        run = self._run_of(context.agent)
+        planned = None
+        if run is not None:
+            try:
+                planned = self._before_model(run, context)
+            except Exception:
+                failed("strands.before_model")
+        try:
+            async for event in next_fn(context if planned is None else planned):
+                if run is not None and isinstance(event, ModelStopReason):
+                    event = self._after_model(run, event)
+                yield event
+        except BaseException as exc:
+            if run is not None:
+                if isinstance(exc, Exception):
+                    run.error = exc
+                    run.end_chat(exc)
+                else:  # the caller stopped reading (GeneratorExit, cancellation)
+                    run.end_chat(c.ABANDONED_RUN)
+            raise
+
+    def _before_model(self, run: Run, context: InvokeModelContext) -> InvokeModelContext | None:
+        with run.lock:
+            if run.closed:
+                return None
+            run.end_chat(None)
+            turn = run.turn
+            turn.messages = translate.messages(context.messages, context.system_prompt)
+            turn.role = self.role_for(context.agent)
+            if not run.own_spans:
+                turn.base = otel_context.get_current()  # Strands' cycle span
+            it = turn.start_iteration()
+            run.iteration = it
+            run.usage = None
+            run.carried = run.present = ()
+            run.finals = {}
+        ids, back = translate.stubs(context.messages)
+        recall = self.offload and bool(ids)
+        offered = [s for s in context.tool_specs if s.get("name") != RECALL_TOOL]
+        if recall:
+            offered += [self.recall_tool_result.tool_spec]
+        with it.current():
+            selection = it.select_tools(offered)
+        keep = list(selection.tools)
+        names = frozenset(str(s.get("name")) for s in keep)
+        run.offered = names
+        run.recall_offered = RECALL_TOOL in names
+        changes: dict[str, Any] = {}
+        if len(keep) != len(context.tool_specs) or any(
+            a is not b for a, b in zip(keep, context.tool_specs, strict=False)
+        ):
+            changes["tool_specs"] = keep
+        forced = selection.forced_tool
+        if forced and forced in names:
+            changes["tool_choice"] = {"tool": {"name": forced}}
+        plan = plan_model(it, models=self.models, own=context.model, name_of=_model_name)
+        choice = plan.choice
+        if isinstance(choice.model, Model) and choice.model is not context.model:
+            changes["model"] = choice.model
+        stubbed, present = self.outputs.carried(run.scope, ids, back)
+        previews = self.compactions.carried(run.scope, _results(context.messages))
+        run.carried, run.present = (*stubbed, *previews), present
+        run.chat = it.start_chat(choice.name, named=choice.named, span=run.own_spans, tools=keep)
+        return context.replace(**changes) if changes else None
+
+    def _after_model(self, run: Run, event: ModelStopReason) -> ModelStopReason:
+        it = run.iteration
+        if it is None:
+            return event
+        stop_reason, message, raw_usage, metrics = event["stop"]
+        try:
+            usage = translate.usage(raw_usage)
+            run.usage = usage
+            report_model_call(
+                run.chat,
+                usage,
+                carried=run.carried,
+                present=run.present,
+                outputs=self.outputs,
+            )
+        except Exception:
+            failed("strands.usage")
+        run.end_chat(None)
+        try:
+            emitted, calls = translate.emitted(message)
+            if not calls:
+                return event
+            post = post_model(it, emitted, calls=calls)
+            run.finals = {r.emitted.id: r.final for r in post.records if r.emitted.id}
+            rewritten = translate.rewritten(message, post)
+            if rewritten is None:
+                return event
+            return ModelStopReason(
+                stop_reason=stop_reason,
+                message=rewritten,  # type: ignore[arg-type]
+                usage=raw_usage,
+                metrics=metrics,
+            )
+        except Exception:
+            failed("strands.after_model")
+            return event
+
+    # -- one tool call --------------------------------------------------------------------
+
+    def _before_tool(self, event: BeforeToolCallEvent) -> None:
+        run = self._run_of(event.agent)
+        it = None if run is None else run.iteration
+        if run is None or it is None or event.cancel_tool:
+            return
+        try:
+            use = event.tool_use
+            call_id = str(use.get("toolUseId") or "")
+            final = run.finals.get(call_id)
+            if final is not None and final.name != use.get("name"):
+                # the POST seam's call, when the message Strands kept still names another
+                event.tool_use = {**use, "name": final.name, "input": dict(final.args)}
+                use = event.tool_use
+            name = str(use.get("name") or "")
+            if name == RECALL_TOOL and not run.recall_offered:
+                # a recall the model makes up: an unknown tool's call, as without seamscope
+                event.selected_tool = None
+                return
+            if event.selected_tool is None or not call_id:
+                return  # no body starts: Strands answers an unknown tool itself
+            call = translate.tool_call(use)
+            span = it.start_tool(call) if run.own_spans else None
+            base = otel_context.get_current() if span is None else span.context
+            entry = Tool(it, call, span, base)
+            if span is not None:
+                # the tool's own spans are children of its execute_tool span
+                entry.token = otel_context.attach(base)
+            with run.lock:
+                run.tools[call_id] = entry
+        except Exception:
+            failed("strands.before_tool")
+
+    def _tool_ran(self, event: AfterToolCallEvent) -> None:
+        """First of the after-tool hooks: the tool's own result ends its span."""
+        run = self._run_of(event.agent)
+        if run is None:
+            return
+        try:
+            call_id = str(event.tool_use.get("toolUseId") or "")
+            with run.lock:
+                entry = run.tools.get(call_id)
+            if entry is None:
+                return
+            entry.result = event.result
+            if entry.token is not None:
+                token, entry.token = entry.token, None
+                if otel_context.get_current() is entry.context:
+                    otel_context.detach(token)  # type: ignore[arg-type]
+            span = entry.span
+            if span is None:
+                return
+            entry.iteration.tool_result(span, translate.result_text(event.result.get("content")))
+            if event.exception is not None:
+                span.fail(event.exception)
+            elif event.result.get("status") == "error":
+                failure = (
+                    self.outputs.failed_recall(call_id) if entry.call.name == RECALL_TOOL else None
+                )
+                span.fail(failure or c.TOOL_ERROR_RESULT)
+            else:
+                span.stop()
+        except Exception:
+            failed("strands.after_tool")
+
+    def _tool_answered(self, event: AfterToolCallEvent) -> None:
+        """Last of the after-tool hooks: the result as the other hooks left it."""
+        run = self._run_of(event.agent)
+        if run is None:
+            return
+        call_id = str(event.tool_use.get("toolUseId") or "")
+        with run.lock:
+            entry = run.tools.pop(call_id, None)
+        if entry is None or event.retry:
+            return
+        try:
+            it, call = entry.iteration, entry.call
+            result = event.result
+            if call.name == translate.OFFLOADER_RETRIEVE:
+                self._retrieved(run, it, call, result)
+                return
+            offloaded = translate.offloaded_by_offloader(entry.result, result)
+            if offloaded is not None:
+                if self._offloader(run, it, call, entry.result, offloaded):
+                    event.result = entry.result  # priced as a loss: the full result stays
+                return
+            text = None if call.name == RECALL_TOOL else translate.offloadable_text(result)
+            stub = account_tool_output(
+                it,
+                call,
+                text,
+                outputs=self.outputs,
+                scope=run.scope,
+                usage=run.usage,
+                offload=self.offload,
+            )
+            if stub is not None:
+                event.result = translate.stubbed(result, stub)  # type: ignore[assignment]
+        except Exception:
+            failed("strands.after_tool")
+
+    # -- Strands' ContextOffloader ----------------------------------------------------------
+
+    def _offloader(
+        self, run: Run, it: Iteration, call: ToolCall, full: Any, offloaded: translate.Offloaded
+    ) -> bool:
+        """One result the ``ContextOffloader`` replaced by its preview: a
+        compaction priced with the gate's formula at the iteration's model
+        (removed: the result's tokens; kept: the preview's). With
+        ``gate_offloader``, the gate decides first; True when it priced the
+        offload as a loss (the caller puts the full result back)."""
+        removed = estimate_tokens(translate.result_text(full.get("content")))
+        kept = estimate_tokens(offloaded.preview)
+        compaction_id = f"{OffloadMechanism.STRANDS_CONTEXT_OFFLOAD}:{call.id}"
+        if self.gate_offloader:
+            decision = self._gate(it, call, removed, kept, compaction_id)
+            if decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE:
+                return True
+        if not self.compactions.offloaded(
+            run.scope, call.id, compaction_id, offloaded.preview, offloaded.references, removed
+        ):
+            return False
+        started = time.time_ns()
+        compaction = it.compaction(
+            compaction_id,
+            OffloadMechanism.STRANDS_CONTEXT_OFFLOAD,
+            removed_tokens=removed,
+            kept_tokens=kept,
+            tool_call_ids=(call.id,),
+        )
+        with it.current():
+            it.middleware_decision(
+                MiddlewareDecision(
+                    _OFFLOADER,
+                    MiddlewareDecisionKind.COMPACTION,
+                    f"offloaded {call.name}'s result ({removed:,.0f} tokens) to its storage; "
+                    f"the prompt keeps a {kept:,.0f}-token preview and "
+                    f"{len(offloaded.references)} reference(s)",
+                    framework="strands",
+                    calls=(call,),
+                    compaction=compaction,
+                    start_time_ns=started,
+                )
+            )
+        return False
+
+    def _gate(
+        self, it: Iteration, call: ToolCall, removed: float, kept: float, compaction_id: str
+    ) -> OffloadGateDecision:
+        """The offload gate's decision on one ``ContextOffloader`` offload, on a
+        ``seamscope.offload_gate`` span: the gate's formula at the iteration's
+        model with its priors for the tool (calibrated when it has them), the
+        preview as the stub, no size threshold (the offloader's limit chose
+        the size). Only a loss (``net_not_positive``) keeps the full result."""
+        layer = it.turn.layer
+        gate = layer.gate
+        model = it.model or layer.router.default_model.model_name
+        inputs = dataclasses.replace(
+            gate.inputs(removed, model), large_offload_threshold_tokens=0, stub_tokens=kept
+        )
+        source = None
+        prior = None if gate.priors is None else gate.priors.lookup(call.name, model)
+        if prior is not None:
+            inputs = dataclasses.replace(
+                inputs, horizon=prior.horizon, recall_probability=prior.recall_probability
+            )
+            source = PriorSource.CALIBRATED
+        elif gate.priors is not None:
+            source = PriorSource.DEFAULT
+        # the prediction is the compaction's, never the gate's own predicted savings
+        gate_call = GateCall(
+            it.turn.conversation_id, it.turn.agent, call.name, call.id, reevaluation=True
+        )
+        with it.current():
+            handle = layer.observer.start_offload_gate(inputs, gate_call)
+            decision = evaluate_offload_gate(inputs, pricing=gate.pricing)
+            decision = dataclasses.replace(
+                decision,
+                offload_id=compaction_id if decision.fire else None,
+                prior_source=source or decision.prior_source,
+                priors_version=None if gate.priors is None else gate.priors.version,
+            )
+            layer.observer.end_offload_gate(handle, decision)
+        return decision
+
+    def _retrieved(self, run: Run, it: Iteration, call: ToolCall, result: Any) -> None:
+        """A ``retrieve_offloaded_content`` call that brought content back: the
+        recall of the offload whose reference it named, its real tokens."""
+        if not isinstance(result, Mapping) or result.get("status") == "error":
+            return
+        reference = call.args.get("reference")
+        if not isinstance(reference, str):
+            return
+        tokens = estimate_tokens(translate.result_text(result.get("content")))
+        compaction_id = self.compactions.read(run.scope, reference, tokens)
+        if compaction_id is None:
+            return
+        usage = run.usage
+        with it.current():
+            it.recall(
+                compaction_id,
+                input_tokens=tokens,
+                output_tokens=0 if usage is None else usage.output_tokens,
+            )
+
+    # -- the recall tool --------------------------------------------------------------------
+
+    @tool(name=RECALL_TOOL, description=_RECALL_DESCRIPTION, context=True)
+    def recall_tool_result(self, offload_id: str, tool_context: ToolContext) -> str:
+        """Bring back an offloaded tool output.
+
+        Args:
+            offload_id: The offload id the stub names.
+        """
+        run = self._run_of(tool_context.agent)
+        scope = run.scope if run is not None else self.conversation_for(tool_context.agent)
+        call_id = str(tool_context.tool_use.get("toolUseId") or "")
+        return self.outputs.answer(scope, call_id, offload_id)
+
+
+def _results(history: Any) -> dict[str, str]:
+    """The text of each tool result a model call's messages hold, by call id."""
+    out: dict[str, str] = {}
+    for message in history or ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content or ():
+            result = block.get("toolResult") if isinstance(block, Mapping) else None
+            if isinstance(result, Mapping):
+                out[str(result.get("toolUseId"))] = translate.result_text(result.get("content"))
+    return out
