@@ -46,6 +46,7 @@ _WRAPPERS = frozenset(
     {
         ("agents", "UserError"),  # the Agents SDK around a tool's exception
         ("pydantic_ai", "ToolRetryError"),  # pydantic-ai around a ModelRetry
+        ("strands", "EventLoopException"),  # Strands around a later cycle's error
     }
 )
 
