@@ -1,0 +1,784 @@
+"""The truth matrix for a Strands Agents ``Agent`` with ``SeamscopePlugin``.
+
+The models are ``ScriptedModel`` s answering from the harness's scripts and
+logging each call they served through :meth:`Ground.model_call` (the model
+that served it, the tool specs it was offered, the forced tool, the
+messages it got); the tools record through :meth:`Ground.run_tool`. The
+agent loop, tool execution (concurrent by default), streaming, the
+``ContextOffloader`` and its storage are Strands' own; no network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.instrumentation.threading import ThreadingInstrumentor
+from strands import Agent, tool
+from strands.telemetry import tracer as strands_tracer
+from strands.types.exceptions import EventLoopException
+from strands.types.tools import ToolContext
+from strands.vended_plugins.context_offloader import ContextOffloader, InMemoryStorage
+
+from adapters._strands_support import Request, ScriptedModel, Step, use
+from seamscope.adapters.strands import SeamscopePlugin
+from seamscope.decisions import ForcedChoiceStage, RolePaletteStage
+from seamscope.decisions.records import OffloadMechanism
+from seamscope.loop import RECALL_TOOL
+from seamscope.telemetry import conventions as c
+
+from ._harness import Call, Ground, Reply, Seen, conversation_of, disagreements, reply
+from .test_reference_truth import BIG, HAIKU, OPUS, PRICES, Telemetry, make_layer
+
+MODES = ("call", "invoke_async", "stream")
+GENAI_OPERATIONS = ("invoke_agent", "chat", "execute_tool")
+
+
+@pytest.fixture(autouse=True)
+def threading_left_as_found() -> Iterator[None]:
+    """Strands' tracer instruments threading for the whole process when it is
+    first made: undone after each test, so the tests after these run as
+    they would without Strands."""
+    before = ThreadingInstrumentor().is_instrumented_by_opentelemetry
+    yield
+    if not before and ThreadingInstrumentor().is_instrumented_by_opentelemetry:
+        ThreadingInstrumentor().uninstrument()
+
+
+# -- glue: Strands' messages as neutral records --------------------------------------------------
+
+
+def _text(blocks: Sequence[Mapping[str, Any]]) -> str:
+    out: list[str] = []
+    for block in blocks:
+        if isinstance(block.get("text"), str):
+            out.append(block["text"])
+        elif "json" in block:
+            out.append(json.dumps(block["json"]))
+    return "".join(out)
+
+
+def seen(messages: Sequence[Mapping[str, Any]], system: str | None = None) -> list[Seen]:
+    out: list[Seen] = [Seen("system", system)] if system else []
+    names: dict[str, str] = {}
+    for message in messages:
+        blocks = message.get("content") or []
+        if message.get("role") == "assistant":
+            calls = tuple(
+                Call(b["toolUse"]["toolUseId"], b["toolUse"]["name"], b["toolUse"].get("input"))
+                for b in blocks
+                if "toolUse" in b
+            )
+            names.update((x.id, x.name) for x in calls)
+            out.append(Seen("assistant", _text([b for b in blocks if "text" in b]), calls=calls))
+            continue
+        text = _text([b for b in blocks if "text" in b])
+        if text:
+            out.append(Seen("user", text))
+        for block in blocks:
+            result = block.get("toolResult")
+            if result is None:
+                continue
+            call_id = result.get("toolUseId")
+            status = "error" if result.get("status") == "error" else None
+            out.append(
+                Seen(
+                    "tool", _text(result.get("content") or []), call_id, names.get(call_id), status
+                )
+            )
+    return out
+
+
+def _forced(choice: Any) -> Any:
+    if isinstance(choice, Mapping) and isinstance(choice.get("tool"), Mapping):
+        return choice["tool"].get("name")
+    return None
+
+
+def _step(got: Reply) -> Step:
+    content: list[dict[str, Any]] = [{"text": got.text}] if got.text else []
+    content += [use(x.name, dict(x.args), x.id) for x in got.calls]
+    return Step(tuple(content), (got.usage[0], got.usage[1], 0))
+
+
+def models(
+    ground: Ground, names: Sequence[str] = (OPUS, HAIKU), hold: set[str] | None = None
+) -> dict[str, ScriptedModel]:
+    """One model per name, answering the harness's scripts; a streamed text
+    reply of a conversation in ``hold`` stops after its first character."""
+    hold = set() if hold is None else hold
+
+    def answer(request: Request) -> Step:
+        got = ground.model_call(
+            request.model,
+            request.tools,
+            _forced(request.tool_choice),
+            seen(request.messages, request.system),
+        )
+        if got.error is not None:
+            return Step(error=got.error)
+        return _step(got)
+
+    def held(request: Request) -> bool:
+        return conversation_of(seen(request.messages)) in hold
+
+    return {name: ScriptedModel(name, answer, hold=held) for name in names}
+
+
+def tools(ground: Ground) -> list[Any]:
+    def recorded(ctx: ToolContext, name: str, args: dict[str, Any], body: Callable[[], str]) -> str:
+        conversation = conversation_of(seen(ctx.agent.messages))
+        call_id = ctx.tool_use["toolUseId"]
+        return ground.run_tool(name, args, call_id, lambda a: body(), conversation)
+
+    @tool(context=True)
+    def run_block(block: str, tool_context: ToolContext) -> str:
+        """Run a saved block."""
+        return recorded(tool_context, "run_block", {"block": block}, lambda: f"ran {block}")
+
+    @tool(context=True)
+    def fetch_data(source: str, tool_context: ToolContext, rows: int = 10) -> str:
+        """Read rows."""
+        args = {"source": source, "rows": rows}
+        return recorded(tool_context, "fetch_data", args, lambda: f"{rows} rows of {source}")
+
+    @tool(context=True)
+    async def search(query: str, tool_context: ToolContext) -> str:
+        """Search the archive."""
+        await asyncio.sleep(0)
+        return recorded(tool_context, "search", {"query": query}, lambda: f"hits for {query}")
+
+    @tool(context=True)
+    def archive_search(query: str, tool_context: ToolContext) -> str:
+        """Search old archives."""
+        args = {"query": query}
+        return recorded(tool_context, "archive_search", args, lambda: f"old hits for {query}")
+
+    @tool(context=True)
+    def big_report(tool_context: ToolContext, topic: str = "") -> str:
+        """The full report."""
+        return recorded(tool_context, "big_report", {"topic": topic}, lambda: BIG)
+
+    @tool(context=True)
+    def small_report(tool_context: ToolContext, topic: str = "") -> str:
+        """A short report (1 000 tokens)."""
+        body = ("z" * 99 + "\n") * 40
+        return recorded(tool_context, "small_report", {"topic": topic}, lambda: body)
+
+    @tool(context=True)
+    async def lookup(key: str, tool_context: ToolContext) -> str:
+        """Look a key up."""
+        return recorded(tool_context, "lookup", {"key": key}, lambda: f"found {key}")
+
+    @tool(context=True)
+    def flaky(tool_context: ToolContext, reason: str = "") -> str:
+        """An archive that is down."""
+
+        def down() -> str:
+            raise ConnectionError("archive offline")
+
+        return recorded(tool_context, "flaky", {"reason": reason}, down)
+
+    return [run_block, fetch_data, search, archive_search, big_report, small_report, lookup, flaky]
+
+
+def agent(
+    ground: Ground,
+    conv: str,
+    model: ScriptedModel,
+    plugins: Sequence[Any] = (),
+    **kwargs: Any,
+) -> Agent:
+    """The analyst of one conversation (its id in the agent's state), the
+    harness's tools, no printing."""
+    kwargs.setdefault("system_prompt", "You analyse sales.")
+    return Agent(
+        model=model,
+        tools=tools(ground),
+        name="analyst",
+        callback_handler=None,
+        plugins=list(plugins),
+        state={"conversation": conv},
+        **kwargs,
+    )
+
+
+def conversation_id(agent: Any) -> str:
+    """The plugin's conversation id: the one the agent's state names."""
+    return str(agent.state.get("conversation"))
+
+
+class Conversation:
+    """One conversation: one Strands agent, its history kept across runs."""
+
+    def __init__(self, agent: Agent, ground: Ground, conv: str) -> None:
+        self.agent, self.ground, self.conv = agent, ground, conv
+
+    def ended(self) -> None:
+        self.ground.invoked(self.conv, seen(self.agent.messages))
+
+    async def arun(self, text: str, mode: str = "invoke_async") -> str:
+        prompt = f"{self.conv}: {text}"
+        if mode == "stream":
+            out = ""
+            async for event in self.agent.stream_async(prompt):
+                if "result" in event:
+                    out = str(event["result"])
+        else:
+            out = str(await self.agent.invoke_async(prompt))
+        self.ended()
+        return out.strip()
+
+    def run(self, text: str, mode: str = "call") -> str:
+        if mode == "call":
+            try:
+                return str(self.agent(f"{self.conv}: {text}")).strip()
+            finally:
+                self.ended()
+        return asyncio.run(self.arun(text, mode))
+
+
+# -- the glue itself, without seamscope: Strands' own run, recorded ------------------------------
+
+
+def test_the_glue_records_what_strands_ran_without_seamscope() -> None:
+    ground = Ground(
+        {
+            "g1": [
+                Reply(calls=(Call("a1", "run_block", {"block": "q3"}),)),
+                Reply(text="Ran it."),
+            ]
+        }
+    )
+    conversation = Conversation(agent(ground, "g1", models(ground)[OPUS]), ground, "g1")
+    assert "Ran it." == conversation.run("run the q3 block")
+
+    assert [(OPUS, "run_block"), (OPUS, None)] == [
+        (m.model, m.reply.calls[0].name if m.reply.calls else None) for m in ground.model_calls
+    ]
+    assert "run_block" in ground.model_calls[0].tools
+    assert [("run_block", "a1", "ran q3")] == [
+        (r.name, r.call_id, r.output) for r in ground.tool_runs
+    ]
+    assert [("user", None), ("assistant", None), ("tool", "ran q3"), ("assistant", None)] == [
+        (m.role, m.text if m.role == "tool" else None) for m in ground.transcripts["g1"]
+    ]
+
+
+# -- the plugin's runs ----------------------------------------------------------------------------
+
+
+def agent_for(
+    ground: Ground,
+    tel: Telemetry,
+    conv: str,
+    *,
+    layer: Any = None,
+    hold: set[str] | None = None,
+    plugin_options: Mapping[str, Any] | None = None,
+    plugins: Sequence[Any] = (),
+    **kwargs: Any,
+) -> tuple[Conversation, SeamscopePlugin]:
+    """The analyst on OPUS with the plugin; the PRE seam's HAIKU is served by
+    its own model object."""
+    instances = models(ground, hold=hold)
+    layer = layer or make_layer(tel)
+    options = {
+        "models": {HAIKU: instances[HAIKU]},
+        "conversation": conversation_id,
+        **(plugin_options or {}),
+    }
+    plugin = SeamscopePlugin(layer, **options)
+    made = agent(ground, conv, instances[OPUS], [*plugins, plugin], **kwargs)
+    return Conversation(made, ground, conv), plugin
+
+
+def check(ground: Ground, tel: Telemetry, logs: Any, **kwargs: Any) -> list[str]:
+    kwargs.setdefault("prices", PRICES)
+    return disagreements(
+        ground,
+        tel.spans(),
+        watch=tel.watch,
+        metrics=tel.reader,
+        logs=logs,
+        recall_tool=RECALL_TOOL,
+        **kwargs,
+    )
+
+
+def call_id(span: Any) -> Any:
+    return (span.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)
+
+
+def attrs(span: Any) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+MULTI = [
+    reply(
+        ("run_block", {"block": "sales_q3"}, "a1"),
+        ("search", {"query": "q3"}, "a2"),
+        ("lookup", {"key": "k"}, "a3"),
+    ),
+    reply(text="Q3 sales grew."),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_several_calls_in_one_message_in_every_mode(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    """a1 is redirected (run_block -> fetch_data, on haiku), a2's redirect target
+    (archive_search) is not routed (the palette drops it), a3 is untouched."""
+    tel = Telemetry()
+    ground = Ground({"c1": list(MULTI)})
+    conversation, _ = agent_for(ground, tel, "c1")
+    assert "Q3 sales grew." == conversation.run("How did sales go?", mode)
+
+    assert [] == check(ground, tel, captured_logs)
+    assert sorted([("fetch_data", "a1"), ("search", "a2"), ("lookup", "a3")]) == sorted(
+        (r.name, r.call_id) for r in ground.tool_runs
+    )
+    assert {"source": "sales_q3", "rows": 5} == next(
+        r.args for r in ground.tool_runs if r.call_id == "a1"
+    )
+    assert [HAIKU, HAIKU] == [m.model for m in ground.model_calls]
+    assert 1 == sum(1 for e in captured_logs if e.get("event") == c.LOG_PALETTE_GATE_DROP)
+    # the tool that really ran names the span, and the message Strands kept
+    [redirected] = [
+        s for s in tel.spans() if call_id(s) == "a1" and s.name.startswith("execute_tool")
+    ]
+    assert "execute_tool fetch_data" == redirected.name
+    [kept] = [m for m in ground.transcripts["c1"] if m.role == "assistant" and m.calls]
+    assert ["fetch_data", "search", "lookup"] == [x.name for x in kept.calls]
+
+
+# -- a conversation of several runs: an offload, a later recall --------------------------------
+
+
+def test_a_conversation_of_several_runs_offloads_then_recalls(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c3": [
+                reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+                reply(text="Stored.", usage=(2_100, 30)),
+                reply(("lookup", {"key": "x"}, "l1"), usage=(2_200, 20)),
+                reply(text="x found.", usage=(2_300, 20)),
+                reply((RECALL_TOOL, {"offload_id": "off-a"}, "r1"), usage=(2_400, 60)),
+                reply(text="Here it is.", usage=(22_000, 25)),
+                reply(text="Anything else?", usage=(22_100, 25)),
+            ]
+        }
+    )
+    layer = make_layer(tel, offload_id_factory=lambda: "off-a")
+    conversation, plugin = agent_for(ground, tel, "c3", layer=layer)
+    texts = ["the report", "look up x", "the full report again", "thanks"]
+    for text, mode in zip(texts, ("call", "invoke_async", "stream", "call"), strict=True):
+        conversation.run(text, mode)
+    settled = plugin.layer.end_conversation("c3")
+
+    assert [] == check(ground, tel, captured_logs)
+    # the recall tool was offered only once a stub was in the prompt
+    assert [False, True, True, True, True, True, True] == [
+        RECALL_TOOL in m.tools for m in ground.model_calls
+    ]
+    assert 1 == sum(1 for m in ground.transcripts["c3"] if m.name == RECALL_TOOL)
+    assert [("off-a", 4, 1)] == [(s.offload_id, s.turns_carried, s.recalls) for s in settled]
+    assert BIG == plugin.stored_output("off-a", "c3")
+
+
+def test_a_recall_the_model_makes_up_is_strands_to_answer(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """No stub in the prompt: the recall tool is not offered, and a call of it
+    is an unknown tool's call, answered by Strands as without seamscope."""
+    tel = Telemetry()
+    ground = Ground(
+        {"c4": [reply((RECALL_TOOL, {"offload_id": "off-x"}, "r1")), reply(text="No.")]}
+    )
+    conversation, _ = agent_for(ground, tel, "c4")
+    conversation.run("bring off-x back")
+
+    assert [] == check(ground, tel, captured_logs)
+    [answer] = [m for m in ground.transcripts["c4"] if m.role == "tool"]
+    assert (RECALL_TOOL, "error") == (answer.name, answer.status)
+    assert "Unknown tool" in answer.text or "not found" in answer.text.lower()
+    assert [] == [s.name for s in tel.spans() if s.name.startswith("execute_tool")]
+
+
+# -- the tools the model saw ----------------------------------------------------------------------
+
+
+def test_the_model_sees_the_selected_tools_and_a_narrowed_one_it_calls_anyway_runs(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """The palette leaves out archive_search: the model is not offered it; a
+    call of it anyway is Strands' to run (a registered tool runs whatever
+    the model was offered), its dispatch saying it was not offered."""
+    tel = Telemetry()
+    ground = Ground(
+        {"c10": [reply(("archive_search", {"query": "q3"}, "n1")), reply(text="Old hits.")]}
+    )
+    conversation, _ = agent_for(ground, tel, "c10")
+    conversation.run("search the archive")
+
+    assert [] == check(ground, tel, captured_logs, prices=None)
+    palette = ("run_block", "fetch_data", "search", "big_report", "lookup", "flaky")
+    assert [palette, palette] == [m.tools for m in ground.model_calls]
+    assert [("archive_search", "n1")] == [(r.name, r.call_id) for r in ground.tool_runs]
+    [dispatch] = [s for s in tel.spans() if s.name == c.SPAN_DISPATCH]
+    assert ("archive_search", False) == (
+        attrs(dispatch).get(c.ATTR_DISPATCH_EMITTED_TOOL),
+        attrs(dispatch).get(c.ATTR_DISPATCH_OFFERED),
+    )
+    assert ["execute_tool archive_search"] == [
+        s.name for s in tel.spans() if s.name.startswith("execute_tool")
+    ]
+
+
+def test_a_forced_tool_is_the_one_the_model_may_call(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    tel = Telemetry()
+    ground = Ground({"c11": [reply(("lookup", {"key": "k"}, "f1")), reply(text="Found.")]})
+    forced = ForcedChoiceStage(resolver=lambda ctx: "lookup" if ctx.iteration == 0 else None)
+    palette = RolePaletteStage(resolver=lambda role: ("lookup", "search"))
+    layer = make_layer(tel, stages=[forced, palette])
+    conversation, _ = agent_for(ground, tel, "c11", layer=layer)
+    conversation.run("look k up")
+
+    assert [] == check(ground, tel, captured_logs)
+    assert [("lookup", ("search", "lookup")), (None, ("search", "lookup"))] == [
+        (m.tool_choice, m.tools) for m in ground.model_calls
+    ]
+
+
+# -- the model that served the call -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("by", ["models", "agent's own", "not callable here"])
+def test_the_model_that_served_names_the_chat_span(
+    by: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    """The PRE seam chooses HAIKU: given in ``models`` it serves the call; when
+    the agent's own model is HAIKU it serves it; otherwise the agent's model
+    serves it, the chat span names it and the choice is reported as
+    unavailable beside it."""
+    tel = Telemetry()
+    ground = Ground({"c9": [reply(text="Sales grew.")]})
+    instances = models(ground)
+    own = instances[HAIKU] if by == "agent's own" else instances[OPUS]
+    chosen = {HAIKU: instances[HAIKU]} if by == "models" else {}
+    plugin = SeamscopePlugin(make_layer(tel), chosen, conversation=conversation_id)
+    Conversation(agent(ground, "c9", own, [plugin]), ground, "c9").run("How did sales go?")
+
+    assert [] == check(ground, tel, captured_logs)
+    served = OPUS if by == "not callable here" else HAIKU
+    assert [served] == [m.model for m in ground.model_calls]
+    [chat] = [s for s in tel.spans() if s.name.startswith("chat ")]
+    unavailable = attrs(chat).get(c.ATTR_MODEL_CHOSEN_UNAVAILABLE)
+    events = [e for e in captured_logs if e.get("event") == c.LOG_MODEL_UNAVAILABLE]
+    if by == "not callable here":
+        assert (f"chat {OPUS}", HAIKU) == (chat.name, unavailable)
+        assert [(HAIKU, OPUS)] == [(e["chosen_model"], e["used_model"]) for e in events]
+    else:
+        assert (f"chat {HAIKU}", None, []) == (chat.name, unavailable, events)
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tool_error_is_the_tools_span_and_the_run_goes_on(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    """Strands answers a tool's exception with an error result and goes on:
+    the tool's span ends with what it raised, the run ends well."""
+    tel = Telemetry()
+    ground = Ground({"c6": [reply(("flaky", {}, "f1")), reply(text="It is down.")]})
+    conversation, _ = agent_for(ground, tel, "c6")
+    assert "It is down." == conversation.run("go", mode)
+
+    assert [] == tel.watch.open_spans()
+    assert [] == check(ground, tel, captured_logs, prices=None)
+    failed = sorted(
+        s.name for s in tel.spans() if attrs(s).get(c.ATTR_ERROR_TYPE) == "ConnectionError"
+    )
+    assert ["execute_tool flaky"] == failed
+
+
+class Overloaded(Exception):
+    """The provider's answer to one call too many."""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_model_error_ends_its_chat_span_and_the_run_with_it(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    tel = Telemetry()
+    ground = Ground(
+        {"c8": [reply(("lookup", {"key": "k"}, "m1")), Reply(error=Overloaded("try later"))]}
+    )
+    conversation, _ = agent_for(ground, tel, "c8")
+    # Strands raises a later cycle's error wrapped, raised from it (as without seamscope)
+    with pytest.raises(EventLoopException) as raised:
+        conversation.run("look k up", mode)
+    assert isinstance(raised.value.__cause__, Overloaded)
+    ground.unfinished.add("c8")
+
+    assert [] == tel.watch.open_spans()
+    assert [] == check(ground, tel, captured_logs, prices=None)
+    failed = sorted(s.name for s in tel.spans() if attrs(s).get(c.ATTR_ERROR_TYPE) == "Overloaded")
+    assert [f"chat {OPUS}", "invoke_agent analyst", c.SPAN_ITERATION] == failed
+
+
+# -- a stream abandoned part way ---------------------------------------------------------------
+
+
+def cut_off(ground: Ground, conv: str, error: str) -> None:
+    """Shim: the conversation's last model call never delivered its reply (its
+    stream was abandoned); :meth:`Ground.model_call` logged it as answered."""
+    for i in range(len(ground.model_calls) - 1, -1, -1):
+        if ground.model_calls[i].conversation == conv:
+            ground.model_calls[i] = dataclasses.replace(ground.model_calls[i], raised=error)
+            return
+
+
+def _abandon(tel: Telemetry) -> Ground:
+    """c2's first call emits three calls; the second streams one character of
+    its text: the caller stops reading there."""
+    ground = Ground({"c2": list(MULTI)})
+    conversation, _ = agent_for(ground, tel, "c2", hold={"c2"})
+
+    async def go() -> None:
+        events = conversation.agent.stream_async("c2: How did sales go?")
+        async with contextlib.aclosing(events) as stream:
+            async for event in stream:
+                if event.get("data"):
+                    break  # the second call is under way: stop reading
+        conversation.ended()
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+    ground.unfinished.add("c2")
+    cut_off(ground, "c2", "CancelledError")
+    return ground
+
+
+def test_a_stream_abandoned_part_way_ends_every_span(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    tel = Telemetry()
+    ground = _abandon(tel)
+
+    assert [] == tel.watch.open_spans()
+    assert sorted(("fetch_data", "search", "lookup")) == sorted(r.name for r in ground.tool_runs)
+    agents = [s for s in tel.spans() if s.name.startswith("invoke_agent")]
+    assert [c.ABANDONED_RUN] == [attrs(s).get(c.ATTR_ERROR_TYPE) for s in agents]
+    assert [] == check(ground, tel, captured_logs, prices=None)
+
+
+# -- with Strands' own tracing: one trace, no inference span twice ---------------------------------
+
+
+@pytest.fixture
+def strands_traced(monkeypatch: pytest.MonkeyPatch) -> Telemetry:
+    """Strands' own spans recorded by the test's provider (the tracer of its
+    process-wide Tracer, replaced for this test only), beside seamscope's."""
+    tel = Telemetry()
+    own = strands_tracer.get_tracer()
+    monkeypatch.setattr(own, "tracer", tel.tracer_provider.get_tracer(strands_tracer.__name__))
+    return tel
+
+
+def _scope(span: Any) -> str:
+    return span.instrumentation_scope.name if span.instrumentation_scope else ""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_with_strands_tracing_seamscope_joins_its_trace_and_records_no_genai_span(
+    mode: str, strands_traced: Telemetry
+) -> None:
+    tel = strands_traced
+    ground = Ground({"c12": list(MULTI)})
+    conversation, _ = agent_for(ground, tel, "c12")
+    assert "Q3 sales grew." == conversation.run("How did sales go?", mode)
+
+    spans = tel.spans()
+    theirs = [s for s in spans if _scope(s) == strands_tracer.__name__]
+    mine = [s for s in spans if _scope(s) != strands_tracer.__name__]
+    assert [] == tel.watch.open_spans()
+    assert 1 == len({s.context.trace_id for s in spans})
+    # the agent, inference and tool spans are Strands' alone
+    assert [] == [s.name for s in mine if s.name.split(" ")[0] in GENAI_OPERATIONS]
+    assert 2 == len([s for s in theirs if s.name.startswith("chat")])
+    assert ["execute_tool fetch_data", "execute_tool lookup", "execute_tool search"] == sorted(
+        s.name for s in theirs if s.name.startswith("execute_tool")
+    )
+    # seamscope's iterations are children of Strands' event-loop cycles
+    by_id = {s.context.span_id: s for s in spans}
+    iterations = [s for s in mine if s.name == c.SPAN_ITERATION]
+    assert ["execute_event_loop_cycle"] * 2 == [
+        by_id[s.parent.span_id].name for s in iterations if s.parent is not None
+    ]
+    assert sorted([("fetch_data", "a1"), ("search", "a2"), ("lookup", "a3")]) == sorted(
+        (r.name, r.call_id) for r in ground.tool_runs
+    )
+
+
+def test_with_strands_tracing_the_ledger_still_prices_every_model_call(
+    strands_traced: Telemetry,
+) -> None:
+    """No chat span of seamscope's, yet each model call's usage reaches the
+    ledger: the offload settles as without Strands' tracing."""
+
+    def settle(tel: Telemetry) -> list[Any]:
+        ground = Ground(
+            {
+                "c13": [
+                    reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+                    reply(text="Stored.", usage=(2_100, 30)),
+                    reply((RECALL_TOOL, {"offload_id": "off-j"}, "r1"), usage=(2_400, 60)),
+                    reply(text="Here it is.", usage=(22_000, 25)),
+                ]
+            }
+        )
+        layer = make_layer(tel, offload_id_factory=lambda: "off-j")
+        conversation, plugin = agent_for(ground, tel, "c13", layer=layer)
+        for text in ("the report", "the full report again"):
+            conversation.run(text)
+        return [
+            (s.offload_id, s.turns_carried, s.recalls, s.realized_net_saving)
+            for s in plugin.layer.end_conversation("c13")
+        ]
+
+    joined = settle(strands_traced)
+    mine = [s for s in strands_traced.spans() if _scope(s) != strands_tracer.__name__]
+    assert [] == [s.name for s in mine if s.name.startswith("chat")]
+    assert settle(Telemetry()) == joined
+    assert 1 == len(joined)
+
+
+# -- Strands' ContextOffloader: its offloads priced, and gated when asked -----------------------
+
+
+def _offloader(**kwargs: Any) -> ContextOffloader:
+    return ContextOffloader(storage=InMemoryStorage(), **kwargs)
+
+
+def _tool_texts(ground: Ground, conv: str, call: str) -> list[str | None]:
+    """What each model call of ``conv`` received as the answer to ``call``."""
+    return [
+        next((m.text for m in mc.messages if m.role == "tool" and m.call_id == call), None)
+        for mc in ground.calls_of(conv)
+    ]
+
+
+def test_the_offloaders_offload_is_a_compaction_priced_by_hand(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """Strands' ContextOffloader replaces big_report's 20 000 tokens by its
+    preview; two later model calls carry the preview, the second reads the
+    whole content back with retrieve_offloaded_content (the last call holds
+    preview and content: it saves nothing). The settlement,
+    priced here from what the models really received: each carrying call
+    saves the removed tokens and pays the preview's at its input rate; the
+    retrieval pays its answer's tokens and the emitting call's output."""
+    tel = Telemetry()
+    # InMemoryStorage names the first block it keeps mem_1_<call id>_0
+    reference = "mem_1_b1_0"
+    script = [
+        reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+        reply(("lookup", {"key": "x"}, "l1"), usage=(2_100, 30)),
+        reply(("retrieve_offloaded_content", {"reference": reference}, "g1"), usage=(2_200, 60)),
+        reply(text="All read.", usage=(22_000, 25)),
+    ]
+    ground = Ground({"c20": script})
+    conversation, plugin = agent_for(ground, tel, "c20", plugins=[_offloader()])
+    assert "All read." == conversation.run("the report, then x, then all of it")
+    [settled] = plugin.layer.end_conversation("c20")
+
+    assert [] == check(ground, tel, captured_logs, offload_threshold_chars=10**9)
+    texts = _tool_texts(ground, "c20", "b1")
+    preview = texts[1]
+    assert preview is not None and preview != BIG and preview.startswith("[Offloaded: ")
+    assert [None, preview, preview, preview] == texts
+    assert reference in preview
+    [retrieved] = [r for r in ground.calls_of("c20")[3].messages if r.call_id == "g1"]
+    assert BIG.rstrip("\n") == retrieved.text.rstrip("\n")
+    opus_in, opus_out = PRICES.rates[OPUS]
+    # the calls that held the preview and not the content: the second and the third
+    saved = 2 * len(BIG) / 4 * opus_in
+    carried = 2 * len(preview) / 4 * opus_in
+    recall = len(retrieved.text) / 4 * opus_in + 60 * opus_out
+    assert (OffloadMechanism.STRANDS_CONTEXT_OFFLOAD, 2, 1) == (
+        settled.mechanism,
+        settled.turns_carried,
+        settled.recalls,
+    )
+    assert pytest.approx(saved) == float(settled.realized_savings)
+    assert pytest.approx(carried) == float(settled.stub_carry_cost)
+    assert pytest.approx(recall) == float(settled.recall_cost)
+    [compaction] = [s for s in tel.spans() if s.name == c.SPAN_COMPACTION]
+    assert ("strands_context_offload", ["b1"]) == (
+        attrs(compaction).get(c.ATTR_OFFLOAD_MECHANISM),
+        list(attrs(compaction).get(c.ATTR_COMPACTION_TOOL_CALL_IDS) or ()),
+    )
+    # seamscope's own gate never saw the output the offloader took
+    assert [] == [s for s in tel.spans() if s.name == c.SPAN_OFFLOAD_GATE]
+
+
+def test_the_opt_in_gate_keeps_an_offload_that_would_lose_money_and_lets_one_that_saves(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """With ``gate_offloader``: small_report (1 000 tokens, a 600-token limit)
+    would save less than its preview and the expected recall cost: it stays
+    whole in the prompt; big_report (20 000 tokens) saves: the offloader's
+    preview replaces it. Each decision and why on a gate span."""
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c21": [
+                reply(("small_report", {}, "s1"), ("big_report", {}, "b1")),
+                reply(text="Read both."),
+            ]
+        }
+    )
+    offloader = _offloader(max_result_tokens=600, preview_tokens=300)
+    conversation, plugin = agent_for(
+        ground, tel, "c21", plugins=[offloader], plugin_options={"gate_offloader": True}
+    )
+    conversation.run("both reports")
+    settled = plugin.layer.end_conversation("c21")
+
+    small = next(r.output for r in ground.tool_runs if r.name == "small_report")
+    texts = {x: _tool_texts(ground, "c21", x)[1] for x in ("s1", "b1")}
+    assert small == texts["s1"]  # kept whole
+    assert texts["b1"] is not None and texts["b1"].startswith("[Offloaded: ")
+    gates = {call_id(s): attrs(s) for s in tel.spans() if s.name == c.SPAN_OFFLOAD_GATE}
+    assert {"s1": (False, "net_not_positive"), "b1": (True, "net_positive")} == {
+        k: (a.get(c.ATTR_OFFLOAD_FIRE), a.get(c.ATTR_OFFLOAD_REASON_CODE)) for k, a in gates.items()
+    }
+    assert [("strands_context_offload:b1", 1)] == [(s.offload_id, s.turns_carried) for s in settled]
+
+
+def test_without_the_opt_in_the_offloader_acts_alone_and_is_only_priced() -> None:
+    tel = Telemetry()
+    ground = Ground({"c22": [reply(("small_report", {}, "s1")), reply(text="Read it.")]})
+    offloader = _offloader(max_result_tokens=600, preview_tokens=300)
+    conversation, plugin = agent_for(ground, tel, "c22", plugins=[offloader])
+    conversation.run("the small report")
+    [settled] = plugin.layer.end_conversation("c22")
+
+    assert (_tool_texts(ground, "c22", "s1")[1] or "").startswith("[Offloaded: ")
+    assert [] == [s for s in tel.spans() if s.name == c.SPAN_OFFLOAD_GATE]
+    # priced as it is: a loss (the preview and the horizon's recall prior are not paid
+    # back by 1 000 tokens for one carried call)
+    assert (1, 0) == (settled.turns_carried, settled.recalls)
