@@ -2,9 +2,10 @@
 
 The ground truth is what the scripted models and the recorded tools did
 (:mod:`._harness`); the adapters are the reference loop, LangChain,
-the OpenAI Agents SDK, pydantic-ai and Google ADK (symfonic names its models from its
-own configuration and has no layer default: the rules of its own scenarios
-are checked by ``test_symfonic_truth.py`` through the same harness).
+the OpenAI Agents SDK, pydantic-ai, Google ADK and Strands Agents
+(symfonic names its models from its own configuration and has no layer
+default: the rules of its own scenarios are checked by
+``test_symfonic_truth.py`` through the same harness).
 
 * The model really called names the chat span and the ledger's price: an
   agent whose own model is ``gpt-4.1-mini``, given no ``models=``, on a
@@ -34,6 +35,7 @@ from seamscope.adapters.google_adk import SeamscopePlugin
 from seamscope.adapters.langchain import SeamscopeMiddleware
 from seamscope.adapters.openai_agents import SeamscopeRunner
 from seamscope.adapters.pydantic_ai import SeamscopeCapability
+from seamscope.adapters.strands import SeamscopePlugin as StrandsPlugin
 from seamscope.decisions import ModelConfig, PricingTable, RolePaletteStage, ToolCallPolicy
 from seamscope.telemetry import TelemetryConfig
 from seamscope.telemetry import conventions as c
@@ -42,6 +44,7 @@ from . import test_google_adk_truth as adk
 from . import test_langchain_truth as lc
 from . import test_openai_agents_truth as sdk
 from . import test_pydantic_ai_truth as pai
+from . import test_strands_truth as strands
 from ._harness import Ground, Prices, Reply, disagreements, reply
 from .test_reference_truth import PALETTE, Telemetry, chat, seen, standard_bodies, tools
 
@@ -54,6 +57,9 @@ PRICING = PricingTable(
     use_genai_prices=False,
 )
 PALETTE_STAGE = RolePaletteStage(resolver=lambda role: PALETTE)
+
+
+threading_left_as_found = strands.threading_left_as_found
 
 
 @pytest.fixture(autouse=True)
@@ -147,12 +153,21 @@ def run_google_adk(ground: Ground, tel: Telemetry, conv: str, text: str, **kw: A
     the_layer.end_conversation(conv)
 
 
+def run_strands(ground: Ground, tel: Telemetry, conv: str, text: str, **kw: Any) -> None:
+    the_layer = layer(tel, **kw)
+    plugin = StrandsPlugin(the_layer, role="analyst", conversation=strands.conversation_id)
+    made = strands.agent(ground, conv, strands.models(ground, (MINI,))[MINI], [plugin])
+    strands.Conversation(made, ground, conv).run(text)
+    the_layer.end_conversation(conv)
+
+
 ADAPTERS: dict[str, Callable[..., None]] = {
     "reference": run_reference,
     "langchain": run_langchain,
     "openai_agents": run_openai_agents,
     "pydantic_ai": run_pydantic_ai,
     "google_adk": run_google_adk,
+    "strands": run_strands,
 }
 OWN_MODEL = {"reference": GPT4O}  # the reference loop calls the model the PRE seam names
 
