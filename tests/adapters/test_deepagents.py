@@ -657,3 +657,132 @@ def test_seamscope_s_recall_answer_is_never_evicted(
         (r[c.ATTR_OFFLOAD_ID], r[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS]) for r in recalls
     ]
     assert ("off1", 1) == (settlement.offload_id, settlement.recalls)
+
+
+# -- an eviction read back on another worker -----------------------------------------------
+
+
+def test_an_eviction_read_back_on_another_worker_is_its_recall(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    """Two workers, each its own layer and ``SeamscopeMiddleware``, sharing one
+    SQLite offload store (a real file) and the conversation's checkpoints
+    (thread ``fleet-1``). Calls (input, output tokens; no cache):
+
+    Worker A, turn 1:
+    1. (1 000, 40): emits big_report c1; FilesystemMiddleware evicts its
+       120 000 chars (30 000 tokens) to /large_tool_results/c1, a preview of
+       P chars instead (``deepagents_eviction:c1``, its record in the store).
+    2. (2 000, 10): the preview, carried; answers.
+
+    Worker B, turn 2 (it never saw the eviction):
+    3. (2 500, 30): the preview, carried; emits read_file of the first 100
+       lines of the evicted file (c2): its recall, R chars, with this call's
+       30 output tokens.
+    4. (3 500, 10): the preview, carried; answers.
+
+    Settled once, by B, from both workers' accounts: savings 3 x 30 000 x
+    $5/M = $0.45; preview carry 3 x P/4 x $5/M; recall R/4 x $5/M + 30 x
+    $25/M; predicted 30 000 x 5 x $5/M - P/4 x 5 x $5/M - 0.5 x (12 500 x
+    $5/M + 250 x $25/M)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from seamscope.stores import SQLiteStore
+
+    database = tmp_path / "offloads.db"
+    checkpoints = InMemorySaver()
+    config = {"configurable": {"thread_id": "fleet-1"}}
+    scripts = {
+        "a": [
+            ai(("big_report", {"topic": "q3"}, "c1"), usage=(1_000, 40, 0, 0)),
+            ai(text="The report is in.", usage=(2_000, 10, 0, 0)),
+        ],
+        "b": [
+            ai(
+                ("read_file", {"file_path": EVICTED, "offset": 0, "limit": 100}, "c2"),
+                usage=(2_500, 30, 0, 0),
+            ),
+            ai(text="Q3 revenue totals 42.", usage=(3_500, 10, 0, 0)),
+        ],
+    }
+    workers: dict[str, tuple[DecisionLayer, SeamscopeMiddleware, list[ModelCall]]] = {}
+    for name in ("a", "b"):
+        layer = layer_for(tracer_provider)
+        seamscope = SeamscopeMiddleware(
+            layer, offload=False, offload_store=SQLiteStore(str(database))
+        )
+        models, log = scripted_models([OPUS], scripts[name])
+        agent = deepagents.create_deep_agent(
+            model=models[OPUS],
+            tools=[big_report],
+            middleware=seamscope.watching(FilesystemMiddleware()),
+            checkpointer=checkpoints,
+        )
+        ask = "the q3 report" if name == "a" else "the total?"
+        agent.invoke({"messages": [HumanMessage(ask)]}, config=config)
+        workers[name] = (layer, seamscope, log)
+
+    (_, seamscope_b, log_b) = workers["b"]
+    settlements = seamscope_b.end_conversation("fleet-1")
+    assert [] == workers["a"][1].end_conversation("fleet-1")  # settled once, fleet-wide
+
+    log = workers["a"][2] + log_b
+    preview = _text_of(log[1], "c1")
+    assert preview is not None and preview.startswith("Tool result too large")
+    assert [None, preview, preview, preview] == [_text_of(call, "c1") for call in log]
+    slice_read = _text_of(log[3], "c2")
+    assert slice_read is not None and "@@ lines 1-100 of 1200" in slice_read
+    kept = Decimal(len(preview)) / 4
+    read_back = Decimal(len(slice_read)) / 4
+    rate_in, rate_out = Decimal("5") / 1_000_000, Decimal("25") / 1_000_000
+
+    (settlement,) = settlements
+    assert (
+        "deepagents_eviction:c1",
+        OffloadMechanism.DEEPAGENTS_EVICTION,
+        OPUS,
+        SettleTrigger.CONVERSATION_END,
+        3,
+        1,
+    ) == (
+        settlement.offload_id,
+        settlement.mechanism,
+        settlement.model,
+        settlement.trigger,
+        settlement.turns_carried,
+        settlement.recalls,
+    )
+    assert Decimal("0.45") == settlement.realized_savings
+    assert 3 * kept * rate_in == settlement.stub_carry_cost
+    assert read_back * rate_in + 30 * rate_out == settlement.recall_cost
+    predicted = (
+        30_000 * 5 * rate_in
+        - kept * 5 * rate_in
+        - Decimal("0.5") * (12_500 * rate_in + 250 * rate_out)
+    )
+    assert predicted == settlement.predicted_net_saving
+
+    spans = list(span_exporter.get_finished_spans())
+    recalls = [
+        dict(event.attributes or {})
+        for span in spans
+        for event in span.events
+        if event.name == c.EVENT_OFFLOAD_RECALLED
+    ]
+    assert [("deepagents_eviction:c1", len(slice_read) / 4, 30)] == [
+        (
+            r[c.ATTR_OFFLOAD_ID],
+            r[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS],
+            r[c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS],
+        )
+        for r in recalls
+    ]
+    chats = sorted(
+        (s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_time or 0
+    )
+    assert [
+        (),
+        ("deepagents_eviction:c1",),
+        ("deepagents_eviction:c1",),
+        ("deepagents_eviction:c1",),
+    ] == [tuple((s.attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())) for s in chats]

@@ -204,6 +204,18 @@ class Outputs:
             while len(self._records) > _MAX_RECORDS:
                 self._records.popitem(last=False)
 
+    def keep(self, record: StoredOffload, content: str) -> tuple[str, ...] | None:
+        """Write a record the adapter made itself (a framework's compaction)
+        to the store, with ``content``: the ids the store's size bound dropped
+        to make room, or None when the store failed (contained)."""
+        try:
+            dropped = tuple(self.store.put(record, content))
+        except Exception as exc:
+            self._failed("put", exc)
+            return None
+        self.remember(record)
+        return dropped
+
     def records(self, scope: str, offload_ids: Iterable[str]) -> dict[str, StoredOffload]:
         """The store's records of these offloads of the conversation (one round
         trip for the ones this process has not seen yet)."""

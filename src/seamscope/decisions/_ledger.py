@@ -159,6 +159,28 @@ class _Offload:  # mutable accounting of one live offload
     recalled_since_call: bool = False
     tool_name: str | None = None
     remaining: int = 0
+    stored: bool = False  # a compaction whose record a shared store keeps
+
+    @property
+    def held(self) -> bool:
+        """Whether a shared store keeps its record (the gate's offloads, a
+        compaction recorded with a store): its accounts go there, and it
+        settles through the store's claim."""
+        return self.stored or self.mechanism is OffloadMechanism.SEAMSCOPE_GATE
+
+
+def _mechanism_of(offload_id: str) -> OffloadMechanism:
+    """The mechanism of an offload a store keeps, read from its id: a
+    framework's compaction is kept under ``{mechanism}:{...}`` (a Deep Agents
+    eviction's ``deepagents_eviction:{tool_call_id}``); any other id is the
+    gate's."""
+    prefix, sep, _ = offload_id.partition(":")
+    if sep:
+        try:
+            return OffloadMechanism(prefix)
+        except ValueError:
+            pass
+    return OffloadMechanism.SEAMSCOPE_GATE
 
 
 @dataclass(slots=True)
@@ -299,21 +321,25 @@ def _account(
     saving = stub = cache = _ZERO
     for off in conv.offloads.values():
         off.remaining += 1
+    shares: dict[OffloadMechanism, list[Decimal]] = {}
     if carried is not None:
         wanted: set[str] = set()
         for item in carried:
             if isinstance(item, CarriedStub):
                 wanted.add(item.offload_id)
                 if item.offload_id not in conv.offloads and price is not None:
-                    saving += to_decimal(item.output_tokens) * price.input_rate
-                    stub += to_decimal(item.stub_tokens) * price.input_rate
+                    # an offload decided elsewhere
+                    s = to_decimal(item.output_tokens) * price.input_rate
+                    k = to_decimal(item.stub_tokens) * price.input_rate
+                    saving += s
+                    stub += k
+                    share = shares.setdefault(_mechanism_of(item.offload_id), [_ZERO, _ZERO, _ZERO])
+                    share[0] += s
+                    share[1] += k
             else:
                 wanted.add(item)
         live = [o for o in conv.offloads.values() if o.offload_id in wanted]
     active = bool(conv.offloads)
-    shares: dict[OffloadMechanism, list[Decimal]] = {}
-    if saving or stub:  # CarriedStubs of offloads decided elsewhere
-        shares[OffloadMechanism.SEAMSCOPE_GATE] = [saving, stub, _ZERO]
     if conv.offloads and price is not None:
         for off in live:
             s = off.output_tokens * price.input_rate
@@ -408,8 +434,10 @@ def _adopt(conv: _Conversation, stubs: Iterable[object], *, recalled: bool) -> N
             rec.horizon,
             rec.recall_probability,
             None,
+            _mechanism_of(rec.offload_id),
             tool_name=rec.tool_name,
             recalled=recalled,
+            stored=True,
         )
 
 
@@ -417,7 +445,7 @@ def _snapshot(conv: _Conversation) -> _Snapshot:
     return {
         k: (o.savings, o.stub_cost, o.cache_cost, o.turns, o.remaining)
         for k, o in conv.offloads.items()
-        if o.mechanism is OffloadMechanism.SEAMSCOPE_GATE
+        if o.held
     }
 
 
@@ -458,7 +486,7 @@ def _claimed(claim: _Claim, got: ClaimedOffload, trigger: SettleTrigger) -> Sett
         horizon=rec.horizon,
         recall_probability=rec.recall_probability,
         link=None if claim.local is None else claim.local.link,
-        mechanism=OffloadMechanism.SEAMSCOPE_GATE,
+        mechanism=_mechanism_of(rec.offload_id),
         tool_name=rec.tool_name,
         remaining_turns=totals.remaining,
     )
@@ -629,7 +657,12 @@ class OffloadLedger:
         self._settled(due)
 
     def record_compaction(
-        self, compaction: Compaction, *, conversation_id: str, link: object = None
+        self,
+        compaction: Compaction,
+        *,
+        conversation_id: str,
+        link: object = None,
+        store: OffloadStore | None = None,
     ) -> None:
         """Start following a framework's compaction like a fired offload.
 
@@ -639,7 +672,11 @@ class OffloadLedger:
         model call (``cost``) is a realized cost now. The prediction is the
         gate's formula on its sizes, minus that cost (0 when unpriced). A
         compaction id already followed is ignored (a compaction recomputed
-        on every call is recorded once).
+        on every call is recorded once). ``store``: a shared offload store
+        that keeps the compaction's record under its id (``{mechanism}:...``,
+        written there by the adapter): its accounts accumulate there and it
+        settles through the store's claim, as the gate's offloads do, so a
+        worker that did not see it made prices its stub and its re-reads.
         """
         if not isinstance(compaction, Compaction):
             _contained("record_compaction", "compaction", compaction)
@@ -658,8 +695,14 @@ class OffloadLedger:
             compaction.mechanism,
             compaction.cost,
         )
+        shared = _shared(store)
+        due: list[_Due] = []
         with self._lock:
-            followed, due = self._follow(conversation_id, offload, again=False)
+            if shared is not None:
+                offload.stored = True
+                self._touch(conversation_id, due).store = shared
+            followed, more = self._follow(conversation_id, offload, again=False)
+            due.extend(more)
             conv = self._conversations.get(conversation_id)
             if followed and conv is not None and conv.shadow is not None:
                 conv.shadow.offloads.setdefault(offload.offload_id, replace(offload))
@@ -793,7 +836,8 @@ class OffloadLedger:
         cost = _ZERO
         if price is not None:
             cost = to_decimal(input_tokens) * price.input_rate + output_tokens * price.output_rate
-        mechanism = OffloadMechanism.SEAMSCOPE_GATE
+        mechanism = _mechanism_of(offload_id)  # an offload followed elsewhere
+        held = True
         with self._lock:
             conv = self._conversations.get(conversation_id)
             off = None if conv is None else conv.offloads.get(offload_id)
@@ -817,13 +861,13 @@ class OffloadLedger:
                     followed.recalled = True
                     followed.recalled_since_call = True
             if off is not None:
-                mechanism = off.mechanism
+                mechanism, held = off.mechanism, off.held
             written = _shared(store) or (None if conv is None else conv.store)
         account = RecallAccount(
             conversation_id, offload_id, model, input_tokens, output_tokens, cost, mechanism
         )
         self._observer.on_offload_accounted(account)
-        if written is not None and mechanism is OffloadMechanism.SEAMSCOPE_GATE:
+        if written is not None and held:
             self._write(written, [AccountDelta(offload_id, recall_cost=cost, recalls=1)])
         return account
 
@@ -915,7 +959,7 @@ class OffloadLedger:
                 return False, due
             if len(conv.offloads) >= self._max_offloads:
                 _, oldest = conv.offloads.popitem(last=False)
-                if conv.store is None or oldest.mechanism is not OffloadMechanism.SEAMSCOPE_GATE:
+                if conv.store is None or not oldest.held:
                     due.append(_settlement(conversation_id, oldest, SettleTrigger.EVICTED))
                 # a store-held one is only forgotten here: the store settles it
             conv.offloads[offload.offload_id] = offload
@@ -956,7 +1000,7 @@ class OffloadLedger:
         time."""
         due: list[_Due] = []
         for o in conv.offloads.values():
-            if conv.store is None or o.mechanism is not OffloadMechanism.SEAMSCOPE_GATE:
+            if conv.store is None or not o.held:
                 due.append(_settlement(conv_id, o, trigger))
             elif trigger in (SettleTrigger.CONVERSATION_END, SettleTrigger.EXPLICIT):
                 due.append(_Claim(conv_id, o.offload_id, trigger, conv.store, o))

@@ -876,10 +876,15 @@ class Iteration:
 
     # a framework's own decisions ------------------------------------------------
 
-    def middleware_decision(self, decision: MiddlewareDecision) -> None:
+    def middleware_decision(
+        self, decision: MiddlewareDecision, *, store: OffloadStore | None = None
+    ) -> None:
         """Record a decision a framework's own middleware took; a compaction
         starts being followed by the ledger like a fired offload (its
-        settlement links to the compaction's span)."""
+        settlement links to the compaction's span). ``store``: the shared
+        offload store the adapter wrote the compaction's record to (any
+        worker then prices it: :meth:`OffloadLedger.record_compaction
+        <seamscope.decisions.OffloadLedger.record_compaction>`)."""
         turn = self.turn
         layer = turn.layer
         # every decision span names the conversation and the agent of its loop
@@ -893,7 +898,7 @@ class Iteration:
         compaction = decision.compaction
         if compaction is not None and turn.conversation_id:
             layer.ledger.record_compaction(
-                compaction, conversation_id=turn.conversation_id, link=link
+                compaction, conversation_id=turn.conversation_id, link=link, store=store
             )
 
     def compaction(

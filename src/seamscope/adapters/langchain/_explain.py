@@ -55,6 +55,7 @@ __all__ = [
     "blocked_reason",
     "cleared_results",
     "context_editing_reason",
+    "eviction_path",
     "eviction_reason",
     "evicted_results",
     "model_fallback_reason",
@@ -428,6 +429,12 @@ class Evicted:
     path: str
     removed_tokens: float
     preview: str
+
+
+def eviction_path(text: str) -> str | None:
+    """The file an eviction notice names (None: ``text`` is not one)."""
+    notice = _EVICTION_NOTICE.match(text)
+    return None if notice is None else notice.group("path").strip()
 
 
 def _tool_messages(result: Any) -> list[ToolMessage]:

@@ -31,6 +31,7 @@ from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import GraphBubbleUp
 from seamscope.decisions import ModelUsage
+from seamscope.decisions.records import OffloadMechanism
 from seamscope.loop import DecisionLayer, Iteration, Turn
 from seamscope.telemetry import conventions as c
 
@@ -526,6 +527,8 @@ class _Kept:
     """tool call id -> (compaction id, path, preview, removed tokens)"""
     read_back: dict[str, float] = field(default_factory=dict)
     """eviction compaction id -> the tokens reads of its file brought back"""
+    absent: set[str] = field(default_factory=set)
+    """evicted tool call ids the offload store has no record of"""
     reread: set[str] = field(default_factory=set)
     current: tuple[str, ...] = ()
     """the cleared and evicted results (compaction ids) the last real prompt held"""
@@ -536,7 +539,12 @@ class Compactions:
     ones Deep Agents' filesystem evicted to a file, and the summaries that
     replaced messages, so each is recorded once and counted as carried by
     every later prompt that really holds its placeholder, preview or summary;
-    at most ``limit`` conversations (the least recently used dropped first)."""
+    at most ``limit`` conversations (the least recently used dropped first).
+
+    An eviction made on another worker is learnt from the shared offload
+    store that keeps its record (:meth:`carried` with ``outputs``): a prompt
+    that holds its preview finds it there, and reads of its file are its
+    recalls here too."""
 
     def __init__(self, limit: int) -> None:
         self._kept: Conversations[_Kept] = Conversations(limit, _Kept)
@@ -571,10 +579,16 @@ class Compactions:
         with self._kept.of(scope) as kept:
             kept.summaries[text] = compaction_id
 
-    def carried(self, scope: str, messages: Sequence[Any]) -> tuple[str, ...]:
+    def carried(
+        self, scope: str, messages: Sequence[Any], outputs: Outputs | None = None
+    ) -> tuple[str, ...]:
         """The compaction ids whose placeholder or summary ``messages`` (a prompt
         a model really receives) hold, minus the ones re-read; they become the
-        conversation's currently cleared results."""
+        conversation's currently cleared results. ``outputs``: a shared
+        offload store's view, where the evictions another worker saw made
+        are found (their record, once per conversation and tool call)."""
+        if outputs is not None and outputs.store.shared:
+            self._learn(scope, messages, outputs)
         with self._kept.existing(scope) as kept:
             if kept is None:
                 return ()
@@ -600,6 +614,38 @@ class Compactions:
                     found.append(compaction_id)
             kept.current = tuple(cleared)
             return tuple(dict.fromkeys(found))
+
+    def _learn(self, scope: str, messages: Sequence[Any], outputs: Outputs) -> None:
+        """Note the evictions whose preview ``messages`` hold that this process
+        did not see made, from the store's records (one lookup for the new ones)."""
+        notices: dict[str, str] = {}
+        for message in messages:
+            call_id = getattr(message, "tool_call_id", None)
+            body = translate.text(getattr(message, "content", None))
+            if isinstance(call_id, str) and call_id and body is not None:
+                path = explain.eviction_path(body)
+                if path is not None:
+                    notices[call_id] = path
+        if not notices:
+            return
+        with self._kept.of(scope) as kept:
+            new = [i for i in notices if i not in kept.evicted and i not in kept.absent]
+        if not new:
+            return
+        ids = {f"{OffloadMechanism.DEEPAGENTS_EVICTION}:{call_id}": call_id for call_id in new}
+        records = outputs.records(scope, ids)
+        with self._kept.of(scope) as kept:
+            for compaction_id, call_id in ids.items():
+                record = records.get(compaction_id)
+                if record is None:
+                    kept.absent.add(call_id)
+                elif call_id not in kept.evicted:
+                    kept.evicted[call_id] = (
+                        compaction_id,
+                        notices[call_id],
+                        record.stub,
+                        record.output_tokens,
+                    )
 
     def reread(self, scope: str, tool: str, args: Any, text: str | None = None) -> str | None:
         """The cleared result (its compaction id) a new call of ``tool`` with the

@@ -49,6 +49,8 @@ from seamscope.adapters.langchain._stubs import Decided, answer_recalls, gate_an
 from seamscope.adapters.langchain._tool_errors import TOOL_OUTCOME, ToolOutcome
 from seamscope.decisions import ToolCall
 from seamscope.decisions.records import (
+    CarriedStub,
+    OffloadMechanism,
     tool_name,
 )
 from seamscope.loop import ChatCall, DecisionLayer, Iteration
@@ -211,20 +213,39 @@ class _ModelCallStep(_Step):
             if call is None or usage is None or message is None:
                 return
             outputs = self.mw.outputs_for(self.request.runtime)
+            scope = None if self.run is None else self.run.scope
             ids, back = translate.stubs(self.request.messages)
-            stubbed, present = outputs.carried(
-                None if self.run is None else self.run.scope, ids, back
-            )
+            stubbed, present = outputs.carried(scope, ids, back)
             report_model_call(
                 call,
                 usage,
                 response_model=translate.response_model(message),
-                carried=(*stubbed, *dict.fromkeys(self.compacted)),
+                carried=(*stubbed, *_compacted(outputs, scope, self.compacted)),
                 present=present,
                 outputs=outputs,
             )
         except Exception:
             failed("langchain.usage")
+
+
+def _compacted(
+    outputs: Outputs, scope: str | None, compacted: Sequence[str]
+) -> tuple[str | CarriedStub, ...]:
+    """The compactions a prompt carries, for the ledger: the evictions whose
+    record a shared offload store keeps as that record (a worker that did
+    not see one made follows it from then on), the others by id."""
+    ids = tuple(dict.fromkeys(compacted))
+    prefix = f"{OffloadMechanism.DEEPAGENTS_EVICTION}:"
+    held = [i for i in ids if i.startswith(prefix)]
+    if not held or scope is None or not outputs.store.shared:
+        return ids
+    records = outputs.records(scope, held)
+    return tuple(
+        i
+        if (record := records.get(i)) is None
+        else CarriedStub(i, record.output_tokens, record.stub_tokens, record)
+        for i in ids
+    )
 
 
 class ModelStep(_ModelCallStep):
@@ -534,7 +555,9 @@ class TailStep(_ModelCallStep):
             self.model_name, self.named = translate.named_model(
                 request.model, run.chosen, mw.models, mw.layer.router.default_model.model_name
             )
-            self.compacted = mw.compactions.carried(run.scope, request.messages)
+            self.compacted = mw.compactions.carried(
+                run.scope, request.messages, mw.outputs_for(request.runtime)
+            )
             # the tools the model is really bound with (a watched middleware may
             # have narrowed seamscope's selection): the POST seam's palette
             run.bound = tuple(tool_name(t) or "?" for t in request.tools)

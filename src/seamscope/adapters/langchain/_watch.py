@@ -54,8 +54,9 @@ from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp, ToolMessage
 from seamscope.adapters.langchain._runs import Run, failed
 from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
-from seamscope.decisions import evaluate_offload_gate
+from seamscope.decisions import OffloadStore, evaluate_offload_gate
 from seamscope.decisions.records import (
+    Compaction,
     GateCall,
     MiddlewareDecision,
     MiddlewareDecisionKind,
@@ -63,6 +64,8 @@ from seamscope.decisions.records import (
     OffloadMechanism,
     OffloadReasonCode,
     PriorSource,
+    SettleTrigger,
+    StoredOffload,
 )
 from seamscope.loop import RECALL_TOOL, Iteration, estimate_tokens
 
@@ -149,16 +152,22 @@ class _HookWatch:
         return None if self.calls is None else self.calls.first_model
 
     def record(
-        self, iteration: Iteration, decision: MiddlewareDecision, *, charge: bool = True
+        self,
+        iteration: Iteration,
+        decision: MiddlewareDecision,
+        *,
+        charge: bool = True,
+        store: OffloadStore | None = None,
     ) -> None:
         """Record a decision in ``iteration``, its span under the iteration's,
         with what the middleware's own model calls cost (``charge`` False: a
-        further decision of the same hook call, already charged)."""
+        further decision of the same hook call, already charged; ``store``:
+        the shared offload store that keeps its compaction's record)."""
         if charge and self.calls is not None and not decision.cost:
             decision = dataclasses.replace(decision, cost=_cost(iteration, self.calls.usages()))
         attached = Attached(None if self.run is None else self.run.otel)
         try:
-            iteration.middleware_decision(decision)
+            iteration.middleware_decision(decision, store=store)
         finally:
             attached.detach()
 
@@ -426,6 +435,7 @@ class ToolWatch(_HookWatch):
             )
             call = translate.tool_call(raw) if isinstance(raw, Mapping) else None
             same = call is not None and call.id == evicted.tool_call_id
+            kept = self._kept(it, compaction, evicted)
             self.record(
                 it,
                 MiddlewareDecision(
@@ -436,7 +446,48 @@ class ToolWatch(_HookWatch):
                     calls=(call,) if same and call is not None else (),
                     start_time_ns=self.start_ns,
                 ),
+                store=None if kept is None else kept[0],
             )
+            if kept is not None:
+                for offload_id in kept[1]:  # the store's size bound dropped them
+                    it.turn.layer.ledger.settle_offload(
+                        it.turn.conversation_id or "",
+                        offload_id,
+                        trigger=SettleTrigger.EVICTED,
+                        store=kept[0],
+                    )
+
+    def _kept(
+        self, it: Iteration, compaction: Compaction, evicted: explain.Evicted
+    ) -> tuple[OffloadStore, tuple[str, ...]] | None:
+        """The eviction's record, written to the conversation's offload store
+        when other workers see it (its content: the path of the file that
+        holds the text, which stays in Deep Agents' backend): any worker then
+        prices the preview a prompt carries and the reads of that file.
+        Returns the store and the ids its size bound dropped to make room,
+        or None (no shared store, no conversation, or the store failed)."""
+        conversation_id = it.turn.conversation_id
+        outputs = self.watcher.kit.outputs_for(self.request.runtime)
+        if not conversation_id or not outputs.store.shared:
+            return None
+        predicted = compaction.predicted
+        record = StoredOffload(
+            offload_id=compaction.compaction_id,
+            conversation_id=conversation_id,
+            call_id=evicted.tool_call_id,
+            tool_name=evicted.tool,
+            model=compaction.model,
+            stub=evicted.preview,
+            output_tokens=evicted.removed_tokens,
+            stub_tokens=compaction.kept_tokens,
+            predicted_net_saving=(Decimal(0) if predicted is None else predicted.net_saving)
+            - compaction.cost,
+            horizon=0 if predicted is None else predicted.horizon,
+            recall_probability=0.0 if predicted is None else predicted.recall_probability,
+            created_at=time.time(),
+        )
+        dropped = outputs.keep(record, evicted.path)
+        return None if dropped is None else (outputs.store, dropped)
 
     def _gate(
         self, run: Run, it: Iteration, evicted: explain.Evicted, compaction_id: str
