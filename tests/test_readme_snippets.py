@@ -352,6 +352,43 @@ def check_google_adk(run: Run) -> None:
     assert 1 == settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED]
 
 
+def check_strands(run: Run) -> None:
+    """Strands' own tracing records (configure() installed the global provider):
+    the sales policy put claude-haiku-4-5 on both calls, which Strands' chat
+    spans name (seamscope records no chat span of its own), seamscope's
+    iterations are children of Strands' event-loop cycles; the report was
+    offloaded, its stub carried to the second call."""
+    assert "Q3 sales grew 12%." in run.stdout.splitlines()
+    assert ["sales_data_read"] * 2 == [
+        s.attributes[c.ATTR_POLICY_WINNER] for s in run.named(c.SPAN_SEAM_PRE_MODEL)
+    ]
+    assert ["claude-haiku-4-5"] * 2 == [
+        s.attributes[c.ATTR_GEN_AI_REQUEST_MODEL] for s in run.named("chat")
+    ]
+    assert [] == [s.name for s in run.spans if s.name.startswith("chat ")]
+    cycles = {s.span_id for s in run.named("execute_event_loop_cycle")}
+    assert 2 == len(cycles) == len({s.parent_id for s in run.named(c.SPAN_ITERATION)} & cycles)
+    [gate] = run.named(c.SPAN_OFFLOAD_GATE)
+    assert gate.attributes[c.ATTR_OFFLOAD_FIRE] is True
+    [settle] = run.named(c.SPAN_OFFLOAD_SETTLE)
+    assert 1 == settle.attributes[c.ATTR_OFFLOAD_TURNS_CARRIED]
+
+
+def check_strands_offloader(run: Run) -> None:
+    """The ContextOffloader's offload of big_report: gated (it saves), a priced
+    compaction, carried by the two later calls, recalled once by the grep."""
+    assert [
+        "strands_context_offload:c1 strands_context_offload carried 2, recalled 1, net +0.1015 USD"
+    ] == run.stdout.splitlines()
+    [gate] = run.named(c.SPAN_OFFLOAD_GATE)
+    assert (True, "strands_context_offload:c1") == (
+        gate.attributes[c.ATTR_OFFLOAD_FIRE],
+        gate.attributes[c.ATTR_OFFLOAD_ID],
+    )
+    [compaction] = run.named(c.SPAN_COMPACTION)
+    assert "strands_context_offload" == compaction.attributes[c.ATTR_OFFLOAD_MECHANISM]
+
+
 def check_openai_trimmer(run: Run) -> None:
     """The trimmer trimmed big_report's output once (run 2); runs 2 and 3 carried
     its preview until run 3 read the report again; one settlement, one re-read."""
@@ -446,6 +483,8 @@ CASES = [
     Case("docs/adapters/pydantic-ai.md", "pydantic-ai", check_openai_sales),
     Case("docs/adapters/pydantic-ai.md", "With OpenAI's models", check_needs_a_key),
     Case("docs/adapters/google-adk.md", "Google ADK", check_google_adk),
+    Case("docs/adapters/strands.md", "Strands Agents", check_strands),
+    Case("docs/adapters/strands.md", "Strands' ContextOffloader", check_strands_offloader),
     Case("docs/configuration.md", "Your own providers, and logs", check_own_providers),
     Case("docs/configuration.md", "Configuration", check_configuration),
 ]
