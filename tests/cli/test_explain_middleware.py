@@ -25,7 +25,8 @@ from seamscope.decisions.records import (
     OffloadMechanism,
 )
 from seamscope.telemetry import conventions as c
-from seamscope.telemetry._genai import GenAISpans, record_error
+from seamscope.telemetry._genai import GenAISpans
+from seamscope.telemetry._invocation import record_error
 
 from ._support import export_line, span, write_lines
 from .conftest import Explain
@@ -70,8 +71,8 @@ def _record(path: Path) -> Path:
             it.pre_model()
             # the selector's own model call, inside its hook (as a watcher records it)
             asked = time.time_ns()
-            with layer.genai.chat("claude-haiku-4-5", conversation_id="conv-mw") as span:
-                GenAISpans.record_usage(span, ModelUsage(95, 19))
+            with layer.genai.start_chat("claude-haiku-4-5", conversation_id="conv-mw") as inv:
+                GenAISpans.record_usage(inv.span, ModelUsage(95, 19))
             it.middleware_decision(replace(SELECTOR, start_time_ns=asked))
             it.middleware_decision(FALLBACK)
             with it.chat("gpt-4o") as call:
