@@ -6,6 +6,8 @@
   (``resolve_role``, ``resolve_scope``);
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
   (``error_type``, unwrapping a framework's wrappers);
+* :mod:`._compactions`: the offload gate asked about a framework's own
+  offload (``gate_compaction``, ``priced_as_loss``);
 * :mod:`._conversations`: what an adapter remembers per conversation, for a
   bounded number of them (``Conversations``);
 * :mod:`._steps`: the loop's shared steps for the adapters built on
@@ -24,6 +26,7 @@ from whichever hook ends it.
 Adapters import these names from here, never the modules behind them.
 """
 
+from seamscope.adapters._kit._compactions import gate_compaction, priced_as_loss
 from seamscope.adapters._kit._conversations import Conversations
 from seamscope.adapters._kit._errors import error_type
 from seamscope.adapters._kit._models import (
@@ -52,11 +55,13 @@ __all__ = [
     "choose_model",
     "error_type",
     "estimate_tokens",
+    "gate_compaction",
     "model_name_of",
     "note_unavailable",
     "offload_stub",
     "plan_model",
     "post_model",
+    "priced_as_loss",
     "report_model_call",
     "resolve_role",
     "resolve_scope",

@@ -48,22 +48,20 @@ from typing import Any
 
 import langchain.agents.middleware as lc_middleware
 
+from seamscope.adapters._kit import gate_compaction, priced_as_loss
 from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp, ToolMessage
 from seamscope.adapters.langchain._runs import Run, failed
 from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
-from seamscope.decisions import OffloadStore, evaluate_offload_gate
+from seamscope.decisions import OffloadStore
 from seamscope.decisions.records import (
     Compaction,
-    GateCall,
     MiddlewareDecision,
     MiddlewareDecisionKind,
     OffloadGateDecision,
     OffloadMechanism,
-    OffloadReasonCode,
-    PriorSource,
     SettleTrigger,
     StoredOffload,
 )
@@ -413,7 +411,7 @@ class ToolWatch(_HookWatch):
         gated = self.watcher.kit.gate_evictions and isinstance(self.received, ToolMessage)
         for evicted in evictions:
             compaction_id = f"{OffloadMechanism.DEEPAGENTS_EVICTION}:{evicted.tool_call_id}"
-            if gated and _lost(self._gate(run, it, evicted, compaction_id)):
+            if gated and priced_as_loss(self._gate(run, it, evicted, compaction_id)):
                 # priced as a loss: the tool's own result stays in the prompt
                 self.keep = True
                 return
@@ -492,58 +490,20 @@ class ToolWatch(_HookWatch):
     def _gate(
         self, run: Run, it: Iteration, evicted: explain.Evicted, compaction_id: str
     ) -> OffloadGateDecision:
-        """The offload gate's decision on one eviction, on a ``seamscope.offload_gate``
-        span (``seamscope.offload.id``, when it fires: the compaction's): the gate's formula at
-        the iteration's model with its priors for the tool (calibrated when it
-        has them), the preview as the stub, no size threshold (Deep Agents'
-        limit chose the size). Only a loss (``net_not_positive``) undoes the
-        eviction: an unpriced model leaves it as Deep Agents made it."""
-        layer = it.turn.layer
-        gate = layer.gate
-        model = it.model or layer.router.default_model.model_name
-        inputs = dataclasses.replace(
-            gate.inputs(evicted.removed_tokens, model),
-            large_offload_threshold_tokens=0,
-            stub_tokens=estimate_tokens(evicted.preview),
-        )
-        source = None
-        prior = None if gate.priors is None else gate.priors.lookup(evicted.tool, model)
-        if prior is not None:
-            inputs = dataclasses.replace(
-                inputs, horizon=prior.horizon, recall_probability=prior.recall_probability
-            )
-            source = PriorSource.CALIBRATED
-        elif gate.priors is not None:
-            source = PriorSource.DEFAULT
-        # its prediction is the compaction's (settled as deepagents_eviction), never
-        # added to the gate's own predicted savings, which the drift rule compares
-        # with the gate's realized ones: counted as a decision, not as a prediction
-        call = GateCall(
-            it.turn.conversation_id,
-            it.turn.agent,
+        """The offload gate's decision on one eviction (the kit's
+        :func:`~seamscope.adapters._kit.gate_compaction`: the preview as the
+        stub, no size threshold, Deep Agents' limit chose the size). Only a
+        loss (``net_not_positive``) undoes the eviction: an unpriced model
+        leaves it as Deep Agents made it."""
+        return gate_compaction(
+            it,
             evicted.tool,
             evicted.tool_call_id,
-            reevaluation=True,
+            evicted.removed_tokens,
+            estimate_tokens(evicted.preview),
+            compaction_id,
+            context=run.otel,
         )
-        attached = Attached(run.otel)
-        try:
-            handle = layer.observer.start_offload_gate(inputs, call)
-            decision = evaluate_offload_gate(inputs, pricing=gate.pricing)
-            decision = dataclasses.replace(
-                decision,
-                offload_id=compaction_id if decision.fire else None,
-                prior_source=source or decision.prior_source,
-                priors_version=None if gate.priors is None else gate.priors.version,
-            )
-            layer.observer.end_offload_gate(handle, decision)
-        finally:
-            attached.detach()
-        return decision
-
-
-def _lost(decision: OffloadGateDecision) -> bool:
-    """Whether the gate priced an eviction as a loss (the tool's result stays)."""
-    return decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE
 
 
 class NodeWatch(_HookWatch):

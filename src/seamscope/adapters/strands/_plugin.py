@@ -27,7 +27,6 @@ would have run it.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -36,14 +35,16 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from seamscope._internal import checks, evaluate_offload_gate
+from seamscope._internal import checks
 from seamscope.adapters._kit import (
     RECALL_TOOL,
     account_tool_output,
     estimate_tokens,
+    gate_compaction,
     model_name_of,
     plan_model,
     post_model,
+    priced_as_loss,
     report_model_call,
     resolve_role,
     resolve_scope,
@@ -64,14 +65,11 @@ from seamscope.adapters.strands._framework import (
     tool,
 )
 from seamscope.adapters.strands._run import Compactions, Run, Tool, failed
-from seamscope.decisions import OffloadGateDecision, OffloadStore, ToolCall
+from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.decisions.records import (
-    GateCall,
     MiddlewareDecision,
     MiddlewareDecisionKind,
     OffloadMechanism,
-    OffloadReasonCode,
-    PriorSource,
 )
 from seamscope.loop import DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
@@ -510,14 +508,17 @@ class SeamscopePlugin(Plugin):
         """One result the ``ContextOffloader`` replaced by its preview: a
         compaction priced with the gate's formula at the iteration's model
         (removed: the result's tokens; kept: the preview's). With
-        ``gate_offloader``, the gate decides first; True when it priced the
-        offload as a loss (the caller puts the full result back)."""
+        ``gate_offloader``, the gate decides first (the kit's
+        :func:`~seamscope.adapters._kit.gate_compaction`, on a
+        ``seamscope.offload_gate`` span); True when it priced the offload as a
+        loss (the caller puts the full result back; an unpriced model leaves
+        the offloader's offload)."""
         removed = estimate_tokens(translate.result_text(full.get("content")))
         kept = estimate_tokens(offloaded.preview)
         compaction_id = f"{OffloadMechanism.STRANDS_CONTEXT_OFFLOAD}:{call.id}"
         if self.gate_offloader:
-            decision = self._gate(it, call, removed, kept, compaction_id)
-            if decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE:
+            decision = gate_compaction(it, call.name, call.id, removed, kept, compaction_id)
+            if priced_as_loss(decision):
                 return True
         if not self.compactions.offloaded(
             run.scope, call.id, compaction_id, offloaded.preview, offloaded.references, removed
@@ -546,45 +547,6 @@ class SeamscopePlugin(Plugin):
                 )
             )
         return False
-
-    def _gate(
-        self, it: Iteration, call: ToolCall, removed: float, kept: float, compaction_id: str
-    ) -> OffloadGateDecision:
-        """The offload gate's decision on one ``ContextOffloader`` offload, on a
-        ``seamscope.offload_gate`` span: the gate's formula at the iteration's
-        model with its priors for the tool (calibrated when it has them), the
-        preview as the stub, no size threshold (the offloader's limit chose
-        the size). Only a loss (``net_not_positive``) keeps the full result."""
-        layer = it.turn.layer
-        gate = layer.gate
-        model = it.model or layer.router.default_model.model_name
-        inputs = dataclasses.replace(
-            gate.inputs(removed, model), large_offload_threshold_tokens=0, stub_tokens=kept
-        )
-        source = None
-        prior = None if gate.priors is None else gate.priors.lookup(call.name, model)
-        if prior is not None:
-            inputs = dataclasses.replace(
-                inputs, horizon=prior.horizon, recall_probability=prior.recall_probability
-            )
-            source = PriorSource.CALIBRATED
-        elif gate.priors is not None:
-            source = PriorSource.DEFAULT
-        # the prediction is the compaction's, never the gate's own predicted savings
-        gate_call = GateCall(
-            it.turn.conversation_id, it.turn.agent, call.name, call.id, reevaluation=True
-        )
-        with it.current():
-            handle = layer.observer.start_offload_gate(inputs, gate_call)
-            decision = evaluate_offload_gate(inputs, pricing=gate.pricing)
-            decision = dataclasses.replace(
-                decision,
-                offload_id=compaction_id if decision.fire else None,
-                prior_source=source or decision.prior_source,
-                priors_version=None if gate.priors is None else gate.priors.version,
-            )
-            layer.observer.end_offload_gate(handle, decision)
-        return decision
 
     def _retrieved(self, run: Run, it: Iteration, call: ToolCall, result: Any) -> None:
         """A ``retrieve_offloaded_content`` call that brought content back: the

@@ -1,0 +1,79 @@
+"""The offload gate asked about a framework's own offload (a compaction).
+
+A framework that takes a large tool result out of the prompt on size alone
+(Deep Agents' filesystem eviction, Strands' ``ContextOffloader``) can let
+seamscope's gate decide each of its offloads: :func:`gate_compaction` prices
+one with the gate's formula, the way the gate prices its own offloads, and
+:func:`priced_as_loss` says whether the decision keeps the full result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from seamscope._internal import attached, evaluate_offload_gate
+from seamscope.decisions import OffloadGateDecision
+from seamscope.decisions.records import GateCall, OffloadReasonCode, PriorSource
+from seamscope.loop import Iteration
+
+__all__ = ["gate_compaction", "priced_as_loss"]
+
+
+def gate_compaction(
+    iteration: Iteration,
+    tool: str,
+    call_id: str,
+    removed_tokens: float,
+    kept_tokens: float,
+    compaction_id: str,
+    *,
+    context: Any = None,
+) -> OffloadGateDecision:
+    """The offload gate's decision on one offload a framework made, on a
+    ``seamscope.offload_gate`` span (``seamscope.offload.id``, when it fires:
+    the compaction's): the gate's formula at the iteration's model with its
+    priors for the tool (calibrated when it has them), the kept preview as
+    the stub, no size threshold (the framework's limit chose the size).
+    ``context``: the OpenTelemetry context the span starts under (default:
+    the iteration's)."""
+    layer = iteration.turn.layer
+    gate = layer.gate
+    model = iteration.model or layer.router.default_model.model_name
+    inputs = dataclasses.replace(
+        gate.inputs(removed_tokens, model),
+        large_offload_threshold_tokens=0,
+        stub_tokens=kept_tokens,
+    )
+    source = None
+    prior = None if gate.priors is None else gate.priors.lookup(tool, model)
+    if prior is not None:
+        inputs = dataclasses.replace(
+            inputs, horizon=prior.horizon, recall_probability=prior.recall_probability
+        )
+        source = PriorSource.CALIBRATED
+    elif gate.priors is not None:
+        source = PriorSource.DEFAULT
+    # its prediction is the compaction's (settled under the framework's mechanism),
+    # never added to the gate's own predicted savings, which the drift rule compares
+    # with the gate's realized ones: counted as a decision, not as a prediction
+    call = GateCall(
+        iteration.turn.conversation_id, iteration.turn.agent, tool, call_id, reevaluation=True
+    )
+    with attached(iteration.invocation.context if context is None else context):
+        handle = layer.observer.start_offload_gate(inputs, call)
+        decision = evaluate_offload_gate(inputs, pricing=gate.pricing)
+        decision = dataclasses.replace(
+            decision,
+            offload_id=compaction_id if decision.fire else None,
+            prior_source=source or decision.prior_source,
+            priors_version=None if gate.priors is None else gate.priors.version,
+        )
+        layer.observer.end_offload_gate(handle, decision)
+    return decision
+
+
+def priced_as_loss(decision: OffloadGateDecision) -> bool:
+    """Whether the gate priced an offload as a loss (the full result stays); an
+    unpriced model or a result below nothing leaves the framework's offload."""
+    return decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE
