@@ -324,3 +324,49 @@ def test_openai_agents_a_tripwire_that_cancels_the_tools_leaves_no_span_that_say
     assert [(StatusCode.ERROR, c.TOOL_CALL_CANCELLED)] * len(tools) == [
         (s.status.status_code, (s.attributes or {}).get(c.ATTR_ERROR_TYPE)) for s in tools
     ]
+
+
+# -- final_tool names only what the runner really ran --------------------------------------
+
+
+def test_pydantic_ai_a_call_of_a_tool_its_prepare_hid_is_refused_not_dispatched() -> None:
+    from pydantic_ai import Tool
+
+    ran: list[str] = []
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        ran.append(key)
+        return "found"
+
+    def other(key: str) -> str:
+        """Another tool."""
+        ran.append("other")
+        return "other"
+
+    async def hide(ctx: Any, tool_def: Any) -> None:
+        return None  # pydantic-ai's prepare: the tool is not available this step
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    models, log = pais.scripted_models(
+        ["gpt-4.1-mini"],
+        [pais.step(pais.call("lookup", {"key": "a"}, "c1")), pais.step(pais.text("ok"))],
+    )
+    agent = PAIAgent(
+        models["gpt-4.1-mini"],
+        tools=[Tool(lookup, prepare=hide), other],
+        capabilities=[SeamscopeCapability(_layer(provider), {})],
+    )
+    assert "ok" == asyncio.run(agent.run("hi")).output
+    assert [] == ran  # the ground truth: pydantic-ai answered with its unknown-tool retry
+    [dispatch] = [s for s in exporter.get_finished_spans() if s.name == c.SPAN_DISPATCH]
+    attributes = dict(dispatch.attributes or {})
+    assert ("lookup", True, False) == (
+        attributes[c.ATTR_DISPATCH_EMITTED_TOOL],
+        attributes[c.ATTR_DISPATCH_REFUSED],
+        attributes[c.ATTR_DISPATCH_OFFERED],
+    )
+    assert c.ATTR_DISPATCH_FINAL_TOOL not in attributes
+    assert not [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]

@@ -889,6 +889,15 @@ def _dispatches(
                 f"the model emitted {emitted.name!r}"
             )
         final = a.get(c.ATTR_DISPATCH_FINAL_TOOL)
+        ran = [m.name for m in answers.get(emitted.id, [])]
+        if a.get(c.ATTR_DISPATCH_REFUSED) is True:
+            # the framework refused the call (no tool by that name may run there)
+            if final is not None:
+                out.append(f"{label}: refused, yet final_tool {final!r}")
+            executed = [r.name for r in ground.runs_of(conv) if r.call_id == emitted.id]
+            if executed:
+                out.append(f"{label}: refused, but {executed} ran for the call")
+            final = emitted.name  # the framework keeps the call as emitted
         if final != emitted.name:
             rewritten += 1
         never_offered = bool(call.tools) and emitted.name not in call.tools
@@ -899,7 +908,6 @@ def _dispatches(
             )
         if finals is not None and i < len(finals) and finals[i].name != final:
             out.append(f"{label}: final_tool {final!r}, the framework kept {finals[i].name!r}")
-        ran = [m.name for m in answers.get(emitted.id, [])]
         if (
             emitted.id
             and len(set(x.id for x in routed)) == len(routed)

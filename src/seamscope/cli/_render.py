@@ -136,6 +136,13 @@ def _dispatch(d: dict[str, Any]) -> list[Frag]:
             (f"      {emitted} structured output: consumed, no tool run", ""),
         ]
     head: Frag = ("post_model", "cyan")
+    if d.get("refused"):
+        return [
+            head,
+            (f"  {emitted} ", ""),
+            ("refused by the framework: never ran", "red"),
+            *errors,
+        ]
     if d.get("palette_gate") == "dropped":
         who = f"policy '{_t(policy)}'" if policy else "adopter"
         return [

@@ -37,7 +37,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from seamscope.decisions import _checks as _c
@@ -393,23 +393,38 @@ class SeamRouter:
 
     # -- POST seam --------------------------------------------------------
 
-    def post_model(self, ctx: DispatchContext, calls: Sequence[ToolCall]) -> PostModelResult:
+    def post_model(
+        self,
+        ctx: DispatchContext,
+        calls: Sequence[ToolCall],
+        *,
+        runnable: Collection[str] | None = None,
+    ) -> PostModelResult:
         """Rewrite the emitted tool calls; returns the calls to dispatch.
 
         With no emitted call the seam does nothing (its record is empty).
+        ``runnable``: the tools the framework lets run, when it refuses any
+        other (a final call outside it is recorded ``refused``); None: every
+        call is handed to the tool runner.
         """
         calls = tuple(calls)
         obs = self._observer
         handle = obs.start_post_model(ctx, calls)
         start = time.perf_counter()
-        records = tuple(self._dispatch(ctx, i, call) for i, call in enumerate(calls))
+        records = tuple(self._dispatch(ctx, i, call, runnable) for i, call in enumerate(calls))
         result = PostModelResult(
             tuple(r.final for r in records), records, time.perf_counter() - start
         )
         obs.end_post_model(handle, result)
         return result
 
-    def _dispatch(self, ctx: DispatchContext, index: int, call: ToolCall) -> DispatchRecord:
+    def _dispatch(
+        self,
+        ctx: DispatchContext,
+        index: int,
+        call: ToolCall,
+        runnable: Collection[str] | None = None,
+    ) -> DispatchRecord:
         obs = self._observer
         handle = obs.start_dispatch(ctx, index, call)
         start = time.perf_counter()
@@ -511,6 +526,7 @@ class SeamRouter:
             errors=tuple(errors),
             duration_s=time.perf_counter() - start,
             passed_over=passed_over,
+            refused=runnable is not None and final.name not in runnable,
         )
         obs.end_dispatch(handle, record)
         return record

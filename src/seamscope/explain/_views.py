@@ -150,7 +150,9 @@ def assemble(records: Iterable[SpanRecord]) -> TraceTree:
 # --------------------------------------------------------------------------
 
 
-def _events(span: SpanRecord, tree: TraceTree) -> Iterator[tuple[str, Values]]:
+def _events(
+    span: SpanRecord, tree: TraceTree, names: tuple[str, ...] = _EVENTS
+) -> Iterator[tuple[str, Values]]:
     events = span.events
     if type(events) is not list:
         return
@@ -158,7 +160,7 @@ def _events(span: SpanRecord, tree: TraceTree) -> Iterator[tuple[str, Values]]:
         if type(event) is not dict:
             continue
         name = event.get("name")
-        if name not in _EVENTS:
+        if name not in names:
             continue
         items = event.get("attributes") or []
         attrs = dict(_pairs(items)) if type(items) is list else {}
@@ -270,6 +272,7 @@ def _dispatch(span: SpanRecord, tree: TraceTree) -> dict[str, Any]:
         "adopter_override": a.flag(c.ATTR_DISPATCH_ADOPTER_OVERRIDE),
         "palette_gate": a.text(c.ATTR_DISPATCH_PALETTE_GATE),
         "final_tool": a.text(c.ATTR_DISPATCH_FINAL_TOOL),
+        "refused": a.flag(c.ATTR_DISPATCH_REFUSED),
         "evaluations": _policy_events(span, tree),
         "passed_over": _passed_over(a),
     }
@@ -436,7 +439,33 @@ def _iteration(
                         "error_type": a.text(c.ATTR_ERROR_TYPE),
                     }
                 )
+    recalls = _recalls(span, tree)
+    for executed in view["executed"]:
+        found = recalls.get(executed["tool_call_id"])
+        if found:
+            executed["recalls"] = found
     return view
+
+
+def _recalls(span: SpanRecord, tree: TraceTree) -> dict[str, list[dict[str, Any]]]:
+    """The recalls the tool calls of an iteration made, by tool call id: the
+    ``seamscope.offload.recalled`` events (on the iteration or one of its
+    spans) that name their call (an offload, or a compaction's content read
+    back: a Deep Agents eviction's file)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for holder in (span, *tree.kids.get(span.span_id, ())):
+        for _, a in _events(holder, tree, (c.EVENT_OFFLOAD_RECALLED,)):
+            call_id = a.text(c.ATTR_GEN_AI_TOOL_CALL_ID)
+            offload_id = a.text(c.ATTR_OFFLOAD_ID)
+            if call_id is None or offload_id is None:
+                continue
+            found.setdefault(call_id, []).append(
+                {
+                    "offload_id": offload_id,
+                    "input_tokens": a.number(c.ATTR_GEN_AI_USAGE_INPUT_TOKENS),
+                }
+            )
+    return found
 
 
 def _decision_calls(
@@ -687,6 +716,9 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
         if d.get("structured_output"):
             parts.append("emitted as the structured answer; consumed by the framework, never run")
             continue
+        if d.get("refused"):
+            parts.append("emitted, but the framework refused it (not a tool it may run): never ran")
+            continue
         if d["final_tool"] == tool:
             if d["palette_gate"] == "dropped":
                 parts.append(
@@ -716,6 +748,12 @@ def tool_story(iteration: dict[str, Any], tool: str) -> str:
     fates = [e.get("error_type") for e in iteration.get("executed", []) if e["tool"] == tool]
     if any(f not in (c.TOOL_CALL_BLOCKED, c.TOOL_CALL_CANCELLED) for f in fates):
         parts.append("executed")
+        for e in iteration.get("executed", []):
+            for recall in e.get("recalls", ()) if e["tool"] == tool else ():
+                parts.append(
+                    f"call {e['tool_call_id']} recalled {recall['offload_id']} "
+                    f"({recall.get('input_tokens') or 0:g} tokens read back)"
+                )
     elif c.TOOL_CALL_CANCELLED in fates:
         parts.append("started, then cancelled when the run ended before it answered")
     return "; ".join(parts) or "no decision about it in this iteration"

@@ -36,7 +36,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -745,13 +745,21 @@ class Iteration:
         with call.invocation:
             yield call
 
-    def post_model(self, emitted: Any, *, calls: Sequence[Any] | None = None) -> PostModelResult:
+    def post_model(
+        self,
+        emitted: Any,
+        *,
+        calls: Sequence[Any] | None = None,
+        runnable: Collection[str] | None = None,
+    ) -> PostModelResult:
         """The POST seam over the emitted assistant message (or its tool calls).
 
         The context includes the just-emitted message, as the design says.
         ``calls``: the emitted calls the loop will dispatch, when not all of
         the message's are (the framework consumes a structured-output call
-        itself); the records' indexes refer to this sequence.
+        itself); the records' indexes refer to this sequence. ``runnable``:
+        the tools the framework lets run when it refuses any other call (its
+        dispatch is recorded ``refused``: nothing ran); None: all run.
         """
         if isinstance(emitted, Message) or not isinstance(emitted, Sequence):
             message = emitted
@@ -762,7 +770,7 @@ class Iteration:
         calls = routed if calls is None else tuple(calls)
         calls = tuple(_as_tool_call(call) for call in calls)
         self.post = self.turn.layer.router.post_model(
-            self.context(Seam.POST_MODEL, emitted_message=message), calls
+            self.context(Seam.POST_MODEL, emitted_message=message), calls, runnable=runnable
         )
         return self.post
 
@@ -955,12 +963,20 @@ class Iteration:
             + usage.output_tokens * price.output_rate
         )
 
-    def recall(self, offload_id: str, *, input_tokens: float, output_tokens: int) -> None:
+    def recall(
+        self,
+        offload_id: str,
+        *,
+        input_tokens: float,
+        output_tokens: int,
+        call_id: str | None = None,
+    ) -> None:
         """The model recalled an offloaded output: a real cost in the ledger.
 
         ``output_tokens``: the output of the model call that emitted the recall.
         Parallel recalls of one model call share that output, so it is charged
-        with the first recall of the iteration only.
+        with the first recall of the iteration only. ``call_id``: the tool call
+        that brought it back (on the ``seamscope.offload.recalled`` event).
         """
         turn = self.turn
         with _RECALL_LOCK:
@@ -975,6 +991,7 @@ class Iteration:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 store=turn.store,
+                tool_call_id=call_id,
             )
 
 

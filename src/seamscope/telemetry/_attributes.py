@@ -253,10 +253,13 @@ def dispatch_attributes(record: DispatchRecord, limits: Limits) -> Attributes:
         c.ATTR_DISPATCH_GUARD: record.guard.value,
         c.ATTR_DISPATCH_ADOPTER_OVERRIDE: record.adopter_override,
         c.ATTR_DISPATCH_PALETTE_GATE: record.palette.value,
-        c.ATTR_DISPATCH_FINAL_TOOL: limits.text(record.final.name),
         c.ATTR_DISPATCH_ARGS_TRANSFORMED: record.args_transformed,
         c.ATTR_SEAM_WINNER_SOURCE: record.source.value,
     }
+    if record.refused:  # the framework refused the call: no tool ran
+        attrs[c.ATTR_DISPATCH_REFUSED] = True
+    else:
+        attrs[c.ATTR_DISPATCH_FINAL_TOOL] = limits.text(record.final.name)
     if record.policy:
         attrs[c.ATTR_POLICY_WINNER] = limits.text(record.policy)
     if record.redirect_to:

@@ -215,6 +215,7 @@ __all__ = [
     "ATTR_SEAM_CHOSEN_MODEL",
     "ATTR_DISPATCH_BLOCKED",
     "ATTR_DISPATCH_OFFERED",
+    "ATTR_DISPATCH_REFUSED",
     "ATTR_DISPATCH_STRUCTURED_OUTPUT",
     "ATTR_CONVERSATION_COMPACTED",
     "ATTR_MODEL_CHOSEN_UNAVAILABLE",
@@ -679,6 +680,10 @@ ATTR_CONVERSATION_COMPACTED: Final = "seamscope.conversation.compacted"
 GenAI conventions seamscope pins have no such attribute yet)."""
 ATTR_DISPATCH_OFFERED: Final = "seamscope.dispatch.offered"
 """bool, set false only: the dispatched tool was not offered to the model this iteration."""
+ATTR_DISPATCH_REFUSED: Final = "seamscope.dispatch.refused"
+"""bool, set true only: the framework refused the call (no tool by that name may run
+there: pydantic-ai's and Google ADK's unknown-tool answer); nothing ran, and the span
+has no seamscope.dispatch.final_tool."""
 ATTR_DISPATCH_STRUCTURED_OUTPUT: Final = "seamscope.dispatch.structured_output"
 """bool, set true only: the call is the structured-output answer the framework consumes
 itself; it is never handed to the tool runner (no execute_tool span) and no policy routes it."""
@@ -711,7 +716,8 @@ EVENT_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
 """On the settle span: a fired offload's realized outcome."""
 
 EVENT_OFFLOAD_RECALLED: Final = "seamscope.offload.recalled"
-"""On the recall's span: offload id, conversation, model and the hop's real gen_ai.usage tokens."""
+"""On the recall's span: offload id, conversation, model, the hop's real gen_ai.usage tokens
+and, when the adapter knows it, the gen_ai.tool.call.id of the call that brought it back."""
 
 EVENT_DECISIONS_SKIPPED: Final = "seamscope.decisions.skipped"
 """On the iteration: planning the model call (selection, PRE seam) failed in seamscope's

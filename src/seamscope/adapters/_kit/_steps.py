@@ -26,7 +26,7 @@ contains it (``failed(hook)``) as it does any of its hook's work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,11 +121,13 @@ def post_model(
     emitted: Any,
     *,
     calls: Sequence[Any] | None = None,
+    runnable: Collection[str] | None = None,
 ) -> PostModelResult:
     """The POST seam over the emitted message (``calls``: the ones the
-    framework will dispatch, when not all of the message's)."""
+    framework will dispatch, when not all of the message's; ``runnable``: the
+    tools it lets run, when it refuses a call of any other)."""
     with iteration.current():
-        return iteration.post_model(emitted, calls=calls)
+        return iteration.post_model(emitted, calls=calls, runnable=runnable)
 
 
 def structured_answers(
@@ -201,6 +203,7 @@ def account_tool_output(
                     outcome.offload_id,
                     input_tokens=outcome.tokens,
                     output_tokens=0 if usage is None else usage.output_tokens,
+                    call_id=call.id,
                 )
             return None
         if text is None:
@@ -211,6 +214,7 @@ def account_tool_output(
                 compaction_id,
                 input_tokens=estimate_tokens(text),
                 output_tokens=0 if usage is None else usage.output_tokens,
+                call_id=call.id,
             )
         if not offload or estimate_tokens(text) < iteration.turn.layer.gate.threshold_tokens:
             return None

@@ -401,7 +401,8 @@ class SeamscopePlugin(BasePlugin):
             routed = [(x, at) for x, at in zip(calls, positions, strict=True) if x not in answers]
             if not routed:
                 return None
-            post = post_model(it, message, calls=[x for x, _ in routed])
+            # ADK answers a call of a tool outside tools_dict with an error: refused
+            post = post_model(it, message, calls=[x for x, _ in routed], runnable=lane.runnable)
             return translate.rewrite(llm_response, [at for _, at in routed], post)
         except Exception:
             failed("google_adk.after_model")

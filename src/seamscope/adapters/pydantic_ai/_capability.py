@@ -277,7 +277,10 @@ class _RunCapability(AbstractCapability[Any]):
                 has_stub = bool(translate.stubs(ctx.messages)[0])
                 offered = translate.offered(tool_defs, recall=parent.offload and has_stub)
                 selection = it.select_tools(offered)
-            return [t for t in selection.tools if isinstance(t, ToolDefinition)]
+            kept = [t for t in selection.tools if isinstance(t, ToolDefinition)]
+            # pydantic-ai answers a call of any other tool with its unknown-tool retry
+            run.runnable = frozenset(t.name for t in kept)
+            return kept
         except Exception:
             failed("pydantic_ai.prepare_tools")
             return tool_defs
@@ -366,7 +369,7 @@ class _RunCapability(AbstractCapability[Any]):
             structured_answers(it, message, answers)
             if not calls:
                 return response
-            post = post_model(it, message, calls=calls)
+            post = post_model(it, message, calls=calls, runnable=run.runnable)
             return translate.rewrite(response, positions, post) or response
         except Exception:
             failed("pydantic_ai.after_model_request")

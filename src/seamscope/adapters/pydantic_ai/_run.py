@@ -73,6 +73,8 @@ class Run:
         self.usage: ModelUsage | None = None
         self.carried: tuple[Any, ...] = ()  # offload ids or CarriedStubs the request carries
         self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
+        # the tools pydantic-ai lets run this step (prepare_tools' answer; None: unknown)
+        self.runnable: frozenset[str] | None = None
 
     @property
     def otel(self) -> Any:
@@ -95,6 +97,7 @@ class Run:
             iteration = turn.start_iteration()
             self.iteration = iteration
             self.chat = None
+            self.runnable = None
             self.usage = None
             self.carried = self.present = ()
             return iteration

@@ -339,7 +339,9 @@ class DispatchRecord:
     ``policy``, ``adopter`` or ``none``. ``structured_output``: the call is the
     framework's structured-output answer (LangChain's ``ToolStrategy`` tool,
     pydantic-ai's ``final_result``): the framework consumes it itself, so it
-    is never routed, rewritten or handed to the tool runner.
+    is never routed, rewritten or handed to the tool runner. ``refused``: the
+    framework refuses the final call (no tool by that name may run there:
+    pydantic-ai's and ADK's unknown-tool answer), so nothing ran.
     """
 
     index: int
@@ -357,6 +359,7 @@ class DispatchRecord:
     duration_s: float = field(default=0.0, compare=False)
     passed_over: PassedOver = _NOTHING_PASSED_OVER
     structured_output: bool = False
+    refused: bool = False
 
     @property
     def rewritten(self) -> bool:
