@@ -350,6 +350,36 @@ def test_an_eviction_is_a_priced_compaction_its_file_reads_are_its_recalls(
     report = json.loads(capsys.readouterr().out)
     assert story == report["tool"]["story"][0]["story"]
 
+    # explain --tool read_file / grep: each read of the evicted file is named as the
+    # recall of that eviction, at its tokens; the listing is a plain run
+    ran = "kept by FilesystemMiddleware; emitted and dispatched; executed"
+    idle = "kept by FilesystemMiddleware; not called by the model"
+    for tool_name, call_id, iteration, text in (
+        ("read_file", "c2", 1, slice_read),
+        ("grep", "c3", 2, grep_read),
+        ("ls", "c4", 2, None),
+    ):
+        assert 0 == cli(["explain", str(path), "--tool", tool_name])
+        lines = [line for line in capsys.readouterr().out.splitlines() if "iteration" in line]
+        recalled = (
+            ""
+            if text is None
+            else f"; call {call_id} recalled deepagents_eviction:c1 ({len(text) / 4:g} tokens "
+            "read back)"
+        )
+        expected = [idle] * 4
+        expected[iteration] = ran + recalled
+        assert [
+            f"{'└' if i == 3 else '├'}── iteration {i}  {tool_name}: {told}"
+            for i, told in enumerate(expected)
+        ] == lines
+    assert 0 == cli(["explain", str(path), "--tool", "read_file", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert (
+        ran + f"; call c2 recalled deepagents_eviction:c1 ({len(slice_read) / 4:g} tokens "
+        "read back)" == report["tool"]["story"][1]["story"]
+    )
+
 
 def _seen(out: dict[str, Any]) -> tuple[Any, ...]:
     """What the agent's state holds, ids aside: each message's type, content and

@@ -819,8 +819,10 @@ class OffloadLedger:
         input_tokens: float,
         output_tokens: int,
         store: OffloadStore | None = None,
+        tool_call_id: str | None = None,
     ) -> RecallAccount:
-        """The offloaded output was recalled: a real hop at that model's rates.
+        """The offloaded output was recalled: a real hop at that model's rates
+        (``tool_call_id``: the call that brought it back, on the record).
 
         From now on its output is in the conversation again: later model
         calls carry no stub for it (unless ``carried`` names it). With a
@@ -864,7 +866,14 @@ class OffloadLedger:
                 mechanism, held = off.mechanism, off.held
             written = _shared(store) or (None if conv is None else conv.store)
         account = RecallAccount(
-            conversation_id, offload_id, model, input_tokens, output_tokens, cost, mechanism
+            conversation_id,
+            offload_id,
+            model,
+            input_tokens,
+            output_tokens,
+            cost,
+            mechanism,
+            tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None,
         )
         self._observer.on_offload_accounted(account)
         if written is not None and held:

@@ -51,16 +51,16 @@ def annotate_span(entry: LedgerEntry, span: trace.Span, limits: Any) -> None:
         span.set_attribute(c.ATTR_OFFLOAD_CARRIED, tuple(limits.text(i) for i in entry.carried))
         span.set_attribute(c.ATTR_OFFLOAD_CARRIED_STUB_TOKENS, entry.carried_stub_tokens)
     elif isinstance(entry, RecallAccount):
-        span.add_event(
-            c.EVENT_OFFLOAD_RECALLED,
-            {
-                c.ATTR_OFFLOAD_ID: limits.text(entry.offload_id),
-                c.ATTR_GEN_AI_CONVERSATION_ID: limits.text(entry.conversation_id),
-                c.ATTR_GEN_AI_REQUEST_MODEL: limits.text(entry.model),
-                c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: entry.input_tokens,
-                c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: entry.output_tokens,
-            },
-        )
+        attributes: dict[str, Any] = {
+            c.ATTR_OFFLOAD_ID: limits.text(entry.offload_id),
+            c.ATTR_GEN_AI_CONVERSATION_ID: limits.text(entry.conversation_id),
+            c.ATTR_GEN_AI_REQUEST_MODEL: limits.text(entry.model),
+            c.ATTR_GEN_AI_USAGE_INPUT_TOKENS: entry.input_tokens,
+            c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS: entry.output_tokens,
+        }
+        if entry.tool_call_id is not None:
+            attributes[c.ATTR_GEN_AI_TOOL_CALL_ID] = limits.text(entry.tool_call_id)
+        span.add_event(c.EVENT_OFFLOAD_RECALLED, attributes)
 
 
 def record_account(

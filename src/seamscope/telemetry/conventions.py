@@ -716,8 +716,8 @@ EVENT_OFFLOAD_SETTLED: Final = "seamscope.offload.settled"
 """On the settle span: a fired offload's realized outcome."""
 
 EVENT_OFFLOAD_RECALLED: Final = "seamscope.offload.recalled"
-"""On the recall's span: offload id, conversation, model, the hop's real gen_ai.usage tokens
-and, when the adapter knows it, the gen_ai.tool.call.id of the call that brought it back."""
+"""On the recall's span: offload id, conversation, model, real gen_ai.usage tokens, tool call id.
+The hop's real tokens; gen_ai.tool.call.id: the call that brought it back, when known."""
 
 EVENT_DECISIONS_SKIPPED: Final = "seamscope.decisions.skipped"
 """On the iteration: planning the model call (selection, PRE seam) failed in seamscope's

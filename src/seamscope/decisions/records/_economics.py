@@ -288,7 +288,8 @@ class ModelCallAccount:
 @dataclass(frozen=True, slots=True)
 class RecallAccount:
     """One recall of an offloaded output (or a re-read of compacted data): a
-    real model hop (exact USD ``cost``)."""
+    real model hop (exact USD ``cost``); ``tool_call_id``: the tool call that
+    brought the output back, when the adapter knows it."""
 
     conversation_id: str
     offload_id: str
@@ -297,6 +298,7 @@ class RecallAccount:
     output_tokens: int
     cost: Decimal = _ZERO
     mechanism: OffloadMechanism = OffloadMechanism.SEAMSCOPE_GATE
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
