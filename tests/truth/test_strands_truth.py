@@ -19,21 +19,22 @@ from typing import Any
 
 import pytest
 from opentelemetry.instrumentation.threading import ThreadingInstrumentor
-from strands import Agent, tool
+from pydantic import BaseModel
+from strands import Agent, ModelRetryStrategy, tool
 from strands.telemetry import tracer as strands_tracer
-from strands.types.exceptions import EventLoopException
+from strands.types.exceptions import EventLoopException, ModelThrottledException
 from strands.types.tools import ToolContext
 from strands.vended_plugins.context_offloader import ContextOffloader, InMemoryStorage
 
 from adapters._strands_support import Request, ScriptedModel, Step, use
 from seamscope.adapters.strands import SeamscopePlugin
-from seamscope.decisions import ForcedChoiceStage, RolePaletteStage
+from seamscope.decisions import ForcedChoiceStage, RolePaletteStage, ToolCallPolicy
 from seamscope.decisions.records import OffloadMechanism
 from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import conventions as c
 
 from ._harness import Call, Ground, Reply, Seen, conversation_of, disagreements, reply
-from .test_reference_truth import BIG, HAIKU, OPUS, PRICES, Telemetry, make_layer
+from .test_reference_truth import BIG, HAIKU, OPUS, POLICIES, PRICES, Telemetry, make_layer
 
 MODES = ("call", "invoke_async", "stream")
 GENAI_OPERATIONS = ("invoke_agent", "chat", "execute_tool")
@@ -218,6 +219,7 @@ class Conversation:
 
     def __init__(self, agent: Agent, ground: Ground, conv: str) -> None:
         self.agent, self.ground, self.conv = agent, ground, conv
+        self.result: Any = None
 
     def ended(self) -> None:
         self.ground.invoked(self.conv, seen(self.agent.messages))
@@ -225,19 +227,19 @@ class Conversation:
     async def arun(self, text: str, mode: str = "invoke_async") -> str:
         prompt = f"{self.conv}: {text}"
         if mode == "stream":
-            out = ""
             async for event in self.agent.stream_async(prompt):
                 if "result" in event:
-                    out = str(event["result"])
+                    self.result = event["result"]
         else:
-            out = str(await self.agent.invoke_async(prompt))
+            self.result = await self.agent.invoke_async(prompt)
         self.ended()
-        return out.strip()
+        return str(self.result).strip()
 
     def run(self, text: str, mode: str = "call") -> str:
         if mode == "call":
             try:
-                return str(self.agent(f"{self.conv}: {text}")).strip()
+                self.result = self.agent(f"{self.conv}: {text}")
+                return str(self.result).strip()
             finally:
                 self.ended()
         return asyncio.run(self.arun(text, mode))
@@ -461,6 +463,54 @@ def test_a_forced_tool_is_the_one_the_model_may_call(
     ]
 
 
+# -- structured output beside a policy for its tool ---------------------------------------------
+
+
+class Weather(BaseModel):
+    """The weather in a city."""
+
+    city: str
+    celsius: int
+
+
+GRAB_OUTPUT = ToolCallPolicy(
+    "grab_output", match=lambda ctx: True, when_tool="Weather", redirect_to="lookup"
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_structured_output_is_never_redirected_nor_a_tool_run(
+    mode: str, captured_logs: list[dict[str, Any]]
+) -> None:
+    """Strands' structured-output tool (named after the output model) is kept
+    whatever the stages decide, never goes through the POST seam and is no
+    tool run of seamscope's: its dispatch says structured_output."""
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c7": [
+                reply(("run_block", {"block": "weather"}, "w0")),
+                reply(("Weather", {"city": "Oslo", "celsius": 4}, "w1")),
+            ]
+        }
+    )
+    ground.structured.add("Weather")
+    layer = make_layer(tel, policies=[*POLICIES, GRAB_OUTPUT])
+    conversation, _ = agent_for(ground, tel, "c7", layer=layer, structured_output_model=Weather)
+    conversation.run("weather in Oslo?", mode)
+
+    assert [] == check(ground, tel, captured_logs)
+    assert Weather(city="Oslo", celsius=4) == conversation.result.structured_output
+    assert [("run_block", "w0")] == [(r.name, r.call_id) for r in ground.tool_runs]
+    dispatched = [
+        (call_id(s), attrs(s).get(c.ATTR_DISPATCH_STRUCTURED_OUTPUT))
+        for s in tel.spans()
+        if s.name == c.SPAN_DISPATCH
+    ]
+    assert [("w0", None), ("w1", True)] == dispatched
+    assert "Weather" in ground.model_calls[0].tools
+
+
 # -- the model that served the call -------------------------------------------------------------
 
 
@@ -538,6 +588,32 @@ def test_a_model_error_ends_its_chat_span_and_the_run_with_it(
     assert [] == check(ground, tel, captured_logs, prices=None)
     failed = sorted(s.name for s in tel.spans() if attrs(s).get(c.ATTR_ERROR_TYPE) == "Overloaded")
     assert [f"chat {OPUS}", "invoke_agent analyst", c.SPAN_ITERATION] == failed
+
+
+def test_a_throttled_call_retried_by_strands_fails_its_chat_span_and_the_run_goes_on(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """Strands' retry strategy calls the model again after a throttle: the
+    throttled call's chat span fails, the retried one answers, the run ends
+    well."""
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c14": [
+                Reply(error=ModelThrottledException("slow down")),
+                reply(("lookup", {"key": "k"}, "t1")),
+                reply(text="Found."),
+            ]
+        }
+    )
+    retry = ModelRetryStrategy(max_attempts=2, initial_delay=0, max_delay=0)
+    conversation, _ = agent_for(ground, tel, "c14", retry_strategy=retry)
+    assert "Found." == conversation.run("look k up")
+
+    assert [] == tel.watch.open_spans()
+    assert [] == check(ground, tel, captured_logs, prices=None)
+    failed = [s.name for s in tel.spans() if attrs(s).get(c.ATTR_ERROR_TYPE)]
+    assert [f"chat {OPUS}"] == failed
 
 
 # -- a stream abandoned part way ---------------------------------------------------------------

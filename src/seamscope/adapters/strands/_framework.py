@@ -18,6 +18,7 @@ try:
     from strands.models.model import Model
     from strands.plugins import Plugin
     from strands.tools.decorator import tool
+    from strands.tools.structured_output.structured_output_tool import StructuredOutputTool
     from strands.types.tools import ToolContext
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -35,6 +36,7 @@ __all__ = [
     "Model",
     "ModelStopReason",
     "Plugin",
+    "StructuredOutputTool",
     "ToolContext",
     "tool",
 ]

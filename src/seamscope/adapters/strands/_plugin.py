@@ -48,6 +48,7 @@ from seamscope.adapters._kit import (
     report_model_call,
     resolve_role,
     resolve_scope,
+    structured_answers,
 )
 from seamscope.adapters._outputs import Outputs, adapter_store
 from seamscope.adapters.strands import _translate as translate
@@ -61,6 +62,7 @@ from seamscope.adapters.strands._framework import (
     Model,
     ModelStopReason,
     Plugin,
+    StructuredOutputTool,
     ToolContext,
     tool,
 )
@@ -306,6 +308,7 @@ class SeamscopePlugin(Plugin):
         try:
             async for event in next_fn(context if planned is None else planned):
                 if run is not None and isinstance(event, ModelStopReason):
+                    run.error = None  # a call that answers (a retry): the run goes on
                     event = self._after_model(run, event)
                 yield event
         except BaseException as exc:
@@ -334,15 +337,23 @@ class SeamscopePlugin(Plugin):
             run.finals = {}
         ids, back = translate.stubs(context.messages)
         recall = self.offload and bool(ids)
-        offered = [s for s in context.tool_specs if s.get("name") != RECALL_TOOL]
+        structured = _structured_tools(context.agent)
+        fixed = [s for s in context.tool_specs if s.get("name") in structured]
+        offered = [
+            s
+            for s in context.tool_specs
+            if s.get("name") != RECALL_TOOL and s.get("name") not in structured
+        ]
         if recall:
             offered += [self.recall_tool_result.tool_spec]
         with it.current():
-            selection = it.select_tools(offered)
-        keep = list(selection.tools)
+            selection = it.select_tools(offered, fixed=fixed)
+        chosen = {str(s.get("name")) for s in (*selection.tools, *fixed)}
+        keep = [s for s in (*offered, *fixed) if s.get("name") in chosen]
         names = frozenset(str(s.get("name")) for s in keep)
         run.offered = names
         run.recall_offered = RECALL_TOOL in names
+        run.structured = structured
         changes: dict[str, Any] = {}
         if len(keep) != len(context.tool_specs) or any(
             a is not b for a, b in zip(keep, context.tool_specs, strict=False)
@@ -381,6 +392,9 @@ class SeamscopePlugin(Plugin):
         run.end_chat(None)
         try:
             emitted, calls = translate.emitted(message)
+            answers = tuple(x for x in calls if x.name in run.structured)
+            structured_answers(it, emitted, answers)
+            calls = tuple(x for x in calls if x.name not in run.structured)
             if not calls:
                 return event
             post = post_model(it, emitted, calls=calls)
@@ -420,6 +434,8 @@ class SeamscopePlugin(Plugin):
                 return
             if event.selected_tool is None or not call_id:
                 return  # no body starts: Strands answers an unknown tool itself
+            if name in run.structured:
+                return  # Strands' structured output: its answer, not a tool run
             call = translate.tool_call(use)
             span = it.start_tool(call) if run.own_spans else None
             base = otel_context.get_current() if span is None else span.context
@@ -581,6 +597,16 @@ class SeamscopePlugin(Plugin):
         scope = run.scope if run is not None else self.conversation_for(tool_context.agent)
         call_id = str(tool_context.tool_use.get("toolUseId") or "")
         return self.outputs.answer(scope, call_id, offload_id)
+
+
+def _structured_tools(agent: Any) -> frozenset[str]:
+    """The names of Strands' structured-output tools the agent holds now (its
+    registry's dynamic tools, during a run with ``structured_output_model``)."""
+    registry = getattr(agent, "tool_registry", None)
+    tools = getattr(registry, "dynamic_tools", None)
+    if not isinstance(tools, Mapping):
+        return frozenset()
+    return frozenset(n for n, t in tools.items() if isinstance(t, StructuredOutputTool))
 
 
 def _results(history: Any) -> dict[str, str]:

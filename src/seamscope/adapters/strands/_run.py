@@ -67,7 +67,8 @@ class Run:
     recall may read; ``own_spans``: whether seamscope opens the GenAI spans
     (``invoke_agent``, ``chat``, ``execute_tool``), False when Strands' own
     tracing records them. ``offered``: the tools the open model call was
-    offered (after the selection); ``finals``: the POST seam's final call
+    offered (after the selection); ``structured``: Strands' structured-output
+    tools of the call (never routed, never a tool run); ``finals``: the POST seam's final call
     per call id; ``error``: what failed the run, when a model call did.
     """
 
@@ -83,6 +84,7 @@ class Run:
     present: tuple[Any, ...] = ()
     offered: frozenset[str] = frozenset()
     recall_offered: bool = False
+    structured: frozenset[str] = frozenset()
     finals: dict[str, ToolCall] = field(default_factory=dict)
     tools: dict[str, Tool] = field(default_factory=dict)
     error: BaseException | None = None
