@@ -2,6 +2,9 @@
 
 * :mod:`._models`: which model really runs a call and the name every record
   gives it (``choose_model``, ``model_name_of``, ``note_unavailable``);
+* :mod:`._frame`: an adapter's options checked once (``check_options``, a
+  frozen ``Options``) and the one recall tool (``RECALL``: name, description,
+  JSON schema);
 * :mod:`._options`: the role of a turn and the adopter's scope of a run
   (``resolve_role``, ``resolve_scope``);
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
@@ -29,6 +32,7 @@ Adapters import these names from here, never the modules behind them.
 from seamscope.adapters._kit._compactions import gate_compaction, priced_as_loss
 from seamscope.adapters._kit._conversations import Conversations
 from seamscope.adapters._kit._errors import error_type
+from seamscope.adapters._kit._frame import RECALL, Options, RecallSpec, check_options
 from seamscope.adapters._kit._models import (
     ModelChoice,
     choose_model,
@@ -47,11 +51,15 @@ from seamscope.adapters._kit._steps import (
 from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
 
 __all__ = [
+    "RECALL",
     "RECALL_TOOL",
     "Conversations",
     "ModelChoice",
     "ModelPlan",
+    "Options",
+    "RecallSpec",
     "account_tool_output",
+    "check_options",
     "choose_model",
     "error_type",
     "estimate_tokens",

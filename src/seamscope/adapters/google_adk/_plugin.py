@@ -32,11 +32,12 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from seamscope._internal import checks
 from seamscope.adapters._kit import (
+    RECALL,
     RECALL_TOOL,
     ModelChoice,
     account_tool_output,
+    check_options,
     note_unavailable,
     plan_model,
     post_model,
@@ -45,7 +46,7 @@ from seamscope.adapters._kit import (
     resolve_scope,
     structured_answers,
 )
-from seamscope.adapters._outputs import Outputs, adapter_store
+from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.google_adk import _translate as translate
 from seamscope.adapters.google_adk._framework import (
     BaseLlm,
@@ -74,10 +75,6 @@ _CALLING_RUN = otel_context.create_key("seamscope_google_adk_run")
 _STRUCTURED = "set_model_response"
 """ADK's structured-output tool (an agent with ``output_schema`` and tools)."""
 
-_RECALL_DESCRIPTION = (
-    "Bring back the full text of a tool output that was offloaded from the conversation. "
-    "Pass the offload id named in the stub that replaced it."
-)
 
 _MAX_RUNS = 4096
 """Invocations held at once; past that the oldest is ended as abandoned (an
@@ -127,33 +124,28 @@ class SeamscopePlugin(BasePlugin):
         name: str = "seamscope",
     ) -> None:
         owner = "SeamscopePlugin"
-        if not isinstance(layer, DecisionLayer):
-            raise ValueError(f"{owner}.layer must be a DecisionLayer")
-        models = {} if models is None else models
-        if not isinstance(models, Mapping):
-            raise ValueError(f"{owner}.models must be a mapping of name to model id or BaseLlm")
-        for key, model in models.items():
-            if not isinstance(key, str) or not key:
-                raise ValueError(f"{owner}.models: names must be non-empty str")
-            if not _is_model(model):
-                raise ValueError(
-                    f"{owner}.models[{key!r}] must be a non-empty model id (str) or an ADK BaseLlm"
-                )
-        if role is not None and not isinstance(role, str) and not callable(role):
-            raise ValueError(f"{owner}.role must be a str, a callable or None")
-        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
-            raise ValueError(f"{owner}.scope must be a mapping, a callable or None")
-        checks.flag(owner, "offload", offload)
+        options = check_options(
+            owner,
+            layer,
+            models,
+            model_ok=_is_model,
+            model_kind="a non-empty model id (str) or an ADK BaseLlm",
+            models_kind="model id or BaseLlm",
+            role=role,
+            scope=scope,
+            offload=offload,
+            offload_store=offload_store,
+        )
         if genai_spans is not None and not isinstance(genai_spans, bool):
             raise ValueError(f"{owner}.genai_spans must be a bool or None")
         if not isinstance(name, str) or not name:
             raise ValueError(f"{owner}.name must be a non-empty str")
-        store = adapter_store(owner, layer, offload_store, None)
+        assert options.store is not None
         super().__init__(name=name)
-        self.layer = layer
-        self.models: Mapping[str, str | BaseLlm] = dict(models)
-        self.offload = bool(offload)
-        self.outputs = Outputs(store, observer=layer.observer)
+        self.layer = options.layer
+        self.models: Mapping[str, str | BaseLlm] = options.models
+        self.offload = options.offload
+        self.outputs = Outputs(options.store, observer=self.layer.observer)
         self.genai_spans = genai_spans
         self._role = role
         self._scope = scope
@@ -529,5 +521,5 @@ class SeamscopePlugin(BasePlugin):
             return outputs.answer(scope, tool_context.function_call_id, offload_id)
 
         recall_tool_result.__name__ = RECALL_TOOL
-        recall_tool_result.__doc__ = _RECALL_DESCRIPTION
+        recall_tool_result.__doc__ = RECALL.description
         return recall_tool_result

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from seamscope._internal import checks
+from seamscope.adapters._kit import RECALL, check_options
 from seamscope.adapters.langchain import _tool_runs as tool_runs
 from seamscope.adapters.langchain._framework import (
     AgentMiddleware,
@@ -49,11 +50,6 @@ from seamscope.stores import ENV_VAR, LangGraphStore, MemoryStore
 __all__ = ["SeamscopeMiddleware"]
 
 _MAX_CONVERSATIONS = 1024  # conversations whose compactions are remembered
-
-_RECALL_DESCRIPTION = (
-    "Bring back the full text of a tool output that was offloaded from the "
-    "conversation. Pass the offload id named in the stub that replaced it."
-)
 
 
 class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -134,26 +130,20 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         gate_evictions: bool = False,
     ) -> None:
         super().__init__()
-        if not isinstance(layer, DecisionLayer):
-            raise ValueError("SeamscopeMiddleware.layer must be a DecisionLayer")
-        models = {} if models is None else models
-        if not isinstance(models, Mapping):
-            raise ValueError("SeamscopeMiddleware.models must be a mapping of name to chat model")
-        for name, model in models.items():
-            if not isinstance(name, str) or not name:
-                raise ValueError("SeamscopeMiddleware.models: names must be non-empty str")
-            if not isinstance(model, BaseChatModel):
-                raise ValueError(f"SeamscopeMiddleware.models[{name!r}] must be a BaseChatModel")
-        if role is not None and not isinstance(role, str) and not callable(role):
-            raise ValueError("SeamscopeMiddleware.role must be a str, a callable or None")
-        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
-            raise ValueError("SeamscopeMiddleware.scope must be a mapping, a callable or None")
-        if max_stored_outputs is not None and (
-            isinstance(max_stored_outputs, bool)
-            or not isinstance(max_stored_outputs, int)
-            or max_stored_outputs < 1
-        ):
-            raise ValueError("SeamscopeMiddleware.max_stored_outputs must be an int >= 1")
+        options = check_options(
+            "SeamscopeMiddleware",
+            layer,
+            models,
+            model_ok=lambda model: isinstance(model, BaseChatModel),
+            model_kind="a BaseChatModel",
+            models_kind="chat model",
+            role=role,
+            scope=scope,
+            offload=True,  # checked below, after the store
+            max_stored_outputs=max_stored_outputs,
+            resolve_store=False,
+        )
+        models = options.models
         # an explicit store, else the environment's; None: the runtime's LangGraph
         # store when the agent has one, else this process's memory
         chosen: OffloadStore | None = None
@@ -344,7 +334,7 @@ class SeamscopeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             func=recall_tool_result,
             coroutine=arecall_tool_result,
             name=RECALL_TOOL,
-            description=_RECALL_DESCRIPTION,
+            description=RECALL.description,
         )
 
 

@@ -16,9 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from seamscope._internal import checks
-from seamscope.adapters._kit import resolve_role, resolve_scope
-from seamscope.adapters._outputs import adapter_store
+from seamscope.adapters._kit import RECALL, check_options, resolve_role, resolve_scope
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
     DEFAULT_MAX_TURNS,
@@ -48,22 +46,11 @@ from seamscope.adapters.openai_agents._model import (
 from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
 from seamscope.adapters.openai_agents._trims import Trims
 from seamscope.decisions import OffloadStore
-from seamscope.loop import RECALL_TOOL, DecisionLayer
+from seamscope.loop import DecisionLayer
 
 __all__ = ["SeamscopeRunner"]
 
 _MAX_CONVERSATIONS = 1024  # conversations whose trimmed outputs are remembered
-
-_RECALL_DESCRIPTION = (
-    "Bring back the full text of a tool output that was offloaded from the "
-    "conversation. Pass the offload id named in the stub that replaced it."
-)
-_RECALL_SCHEMA = {
-    "type": "object",
-    "properties": {"offload_id": {"type": "string"}},
-    "required": ["offload_id"],
-    "additionalProperties": False,
-}
 
 
 class SeamscopeRunner:
@@ -96,39 +83,31 @@ class SeamscopeRunner:
         max_stored_outputs: int | None = None,
         offload_store: OffloadStore | str | None = None,
     ) -> None:
-        if not isinstance(layer, DecisionLayer):
-            raise ValueError("SeamscopeRunner.layer must be a DecisionLayer")
-        models = {} if models is None else models
-        if not isinstance(models, Mapping):
-            raise ValueError("SeamscopeRunner.models must be a mapping of name to agents.Model")
-        for name, model in models.items():
-            if not isinstance(name, str) or not name:
-                raise ValueError("SeamscopeRunner.models: names must be non-empty str")
-            if not isinstance(model, Model):
-                raise ValueError(f"SeamscopeRunner.models[{name!r}] must be an agents.Model")
-        if role is not None and not isinstance(role, str) and not callable(role):
-            raise ValueError("SeamscopeRunner.role must be a str, a callable or None")
-        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
-            raise ValueError("SeamscopeRunner.scope must be a mapping, a callable or None")
-        if max_stored_outputs is not None and (
-            isinstance(max_stored_outputs, bool)
-            or not isinstance(max_stored_outputs, int)
-            or max_stored_outputs < 1
-        ):
-            raise ValueError("SeamscopeRunner.max_stored_outputs must be an int >= 1")
-        store = adapter_store("SeamscopeRunner", layer, offload_store, max_stored_outputs)
-        checks.flag("SeamscopeRunner", "offload", offload)
-        self.layer = layer
-        self.models: Mapping[str, Model] = dict(models)
-        self.offload = bool(offload)
-        self.outputs = Outputs(store, observer=layer.observer)
+        options = check_options(
+            "SeamscopeRunner",
+            layer,
+            models,
+            model_ok=lambda model: isinstance(model, Model),
+            model_kind="an agents.Model",
+            models_kind="agents.Model",
+            role=role,
+            scope=scope,
+            offload=offload,
+            max_stored_outputs=max_stored_outputs,
+            offload_store=offload_store,
+        )
+        self.layer = options.layer
+        self.models: Mapping[str, Model] = options.models
+        self.offload = options.offload
+        assert options.store is not None
+        self.outputs = Outputs(options.store, observer=self.layer.observer)
         self.trims = Trims(_MAX_CONVERSATIONS)
         self._role = role
         self._scope = scope
         self.recall_tool: FunctionTool = FunctionTool(
-            name=RECALL_TOOL,
-            description=_RECALL_DESCRIPTION,
-            params_json_schema=_RECALL_SCHEMA,
+            name=RECALL.name,
+            description=RECALL.description,
+            params_json_schema=RECALL.schema,
             on_invoke_tool=self._recall,
         )
         """The ``recall_tool_result`` tool: add it to the agents' ``tools``. It is

@@ -29,10 +29,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from seamscope._internal import checks, record_error
+from seamscope._internal import record_error
 from seamscope.adapters._kit import (
     RECALL_TOOL,
     account_tool_output,
+    check_options,
     plan_model,
     post_model,
     report_model_call,
@@ -40,7 +41,6 @@ from seamscope.adapters._kit import (
     resolve_scope,
     structured_answers,
 )
-from seamscope.adapters._outputs import adapter_store
 from seamscope.adapters.pydantic_ai import _translate as translate
 from seamscope.adapters.pydantic_ai._framework import (
     AbstractCapability,
@@ -121,39 +121,30 @@ class SeamscopeCapability(AbstractCapability[Any]):
         genai_spans: bool | None = None,
         offload_store: OffloadStore | str | None = None,
     ) -> None:
-        if not isinstance(layer, DecisionLayer):
-            raise ValueError("SeamscopeCapability.layer must be a DecisionLayer")
-        models = {} if models is None else models
-        if not isinstance(models, Mapping):
-            raise ValueError("SeamscopeCapability.models must be a mapping of name to Model")
-        for name, model in models.items():
-            if not isinstance(name, str) or not name:
-                raise ValueError("SeamscopeCapability.models: names must be non-empty str")
-            if not isinstance(model, Model):
-                raise ValueError(
-                    f"SeamscopeCapability.models[{name!r}] must be a pydantic_ai Model"
-                )
-        if role is not None and not isinstance(role, str) and not callable(role):
-            raise ValueError("SeamscopeCapability.role must be a str, a callable or None")
-        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
-            raise ValueError("SeamscopeCapability.scope must be a mapping, a callable or None")
-        if max_stored_outputs is not None and (
-            isinstance(max_stored_outputs, bool)
-            or not isinstance(max_stored_outputs, int)
-            or max_stored_outputs < 1
-        ):
-            raise ValueError("SeamscopeCapability.max_stored_outputs must be an int >= 1")
-        store = adapter_store("SeamscopeCapability", layer, offload_store, max_stored_outputs)
-        checks.flag("SeamscopeCapability", "offload", offload)
+        options = check_options(
+            "SeamscopeCapability",
+            layer,
+            models,
+            model_ok=lambda model: isinstance(model, Model),
+            model_kind="a pydantic_ai Model",
+            models_kind="Model",
+            role=role,
+            scope=scope,
+            offload=offload,
+            max_stored_outputs=max_stored_outputs,
+            offload_store=offload_store,
+        )
+        assert options.store is not None
+        store = options.store
         if genai_spans is not None and not isinstance(genai_spans, bool):
             raise ValueError("SeamscopeCapability.genai_spans must be a bool or None")
         self.id = None
         self.description = None
         self.defer_loading = False
-        self.layer = layer
-        self.models: Mapping[str, Model] = dict(models)
-        self.offload = bool(offload)
-        self.outputs = Outputs(store, observer=layer.observer)
+        self.layer = options.layer
+        self.models: Mapping[str, Model] = options.models
+        self.offload = options.offload
+        self.outputs = Outputs(store, observer=self.layer.observer)
         self.genai_spans = genai_spans
         self._role = role
         self._scope = scope
