@@ -616,6 +616,63 @@ def test_a_throttled_call_retried_by_strands_fails_its_chat_span_and_the_run_goe
     assert [f"chat {OPUS}"] == failed
 
 
+def test_an_agent_run_by_a_tool_is_a_nested_run_of_the_callers_conversation() -> None:
+    """A tool that runs another agent (with the same plugin): the helper's run
+    sits under the tool's execute_tool span, in the caller's conversation
+    and trace, its spans naming the helper."""
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c15": [
+                reply(("ask_helper", {"question": "q3"}, "h1")),
+                reply(text="The helper says q3 grew."),
+                reply(text="Done."),
+            ]
+        }
+    )
+    instances = models(ground)
+    plugin = SeamscopePlugin(make_layer(tel), conversation=conversation_id)
+    helper = Agent(model=instances[HAIKU], name="helper", callback_handler=None, plugins=[plugin])
+
+    @tool
+    def ask_helper(question: str) -> str:
+        """Ask the helper agent."""
+        return str(helper(f"c15: {question}")).strip()
+
+    made = Agent(
+        model=instances[OPUS],
+        tools=[ask_helper],
+        name="analyst",
+        callback_handler=None,
+        plugins=[plugin],
+        state={"conversation": "c15"},
+    )
+    assert "Done." == Conversation(made, ground, "c15").run("ask the helper")
+
+    assert [] == tel.watch.open_spans()
+    spans = tel.spans()
+    by_id = {s.context.span_id: s for s in spans}
+    assert 1 == len({s.context.trace_id for s in spans if s.name != c.SPAN_OFFLOAD_SETTLE})
+    [nested] = [s for s in spans if s.name == "invoke_agent helper"]
+    assert nested.parent is not None
+    assert "execute_tool ask_helper" == by_id[nested.parent.span_id].name
+    assert {"c15"} == {
+        attrs(s).get(c.ATTR_GEN_AI_CONVERSATION_ID)
+        for s in spans
+        if s.name in (c.SPAN_ITERATION, c.SPAN_SELECT_TOOLS, c.SPAN_SEAM_PRE_MODEL)
+    }
+    under = [
+        attrs(s).get(c.ATTR_GEN_AI_AGENT_NAME)
+        for s in spans
+        if s.name == c.SPAN_ITERATION and s.parent and s.parent.span_id == nested.context.span_id
+    ]
+    assert ["helper"] == under
+    assert [OPUS, HAIKU, OPUS] == [m.model for m in ground.model_calls]
+    assert [f"chat {OPUS}", f"chat {HAIKU}", f"chat {OPUS}"] == [
+        s.name for s in sorted(spans, key=lambda s: s.start_time or 0) if s.name.startswith("chat")
+    ]
+
+
 # -- a stream abandoned part way ---------------------------------------------------------------
 
 

@@ -96,6 +96,13 @@ _MAX_CONVERSATIONS = 4096
 
 _OFFLOADER = "ContextOffloader"
 
+_CALLING_RUN = otel_context.create_key("seamscope_strands_run")
+"""The run whose tool is running, in the context attached for the tool's body
+(an agent the tool runs reads it: its conversation is the caller's)."""
+
+_UNNAMED = "Strands Agents"
+"""The name Strands gives an agent created without one."""
+
 
 def _configured_model_id(model: Any) -> str | None:
     """The ``model_id`` of a Strands model's configuration (what its spans name)."""
@@ -256,13 +263,21 @@ class SeamscopePlugin(Plugin):
             own = self.genai_spans
             if own is None:
                 own = not trace.get_current_span().is_recording()
-            conversation = self.conversation_for(agent)
-            named = self.layer.agent_name
+            calling = otel_context.get_value(_CALLING_RUN)
+            if isinstance(calling, Run):  # an agent run by a tool: the caller's conversation
+                conversation = calling.conversation
+            else:
+                conversation = self.conversation_for(agent)
+            name = getattr(agent, "name", None)
+            if not isinstance(name, str) or not name or name == _UNNAMED:
+                name = None  # the layer's agent name (else Strands' default)
+            if name is None and not self.layer.agent_name:
+                name = getattr(agent, "name", None) or None
             turn = self.layer.start_turn(
                 conversation,
                 scope=self.scope_for(agent),
                 agent_span=own,
-                agent_name=None if named else getattr(agent, "name", None),
+                agent_name=name,
             )
             run = Run(turn, conversation, conversation, own)
             with self._lock:
@@ -439,10 +454,11 @@ class SeamscopePlugin(Plugin):
             call = translate.tool_call(use)
             span = it.start_tool(call) if run.own_spans else None
             base = otel_context.get_current() if span is None else span.context
-            entry = Tool(it, call, span, base)
-            if span is not None:
-                # the tool's own spans are children of its execute_tool span
-                entry.token = otel_context.attach(base)
+            # the tool's own spans are children of its execute_tool span; an agent
+            # it runs reads the calling run (its conversation is the caller's)
+            context = otel_context.set_value(_CALLING_RUN, run, base)
+            entry = Tool(it, call, span, context)
+            entry.token = otel_context.attach(context)
             with run.lock:
                 run.tools[call_id] = entry
         except Exception:
