@@ -31,7 +31,6 @@ ROWS = [
     Bad("strands-str-model", lambda: plugin(models={"m": "gpt-4o"}), V, OWNER, "models"),
     Bad("strands-empty-model-name", lambda: plugin(models={"": None}), V, OWNER, "models"),
     Bad("strands-int-role", lambda: plugin(role=5), V, OWNER, "role"),
-    Bad("strands-empty-role", lambda: plugin(role=""), V, OWNER, "role"),
     Bad("strands-int-scope", lambda: plugin(scope=5), V, OWNER, "scope"),
     Bad("strands-int-conversation", lambda: plugin(conversation=5), V, OWNER, "conversation"),
     Bad("strands-empty-conversation", lambda: plugin(conversation=""), V, OWNER, "conversation"),

@@ -37,8 +37,10 @@ from opentelemetry import trace
 
 from seamscope._internal import checks
 from seamscope.adapters._kit import (
+    RECALL,
     RECALL_TOOL,
     account_tool_output,
+    check_options,
     estimate_tokens,
     gate_compaction,
     model_name_of,
@@ -50,7 +52,7 @@ from seamscope.adapters._kit import (
     resolve_scope,
     structured_answers,
 )
-from seamscope.adapters._outputs import Outputs, adapter_store
+from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.strands import _translate as translate
 from seamscope.adapters.strands._framework import (
     AfterInvocationEvent,
@@ -77,11 +79,6 @@ from seamscope.loop import DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
 
 __all__ = ["SeamscopePlugin"]
-
-_RECALL_DESCRIPTION = (
-    "Bring back the full text of a tool output that was offloaded from the conversation. "
-    "Pass the offload id named in the stub that replaced it."
-)
 
 _FIRST = -10_000
 """The order of the after-tool hook that sees the tool's own result."""
@@ -160,39 +157,33 @@ class SeamscopePlugin(Plugin):
         genai_spans: bool | None = None,
     ) -> None:
         owner = "SeamscopePlugin"
-        if not isinstance(layer, DecisionLayer):
-            raise ValueError(f"{owner}.layer must be a DecisionLayer, got {type(layer).__name__}")
-        models = {} if models is None else models
-        if not isinstance(models, Mapping):
-            raise ValueError(f"{owner}.models must be a mapping of name to a Strands Model")
-        for key, model in models.items():
-            if not isinstance(key, str) or not key:
-                raise ValueError(f"{owner}.models: names must be non-empty str, got {key!r}")
-            if not isinstance(model, Model):
-                raise ValueError(
-                    f"{owner}.models[{key!r}] must be a Strands Model, got {type(model).__name__}"
-                )
-        if role is not None and not (isinstance(role, str) and role) and not callable(role):
-            raise ValueError(f"{owner}.role must be a non-empty str, a callable or None")
-        if scope is not None and not isinstance(scope, Mapping) and not callable(scope):
-            raise ValueError(f"{owner}.scope must be a mapping, a callable or None")
+        options = check_options(
+            owner,
+            layer,
+            models,
+            model_ok=lambda model: isinstance(model, Model),
+            model_kind="a Strands Model",
+            role=role,
+            scope=scope,
+            offload=offload,
+            offload_store=offload_store,
+        )
         if (
             conversation is not None
             and not (isinstance(conversation, str) and conversation)
             and not callable(conversation)
         ):
             raise ValueError(f"{owner}.conversation must be a non-empty str, a callable or None")
-        checks.flag(owner, "offload", offload)
         checks.flag(owner, "gate_offloader", gate_offloader)
         if genai_spans is not None and not isinstance(genai_spans, bool):
             raise ValueError(f"{owner}.genai_spans must be a bool or None")
-        store = adapter_store(owner, layer, offload_store, None)
-        self.layer = layer
-        self.models: Mapping[str, Model] = dict(models)
-        self.offload = bool(offload)
+        assert options.store is not None
+        self.layer = options.layer
+        self.models: Mapping[str, Model] = options.models
+        self.offload = options.offload
         self.gate_offloader = bool(gate_offloader)
         self.genai_spans = genai_spans
-        self.outputs = Outputs(store, observer=layer.observer)
+        self.outputs = Outputs(options.store, observer=self.layer.observer)
         self.compactions = Compactions(_MAX_CONVERSATIONS)
         self._role = role
         self._scope = scope
@@ -602,7 +593,12 @@ class SeamscopePlugin(Plugin):
 
     # -- the recall tool --------------------------------------------------------------------
 
-    @tool(name=RECALL_TOOL, description=_RECALL_DESCRIPTION, context=True)
+    @tool(
+        name=RECALL.name,
+        description=RECALL.description,
+        inputSchema={"json": RECALL.schema},
+        context=True,
+    )
     def recall_tool_result(self, offload_id: str, tool_context: ToolContext) -> str:
         """Bring back an offloaded tool output.
 
