@@ -14,11 +14,15 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.instrumentation.threading import ThreadingInstrumentor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pydantic import BaseModel
 from strands import Agent, ModelRetryStrategy, tool
 from strands.telemetry import tracer as strands_tracer
@@ -28,6 +32,7 @@ from strands.vended_plugins.context_offloader import ContextOffloader, InMemoryS
 
 from adapters._strands_support import Request, ScriptedModel, Step, use
 from seamscope.adapters.strands import SeamscopePlugin
+from seamscope.cli import main as cli
 from seamscope.decisions import ForcedChoiceStage, RolePaletteStage, ToolCallPolicy
 from seamscope.decisions.records import OffloadMechanism
 from seamscope.loop import RECALL_TOOL
@@ -915,3 +920,103 @@ def test_without_the_opt_in_the_offloader_acts_alone_and_is_only_priced() -> Non
     # priced as it is: a loss (the preview and the horizon's recall prior are not paid
     # back by 1 000 tokens for one carried call)
     assert (1, 0) == (settled.turns_carried, settled.recalls)
+
+
+# -- explain reads the ContextOffloader's offload back ------------------------------------------
+
+
+def test_explain_names_the_offloaders_offload_in_the_iteration_that_emitted_the_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tel = Telemetry()
+    path = tmp_path / "trace.jsonl"
+    tel.tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    ground = Ground(
+        {
+            "c23": [
+                reply(("big_report", {"topic": "q3"}, "b1")),
+                reply(("lookup", {"key": "x"}, "l1")),
+                reply(text="Read."),
+            ]
+        }
+    )
+    conversation, plugin = agent_for(ground, tel, "c23", plugins=[_offloader()])
+    conversation.run("the report")
+    plugin.layer.end_conversation("c23")
+    tel.tracer_provider.force_flush()
+
+    preview = _tool_texts(ground, "c23", "b1")[1] or ""
+    capsys.readouterr()
+    assert 0 == cli(["explain", str(path), "--tool", "big_report"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if "iteration" in line]
+    story = (
+        "selected; output of call b1 taken out of the prompt by ContextOffloader (compaction "
+        f"strands_context_offload:b1: 20000 tokens, {len(preview) / 4:g} kept); "
+        "emitted and dispatched; executed"
+    )
+    assert [
+        f"├── iteration 0  big_report: {story}",
+        "├── iteration 1  big_report: selected; not called by the model",
+        "└── iteration 2  big_report: selected; not called by the model",
+    ] == lines
+
+
+# -- concurrent conversations through one plugin ---------------------------------------------------
+
+CONVERSATIONS = [f"p{i}" for i in range(12)]
+
+
+def _concurrent_script(conv: str) -> list[Reply]:
+    return [
+        reply(
+            ("run_block", {"block": conv}, f"{conv}-1"),
+            ("search", {"query": conv}, f"{conv}-2"),
+            ("big_report", {"topic": conv}, f"{conv}-3"),
+        ),
+        reply(text=f"{conv} done"),
+    ]
+
+
+def _normalized(ground: Ground) -> dict[str, str]:
+    """Decisions per conversation, the offload ids (random per run) left out."""
+    return {
+        k: re.sub(r"offloaded \w+:", "offloaded:", repr(v)) for k, v in ground.decisions().items()
+    }
+
+
+def test_concurrent_conversations_decide_as_sequential_ones_and_keep_their_traces() -> None:
+    """One plugin, one agent per conversation, the runs interleaved on one
+    event loop: the same decisions as one after the other, one trace each."""
+
+    def go(together: bool) -> tuple[Ground, Telemetry]:
+        ground = Ground({conv: _concurrent_script(conv) for conv in CONVERSATIONS})
+        tel = Telemetry()
+        instances = models(ground)
+        plugin = SeamscopePlugin(
+            make_layer(tel), {HAIKU: instances[HAIKU]}, conversation=conversation_id
+        )
+        conversations = [
+            Conversation(agent(ground, conv, instances[OPUS], [plugin]), ground, conv)
+            for conv in CONVERSATIONS
+        ]
+        texts = ["sales please" if int(x.conv[1:]) % 2 else "archive please" for x in conversations]
+
+        async def all_of_them() -> None:
+            if together:
+                await asyncio.gather(
+                    *(x.arun(t) for x, t in zip(conversations, texts, strict=True))
+                )
+            else:
+                for x, t in zip(conversations, texts, strict=True):
+                    await x.arun(t)
+
+        asyncio.run(all_of_them())
+        return ground, tel
+
+    sequential, _ = go(False)
+    concurrent, tel = go(True)
+
+    assert _normalized(sequential) == _normalized(concurrent)
+    assert [] == check(concurrent, tel, None, prices=None)
+    roots = [s for s in tel.spans() if s.parent is None and s.name != c.SPAN_OFFLOAD_SETTLE]
+    assert len(CONVERSATIONS) == len({s.context.trace_id for s in roots}) == len(roots)
