@@ -816,3 +816,125 @@ def test_an_eviction_read_back_on_another_worker_is_its_recall(
         ("deepagents_eviction:c1",),
         ("deepagents_eviction:c1",),
     ] == [tuple((s.attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())) for s in chats]
+
+
+# -- a large user message, evicted --------------------------------------------------------
+
+
+def test_an_evicted_user_message_is_a_priced_compaction_its_file_reads_are_its_recalls(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider
+) -> None:
+    """Deep Agents' filesystem evicts a user message over
+    ``human_message_token_limit_before_evict`` (1 000 tokens here) in its
+    model hook: the 120 000 chars (30 000 tokens) go to
+    /conversation_history/{uuid}.md, the state keeps the whole message and
+    every model request gets a preview of P chars instead. Calls (input,
+    output tokens; no cache):
+
+    1. (1 000, 40): the preview, carried (the eviction is this call's);
+       emits read_file of the first 100 lines of that file (c1): a recall of
+       its R chars, with this call's 40 output tokens.
+    2. (2 000, 10): the preview, carried; answers.
+
+    Savings 2 x 30 000 x $5/M = $0.30; preview carry 2 x P/4 x $5/M; recall
+    R/4 x $5/M + 40 x $25/M; predicted 30 000 x 5 x $5/M - P/4 x 5 x $5/M -
+    0.5 x (12 500 x $5/M + 250 x $25/M)."""
+    from seamscope.adapters.langchain._explain import eviction_path
+
+    from ._langchain_support import ScriptedChatModel
+
+    log: list[ModelCall] = []
+
+    def script() -> Any:
+        (asked,) = [m for m in log[-1].messages if isinstance(m, HumanMessage)]
+        path = eviction_path(str(asked.content))
+        yield ai(
+            ("read_file", {"file_path": path, "offset": 0, "limit": 100}, "c1"),
+            usage=(1_000, 40, 0, 0),
+        )
+        yield ai(text="Q3 revenue totals 42.", usage=(2_000, 10, 0, 0))
+
+    model = ScriptedChatModel(messages=script(), model_name=OPUS, log=log)
+    layer = layer_for(tracer_provider)
+    seamscope = SeamscopeMiddleware(layer, offload=False)
+    agent = deepagents.create_deep_agent(
+        model=model,
+        middleware=seamscope.watching(
+            FilesystemMiddleware(human_message_token_limit_before_evict=1_000)
+        ),
+    )
+    out = agent.invoke(
+        {"messages": [HumanMessage(REPORT)]}, config={"configurable": {"thread_id": "human-1"}}
+    )
+    (settlement,) = layer.end_conversation("human-1")
+
+    # ground truth: the file Deep Agents wrote, the previews each request held
+    asked = [[m for m in call.messages if isinstance(m, HumanMessage)] for call in log]
+    preview = str(asked[0][0].content)
+    path = eviction_path(preview)
+    assert path is not None and path.startswith("/conversation_history/")
+    assert REPORT == out["files"][path]["content"]
+    assert [[preview], [preview]] == [[str(m.content) for m in a] for a in asked]
+    assert REPORT == out["messages"][0].content  # the state keeps the whole message
+    slice_read = _text_of(log[1], "c1")
+    assert slice_read is not None and "@@ lines 1-100 of 1200" in slice_read
+    kept = Decimal(len(preview)) / 4
+    read_back = Decimal(len(slice_read)) / 4
+    rate_in, rate_out = Decimal("5") / 1_000_000, Decimal("25") / 1_000_000
+
+    compaction_id = f"deepagents_eviction:{out['messages'][0].id}"
+    assert (compaction_id, OffloadMechanism.DEEPAGENTS_EVICTION, 2, 1) == (
+        settlement.offload_id,
+        settlement.mechanism,
+        settlement.turns_carried,
+        settlement.recalls,
+    )
+    assert Decimal("0.30") == settlement.realized_savings
+    assert 2 * kept * rate_in == settlement.stub_carry_cost
+    assert read_back * rate_in + 40 * rate_out == settlement.recall_cost
+    predicted = (
+        30_000 * 5 * rate_in
+        - kept * 5 * rate_in
+        - Decimal("0.5") * (12_500 * rate_in + 250 * rate_out)
+    )
+    assert predicted == settlement.predicted_net_saving
+
+    spans = list(span_exporter.get_finished_spans())
+    (compaction,) = [s for s in spans if s.name == c.SPAN_COMPACTION]
+    attrs = dict(compaction.attributes or {})
+    assert (
+        compaction_id,
+        "deepagents_eviction",
+        30_000.0,
+        float(kept),
+        "over human_message_token_limit_before_evict=1000: a user message (30000 tokens) "
+        f"was written to {path} and replaced by a preview in each model request",
+    ) == (
+        attrs.get(c.ATTR_OFFLOAD_ID),
+        attrs.get(c.ATTR_OFFLOAD_MECHANISM),
+        attrs.get(c.ATTR_COMPACTION_REMOVED_TOKENS),
+        attrs.get(c.ATTR_COMPACTION_KEPT_TOKENS),
+        attrs.get(c.ATTR_MIDDLEWARE_REASON),
+    )
+    assert 0 == _iteration_of(compaction, spans)
+    chats = sorted(
+        (s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_time or 0
+    )
+    assert [(compaction_id,), (compaction_id,)] == [
+        tuple((s.attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())) for s in chats
+    ]
+    recalls = [
+        dict(event.attributes or {})
+        for span in spans
+        for event in span.events
+        if event.name == c.EVENT_OFFLOAD_RECALLED
+    ]
+    assert [(compaction_id, len(slice_read) / 4, 40, "c1")] == [
+        (
+            r[c.ATTR_OFFLOAD_ID],
+            r[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS],
+            r[c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS],
+            r[c.ATTR_GEN_AI_TOOL_CALL_ID],
+        )
+        for r in recalls
+    ]

@@ -37,6 +37,7 @@ from seamscope.adapters.langchain._framework import (
     AIMessage,
     BaseTool,
     Command,
+    HumanMessage,
     RemoveMessage,
     ToolMessage,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "context_editing_reason",
     "eviction_path",
     "eviction_reason",
+    "evicted_messages",
     "evicted_results",
     "model_fallback_reason",
     "model_route_reason",
@@ -414,6 +416,13 @@ _EVICTION_NOTICE = re.compile(
 of a tool result it evicted (``_TOO_LARGE_TOOL_MSG`` of deepagents 0.7, its
 legacy form too): the path the full text was written to."""
 
+_MESSAGE_NOTICE = re.compile(
+    r"\AMessage content too large and was saved to the filesystem at: (?P<path>[^\n]+)\n"
+)
+"""The first line of the text Deep Agents' ``FilesystemMiddleware`` sends in place
+of a user message it evicted (``_TOO_LARGE_HUMAN_MSG`` of deepagents 0.7): the
+path the full text was written to."""
+
 
 @dataclass(frozen=True, slots=True)
 class Evicted:
@@ -422,6 +431,9 @@ class Evicted:
     ``tool``: the tool that produced it; ``path``: the file that holds the
     full text (as the preview names it); ``removed_tokens``: the full text's
     tokens (chars / 4); ``preview``: the text the state holds instead.
+    ``message``: a user message, not a tool result (``tool_call_id`` is
+    then the message's id, ``tool`` empty, and the preview is what each
+    model request holds; the state keeps the whole message).
     """
 
     tool_call_id: str
@@ -429,12 +441,43 @@ class Evicted:
     path: str
     removed_tokens: float
     preview: str
+    message: bool = False
 
 
 def eviction_path(text: str) -> str | None:
-    """The file an eviction notice names (None: ``text`` is not one)."""
-    notice = _EVICTION_NOTICE.match(text)
+    """The file an eviction notice (of a tool result or of a user message)
+    names (None: ``text`` is not one)."""
+    notice = _EVICTION_NOTICE.match(text) or _MESSAGE_NOTICE.match(text)
     return None if notice is None else notice.group("path").strip()
+
+
+def evicted_messages(before: Sequence[Any], after: Sequence[Any]) -> list[Evicted]:
+    """The user messages a ``wrap_model_call`` passed inward as Deep Agents'
+    eviction notice (``FilesystemMiddleware`` wrote a large one to its
+    backend, tagged it ``lc_evicted_to`` in the state and sends a preview in
+    every model request): ``before`` is what it received, ``after`` what it
+    passed inward; messages are matched by id."""
+    original: dict[str, str] = {}
+    for message in before:
+        if isinstance(message, HumanMessage) and message.id:
+            body = translate.text(message.content)
+            if body is not None:
+                original[message.id] = body
+    out: list[Evicted] = []
+    for message in after:
+        if not isinstance(message, HumanMessage) or not message.id:
+            continue
+        was = original.get(message.id)
+        body = translate.text(message.content)
+        if was is None or body is None or body == was:
+            continue
+        notice = _MESSAGE_NOTICE.match(body)
+        if notice is None:
+            continue
+        out.append(
+            Evicted(message.id, "", notice.group("path").strip(), estimate_tokens(was), body, True)
+        )
+    return out
 
 
 def _tool_messages(result: Any) -> list[ToolMessage]:
@@ -481,8 +524,19 @@ def evicted_results(received: Any, returned: Any, tool: str) -> list[Evicted]:
 
 def eviction_reason(middleware: Any, evicted: Evicted) -> str:
     """FilesystemMiddleware: the limit the result passed (its
-    ``tool_token_limit_before_evict``, when it can be read) and where the full
-    text went."""
+    ``tool_token_limit_before_evict``, or ``human_message_token_limit_before_evict``
+    for a user message, when it can be read) and where the full text went."""
+    if evicted.message:
+        limit = getattr(middleware, "_human_message_token_limit_before_evict", None)
+        over = (
+            f"over human_message_token_limit_before_evict={limit}: "
+            if isinstance(limit, int)
+            else ""
+        )
+        return (
+            f"{over}a user message ({evicted.removed_tokens:g} tokens) was written to "
+            f"{evicted.path} and replaced by a preview in each model request"
+        )
     limit = getattr(middleware, "_tool_token_limit_before_evict", None)
     over = f"over tool_token_limit_before_evict={limit}: " if isinstance(limit, int) else ""
     return (

@@ -19,7 +19,7 @@ try:
     from langchain.tools import ToolRuntime
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
+    from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.tracers.context import register_configure_hook
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -46,6 +46,7 @@ __all__ = [
     "Command",
     "ExtendedModelResponse",
     "GraphBubbleUp",
+    "HumanMessage",
     "ModelRequest",
     "ModelResponse",
     "ProviderStrategy",

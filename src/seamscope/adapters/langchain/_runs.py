@@ -598,7 +598,8 @@ class Compactions:
                 body = translate.text(getattr(message, "content", None))
                 if body is None:
                     continue
-                call_id = getattr(message, "tool_call_id", None) or ""
+                # a tool result by its call, an evicted user message by its id
+                call_id = getattr(message, "tool_call_id", None) or getattr(message, "id", "") or ""
                 entry = kept.cleared.get(call_id)
                 if entry is not None and body == entry[3] and entry[0] not in kept.reread:
                     found.append(entry[0])
@@ -620,7 +621,7 @@ class Compactions:
         did not see made, from the store's records (one lookup for the new ones)."""
         notices: dict[str, str] = {}
         for message in messages:
-            call_id = getattr(message, "tool_call_id", None)
+            call_id = getattr(message, "tool_call_id", None) or getattr(message, "id", None)
             body = translate.text(getattr(message, "content", None))
             if isinstance(call_id, str) and call_id and body is not None:
                 path = explain.eviction_path(body)

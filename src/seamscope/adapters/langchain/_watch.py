@@ -55,7 +55,7 @@ from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp, ToolMessage
 from seamscope.adapters.langchain._runs import Run, failed
 from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
-from seamscope.decisions import OffloadStore
+from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.decisions.records import (
     Compaction,
     MiddlewareDecision,
@@ -107,6 +107,7 @@ class _HookWatch:
         self.watcher = watcher
         self.middleware = watcher.wrapped
         self.hook = hook
+        self.runtime = runtime
         self.started = time.perf_counter()
         self.start_ns = time.time_ns()
         self.run: Run | None = None
@@ -168,6 +169,86 @@ class _HookWatch:
             iteration.middleware_decision(decision, store=store)
         finally:
             attached.detach()
+
+    def eviction(
+        self, run: Run, it: Iteration, evicted: explain.Evicted, calls: tuple[ToolCall, ...] = ()
+    ) -> None:
+        """Record one Deep Agents eviction (a tool result, or a user message):
+        a compaction ``deepagents_eviction:{id}`` priced with the gate's
+        formula at the iteration's model (removed: the text's tokens; kept:
+        the preview's), once per conversation and id; its record goes to a
+        shared offload store (:meth:`_kept`). ``calls``: the tool call whose
+        result it is."""
+        compaction_id = f"{OffloadMechanism.DEEPAGENTS_EVICTION}:{evicted.tool_call_id}"
+        if not self.watcher.kit.compactions.evict(
+            run.scope,
+            evicted.tool_call_id,
+            compaction_id,
+            evicted.path,
+            evicted.preview,
+            evicted.removed_tokens,
+        ):
+            return
+        compaction = it.compaction(
+            compaction_id,
+            OffloadMechanism.DEEPAGENTS_EVICTION,
+            removed_tokens=evicted.removed_tokens,
+            kept_tokens=estimate_tokens(evicted.preview),
+            tool_call_ids=() if evicted.message else (evicted.tool_call_id,),
+        )
+        kept = self._kept(it, compaction, evicted)
+        self.record(
+            it,
+            MiddlewareDecision(
+                self.name,
+                _K.COMPACTION,
+                explain.eviction_reason(self.middleware, evicted),
+                compaction=compaction,
+                calls=calls,
+                start_time_ns=self.start_ns,
+            ),
+            store=None if kept is None else kept[0],
+        )
+        if kept is not None:
+            for offload_id in kept[1]:  # the store's size bound dropped them
+                it.turn.layer.ledger.settle_offload(
+                    it.turn.conversation_id or "",
+                    offload_id,
+                    trigger=SettleTrigger.EVICTED,
+                    store=kept[0],
+                )
+
+    def _kept(
+        self, it: Iteration, compaction: Compaction, evicted: explain.Evicted
+    ) -> tuple[OffloadStore, tuple[str, ...]] | None:
+        """The eviction's record, written to the conversation's offload store
+        when other workers see it (its content: the path of the file that
+        holds the text, which stays in Deep Agents' backend): any worker then
+        prices the preview a prompt carries and the reads of that file.
+        Returns the store and the ids its size bound dropped to make room,
+        or None (no shared store, no conversation, or the store failed)."""
+        conversation_id = it.turn.conversation_id
+        outputs = self.watcher.kit.outputs_for(self.runtime)
+        if not conversation_id or not outputs.store.shared:
+            return None
+        predicted = compaction.predicted
+        record = StoredOffload(
+            offload_id=compaction.compaction_id,
+            conversation_id=conversation_id,
+            call_id=evicted.tool_call_id,
+            tool_name=evicted.tool,
+            model=compaction.model,
+            stub=evicted.preview,
+            output_tokens=evicted.removed_tokens,
+            stub_tokens=compaction.kept_tokens,
+            predicted_net_saving=(Decimal(0) if predicted is None else predicted.net_saving)
+            - compaction.cost,
+            horizon=0 if predicted is None else predicted.horizon,
+            recall_probability=0.0 if predicted is None else predicted.recall_probability,
+            created_at=time.time(),
+        )
+        dropped = outputs.keep(record, evicted.path)
+        return None if dropped is None else (outputs.store, dropped)
 
 
 def _cost(iteration: Iteration, usages: list[tuple[str, Any]]) -> Decimal:
@@ -282,6 +363,8 @@ class ModelWatch(_HookWatch):
             )
         if request.messages is not received.messages:
             self._cleared(run, it, request)
+            for evicted in explain.evicted_messages(received.messages, request.messages):
+                self.eviction(run, it, evicted)
 
     def _cleared(self, run: Run, it: Iteration, request: Any) -> None:
         store = self.watcher.kit.compactions
@@ -406,7 +489,6 @@ class ToolWatch(_HookWatch):
             # (the ledger charges it so): never evicted again
             self.keep = True
             return
-        store = self.watcher.kit.compactions
         it = run.current_iteration()
         gated = self.watcher.kit.gate_evictions and isinstance(self.received, ToolMessage)
         for evicted in evictions:
@@ -415,77 +497,9 @@ class ToolWatch(_HookWatch):
                 # priced as a loss: the tool's own result stays in the prompt
                 self.keep = True
                 return
-            if not store.evict(
-                run.scope,
-                evicted.tool_call_id,
-                compaction_id,
-                evicted.path,
-                evicted.preview,
-                evicted.removed_tokens,
-            ):
-                continue
-            compaction = it.compaction(
-                compaction_id,
-                OffloadMechanism.DEEPAGENTS_EVICTION,
-                removed_tokens=evicted.removed_tokens,
-                kept_tokens=estimate_tokens(evicted.preview),
-                tool_call_ids=(evicted.tool_call_id,),
-            )
             call = translate.tool_call(raw) if isinstance(raw, Mapping) else None
             same = call is not None and call.id == evicted.tool_call_id
-            kept = self._kept(it, compaction, evicted)
-            self.record(
-                it,
-                MiddlewareDecision(
-                    self.name,
-                    _K.COMPACTION,
-                    explain.eviction_reason(self.middleware, evicted),
-                    compaction=compaction,
-                    calls=(call,) if same and call is not None else (),
-                    start_time_ns=self.start_ns,
-                ),
-                store=None if kept is None else kept[0],
-            )
-            if kept is not None:
-                for offload_id in kept[1]:  # the store's size bound dropped them
-                    it.turn.layer.ledger.settle_offload(
-                        it.turn.conversation_id or "",
-                        offload_id,
-                        trigger=SettleTrigger.EVICTED,
-                        store=kept[0],
-                    )
-
-    def _kept(
-        self, it: Iteration, compaction: Compaction, evicted: explain.Evicted
-    ) -> tuple[OffloadStore, tuple[str, ...]] | None:
-        """The eviction's record, written to the conversation's offload store
-        when other workers see it (its content: the path of the file that
-        holds the text, which stays in Deep Agents' backend): any worker then
-        prices the preview a prompt carries and the reads of that file.
-        Returns the store and the ids its size bound dropped to make room,
-        or None (no shared store, no conversation, or the store failed)."""
-        conversation_id = it.turn.conversation_id
-        outputs = self.watcher.kit.outputs_for(self.request.runtime)
-        if not conversation_id or not outputs.store.shared:
-            return None
-        predicted = compaction.predicted
-        record = StoredOffload(
-            offload_id=compaction.compaction_id,
-            conversation_id=conversation_id,
-            call_id=evicted.tool_call_id,
-            tool_name=evicted.tool,
-            model=compaction.model,
-            stub=evicted.preview,
-            output_tokens=evicted.removed_tokens,
-            stub_tokens=compaction.kept_tokens,
-            predicted_net_saving=(Decimal(0) if predicted is None else predicted.net_saving)
-            - compaction.cost,
-            horizon=0 if predicted is None else predicted.horizon,
-            recall_probability=0.0 if predicted is None else predicted.recall_probability,
-            created_at=time.time(),
-        )
-        dropped = outputs.keep(record, evicted.path)
-        return None if dropped is None else (outputs.store, dropped)
+            self.eviction(run, it, evicted, (call,) if same and call is not None else ())
 
     def _gate(
         self, run: Run, it: Iteration, evicted: explain.Evicted, compaction_id: str
