@@ -922,6 +922,38 @@ def test_without_the_opt_in_the_offloader_acts_alone_and_is_only_priced() -> Non
     assert (1, 0) == (settled.turns_carried, settled.recalls)
 
 
+def test_seamscopes_recall_answer_is_never_offloaded_by_the_offloader(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """The offloader is told to leave big_report alone: seamscope's gate offloads
+    it; the model recalls it; the offloader would take the recall's 20 000-token
+    answer too: the answer reaches the model whole, as the ledger charges it,
+    and no offload of it is priced."""
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c24": [
+                reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+                reply((RECALL_TOOL, {"offload_id": "off-r"}, "r1"), usage=(2_100, 60)),
+                reply(text="Here it is.", usage=(22_000, 25)),
+            ]
+        }
+    )
+    offloader = _offloader(
+        should_offload=lambda tool_name, token_count, **kw: tool_name != "big_report"
+    )
+    layer = make_layer(tel, offload_id_factory=lambda: "off-r")
+    conversation, plugin = agent_for(ground, tel, "c24", layer=layer, plugins=[offloader])
+    conversation.run("the report, all of it")
+    [settled] = plugin.layer.end_conversation("c24")
+
+    assert [] == check(ground, tel, captured_logs)
+    [answer] = [m for m in ground.model_calls[2].messages if m.call_id == "r1"]
+    assert BIG == answer.text
+    assert ("off-r", 1, 1) == (settled.offload_id, settled.turns_carried, settled.recalls)
+    assert [] == [s for s in tel.spans() if s.name == c.SPAN_COMPACTION]
+
+
 # -- explain reads the ContextOffloader's offload back ------------------------------------------
 
 

@@ -315,7 +315,7 @@ class SeamscopePlugin(Plugin):
             async for event in next_fn(context if planned is None else planned):
                 if run is not None and isinstance(event, ModelStopReason):
                     run.error = None  # a call that answers (a retry): the run goes on
-                    event = self._after_model(run, event)
+                    event = self._answered(run, event)
                 yield event
         except BaseException as exc:
             if run is not None:
@@ -377,6 +377,15 @@ class SeamscopePlugin(Plugin):
         run.carried, run.present = (*stubbed, *previews), present
         run.chat = it.start_chat(choice.name, named=choice.named, span=run.own_spans, tools=keep)
         return context.replace(**changes) if changes else None
+
+    def _answered(self, run: Run, event: ModelStopReason) -> ModelStopReason:
+        """:meth:`_after_model`, contained: the model's own answer when it fails."""
+        try:
+            return self._after_model(run, event)
+        except Exception:
+            failed("strands.after_model")
+            run.end_chat(None)
+            return event
 
     def _after_model(self, run: Run, event: ModelStopReason) -> ModelStopReason:
         it = run.iteration
@@ -504,7 +513,11 @@ class SeamscopePlugin(Plugin):
                 self._retrieved(run, it, call, result)
                 return
             offloaded = translate.offloaded_by_offloader(entry.result, result)
-            if offloaded is not None:
+            if offloaded is not None and call.name == RECALL_TOOL:
+                # seamscope's own recall answer brings an offloaded output back whole
+                # (the ledger charges it so): never offloaded again
+                event.result = entry.result
+            elif offloaded is not None:
                 if self._offloader(run, it, call, entry.result, offloaded):
                     event.result = entry.result  # priced as a loss: the full result stays
                 return
