@@ -954,6 +954,27 @@ def test_seamscopes_recall_answer_is_never_offloaded_by_the_offloader(
     assert [] == [s for s in tel.spans() if s.name == c.SPAN_COMPACTION]
 
 
+def test_seamscopes_own_failures_are_contained_and_the_run_is_strands_own(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """A role and a scope callable that raise: each failure is a
+    seamscope.telemetry.error event, the run ends as without them."""
+
+    def boom(agent: Any) -> Any:
+        raise RuntimeError("adopter bug")
+
+    tel = Telemetry()
+    ground = Ground({"c25": [reply(("lookup", {"key": "k"}, "k1")), reply(text="Found.")]})
+    options = {"role": boom, "scope": boom}
+    conversation, _ = agent_for(ground, tel, "c25", plugin_options=options)
+    assert "Found." == conversation.run("look k up")
+
+    assert [] == check(ground, tel, captured_logs, prices=None, telemetry_errors=3)
+    assert [("lookup", "k1")] == [(r.name, r.call_id) for r in ground.tool_runs]
+    hooks = sorted(e.get("hook") for e in captured_logs if e.get("event") == c.LOG_TELEMETRY_ERROR)
+    assert ["strands.role", "strands.role", "strands.scope"] == hooks
+
+
 # -- explain reads the ContextOffloader's offload back ------------------------------------------
 
 
