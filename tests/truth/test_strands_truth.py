@@ -39,10 +39,20 @@ from seamscope.loop import RECALL_TOOL
 from seamscope.telemetry import conventions as c
 
 from ._harness import Call, Ground, Reply, Seen, conversation_of, disagreements, reply
-from .test_reference_truth import BIG, HAIKU, OPUS, POLICIES, PRICES, Telemetry, make_layer
+from .test_reference_truth import (
+    BIG,
+    HAIKU,
+    OPUS,
+    PALETTE,
+    POLICIES,
+    PRICES,
+    Telemetry,
+    make_layer,
+)
 
 MODES = ("call", "invoke_async", "stream")
 GENAI_OPERATIONS = ("invoke_agent", "chat", "execute_tool")
+OFFLOADER_RETRIEVE = "retrieve_offloaded_content"
 
 
 @pytest.fixture(autouse=True)
@@ -978,7 +988,7 @@ def test_seamscopes_own_failures_are_contained_and_the_run_is_strands_own(
 # -- explain reads the ContextOffloader's offload back ------------------------------------------
 
 
-def test_explain_names_the_offloaders_offload_in_the_iteration_that_emitted_the_call(
+def test_explain_and_whatif_read_the_offloaders_offload_and_its_recall_back(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tel = Telemetry()
@@ -988,14 +998,23 @@ def test_explain_names_the_offloaders_offload_in_the_iteration_that_emitted_the_
         {
             "c23": [
                 reply(("big_report", {"topic": "q3"}, "b1")),
-                reply(("lookup", {"key": "x"}, "l1")),
+                reply(
+                    (
+                        "retrieve_offloaded_content",
+                        {"reference": "mem_1_b1_0", "line_range": {"start": 1, "end": 20}},
+                        "g1",
+                    )
+                ),
                 reply(text="Read."),
             ]
         }
     )
-    conversation, plugin = agent_for(ground, tel, "c23", plugins=[_offloader()])
+    # the offloader's retrieval tool is a tool like any: the palette includes it
+    palette = RolePaletteStage(resolver=lambda role: (*PALETTE, OFFLOADER_RETRIEVE))
+    layer = make_layer(tel, stages=[palette])
+    conversation, plugin = agent_for(ground, tel, "c23", layer=layer, plugins=[_offloader()])
     conversation.run("the report")
-    plugin.layer.end_conversation("c23")
+    [settled] = plugin.layer.end_conversation("c23")
     tel.tracer_provider.force_flush()
 
     preview = _tool_texts(ground, "c23", "b1")[1] or ""
@@ -1012,6 +1031,24 @@ def test_explain_names_the_offloaders_offload_in_the_iteration_that_emitted_the_
         "├── iteration 1  big_report: selected; not called by the model",
         "└── iteration 2  big_report: selected; not called by the model",
     ] == lines
+    # the retrieval: a recall of the offload, at the tokens it really brought back
+    [read] = [m.text for m in ground.model_calls[2].messages if m.call_id == "g1"]
+    assert 0 == cli(["explain", str(path), "--tool", "retrieve_offloaded_content"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if "iteration" in line]
+    assert (
+        "├── iteration 1  retrieve_offloaded_content: selected; emitted and dispatched; executed; "
+        f"call g1 recalled strands_context_offload:b1 ({len(read) / 4:g} tokens read back)"
+    ) == lines[1]
+    # whatif re-settles the conversation from the trace alone, as the ledger did
+    assert 0 == cli(["whatif", str(path)])
+    out = capsys.readouterr().out
+    assert f"c23: realized {_usd(settled.realized_net_saving)} → counterfactual" in out
+    assert "(exact)" in out
+
+
+def _usd(amount: Any) -> str:
+    sign = "+" if amount >= 0 else "−"
+    return f"{sign}${abs(amount):.4f}"
 
 
 # -- concurrent conversations through one plugin ---------------------------------------------------

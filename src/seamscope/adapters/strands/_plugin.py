@@ -35,7 +35,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from seamscope._internal import checks
+from seamscope._internal import attached, checks
 from seamscope.adapters._kit import (
     RECALL,
     RECALL_TOOL,
@@ -395,13 +395,16 @@ class SeamscopePlugin(Plugin):
         try:
             usage = translate.usage(raw_usage)
             run.usage = usage
-            report_model_call(
-                run.chat,
-                usage,
-                carried=run.carried,
-                present=run.present,
-                outputs=self.outputs,
-            )
+            chat = run.chat
+            # the ledger notes what the call carried on the span current: its chat span
+            with attached(None if chat is None else chat.context):
+                report_model_call(
+                    chat,
+                    usage,
+                    carried=run.carried,
+                    present=run.present,
+                    outputs=self.outputs,
+                )
         except Exception:
             failed("strands.usage")
         run.end_chat(None)
@@ -602,6 +605,7 @@ class SeamscopePlugin(Plugin):
                 compaction_id,
                 input_tokens=tokens,
                 output_tokens=0 if usage is None else usage.output_tokens,
+                call_id=call.id,
             )
 
     # -- the recall tool --------------------------------------------------------------------
