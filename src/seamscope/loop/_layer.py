@@ -598,6 +598,8 @@ class Iteration:
         self.unavailable: str | None = None
         """The PRE seam's choice when it is not callable here (another model ran)."""
         self._recall_output_charged = False
+        # the last stub offload() kept: (offload id, text, tokens)
+        self._stub: tuple[str | None, str, float] | None = None
 
     # contexts ------------------------------------------------------------------
 
@@ -803,8 +805,35 @@ class Iteration:
         span = target.span if isinstance(target, Invocation) else target
         self.turn.layer.observer.capture(span, c.ATTR_TOOL_CALL_RESULT, output)
 
-    def offload(self, call: ToolCall, output: str | float) -> OffloadGateDecision:
-        """Ask the offload gate about one tool output (text, or its token count).
+    @property
+    def default_model(self) -> str:
+        """The layer's default model (what names a call nothing else names)."""
+        return self.turn.layer.router.default_model.model_name
+
+    @property
+    def threshold_tokens(self) -> float:
+        """The offload gate's threshold: an output below it is never offloaded."""
+        return self.turn.layer.gate.threshold_tokens
+
+    def sent_stub(self, decision: OffloadGateDecision, tool: str) -> str:
+        """The stub sent in place of a fired decision's output (the one
+        :meth:`offload` kept and priced; made again only for another decision)."""
+        made = self._stub
+        if made is not None and made[0] == decision.offload_id:
+            return made[1]
+        return offload_stub(decision, tool)
+
+    def _sent_stub_tokens(self, decision: OffloadGateDecision, tool: str) -> float:
+        made = self._stub
+        if made is not None and made[0] == decision.offload_id:
+            return made[2]
+        return estimate_tokens(offload_stub(decision, tool))
+
+    def offload(
+        self, call: ToolCall, output: str | float, *, tokens: float | None = None
+    ) -> OffloadGateDecision:
+        """Ask the offload gate about one tool output (text, or its token count;
+        ``tokens``: the text's count when the caller measured it already).
 
         A fired decision is followed by the ledger under its offload id, its
         stub priced at the size of the stub really sent
@@ -817,7 +846,7 @@ class Iteration:
         room are settled then.
         """
         if isinstance(output, str):
-            tokens = estimate_tokens(output)
+            tokens = estimate_tokens(output) if tokens is None else tokens
         elif isinstance(output, int | float) and not isinstance(output, bool):
             tokens = float(output)
         else:
@@ -833,6 +862,7 @@ class Iteration:
             if not isinstance(output, str) or not fired.offload_id:
                 return
             stub = offload_stub(fired, call.name)
+            self._stub = (fired.offload_id, stub, estimate_tokens(stub))
             now = time.time()
             evicted.extend(
                 turn.store.put(
@@ -844,7 +874,7 @@ class Iteration:
                         model=fired.model_name,
                         stub=stub,
                         output_tokens=fired.output_tokens,
-                        stub_tokens=estimate_tokens(stub),
+                        stub_tokens=self._stub[2],
                         predicted_net_saving=fired.net_saving,
                         horizon=fired.horizon,
                         recall_probability=fired.recall_probability,
@@ -866,7 +896,7 @@ class Iteration:
                 decision,
                 conversation_id=turn.conversation_id,
                 link=link,
-                stub_tokens=estimate_tokens(offload_stub(decision, call.name))
+                stub_tokens=self._sent_stub_tokens(decision, call.name)
                 if decision.fire
                 else unsent_stub_tokens(decision, call.name),  # the shadow's, if it fires
                 tool_name=call.name,

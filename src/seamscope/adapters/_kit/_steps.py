@@ -47,7 +47,7 @@ from seamscope.decisions.records import (
     Seam,
     WinnerSource,
 )
-from seamscope.loop import RECALL_TOOL, ChatCall, Iteration, estimate_tokens, offload_stub
+from seamscope.loop import RECALL_TOOL, ChatCall, Iteration, estimate_tokens
 
 __all__ = [
     "ModelPlan",
@@ -87,7 +87,7 @@ def plan_model(
     every adapter. Run after the iteration's tool selection."""
     with iteration.current():
         pre = iteration.pre_model()
-        default = iteration.turn.layer.router.default_model.model_name
+        default = iteration.default_model
         choice = choose_model(pre.model.model_name, default, models, own, name_of=name_of)
         note_unavailable(iteration, pre, choice)
     return ModelPlan(pre, choice)
@@ -208,19 +208,20 @@ def account_tool_output(
             return None
         if text is None:
             return None
+        tokens = estimate_tokens(text)  # once: the re-read, the threshold and the gate
         compaction_id = None if reread is None else reread(call)
         if compaction_id is not None:
             iteration.recall(
                 compaction_id,
-                input_tokens=estimate_tokens(text),
+                input_tokens=tokens,
                 output_tokens=0 if usage is None else usage.output_tokens,
                 call_id=call.id,
             )
-        if not offload or estimate_tokens(text) < iteration.turn.layer.gate.threshold_tokens:
+        if not offload or tokens < iteration.threshold_tokens:
             return None
         iteration.turn.store = outputs.store
         iteration.turn.offload_scope = scope
-        decision = iteration.offload(call, text)
+        decision = iteration.offload(call, text, tokens=tokens)
         if not decision.fire or decision.offload_id is None:
             return None
-        return offload_stub(decision, call.name)
+        return iteration.sent_stub(decision, call.name)
