@@ -938,3 +938,89 @@ def test_an_evicted_user_message_is_a_priced_compaction_its_file_reads_are_its_r
         )
         for r in recalls
     ]
+
+
+def test_an_eviction_read_by_a_run_resumed_at_its_tools_on_another_worker_is_its_recall(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    """Worker A evicts c1's result (call 1: 1 000 in, 40 out) and its call 2
+    (2 000 in, 30 out; the preview carried) emits read_file c2, which Deep
+    Agents' ``interrupt_on`` stops for approval. Worker B (its own layer and
+    middleware, the same SQLite offload store and checkpoints) resumes the
+    run at its tools: the read is the eviction's recall there, at the R
+    chars it returned (the output of the call that emitted it was A's, and
+    A reported it: 0 here), and B's call 3 (3 000 in, 10 out) carries the
+    preview. Settled once, by B: 2 calls carried, 1 recall of R/4 x $5/M."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from seamscope.stores import SQLiteStore
+
+    database = tmp_path / "offloads.db"
+    checkpoints = InMemorySaver()
+    config = {"configurable": {"thread_id": "resume-1"}}
+    scripts = {
+        "a": [
+            ai(("big_report", {"topic": "q3"}, "c1"), usage=(1_000, 40, 0, 0)),
+            ai(
+                ("read_file", {"file_path": EVICTED, "offset": 0, "limit": 100}, "c2"),
+                usage=(2_000, 30, 0, 0),
+            ),
+        ],
+        "b": [ai(text="Q3 revenue totals 42.", usage=(3_000, 10, 0, 0))],
+    }
+    workers: dict[str, tuple[SeamscopeMiddleware, list[ModelCall]]] = {}
+    for name in ("a", "b"):
+        seamscope = SeamscopeMiddleware(
+            layer_for(tracer_provider), offload=False, offload_store=SQLiteStore(str(database))
+        )
+        models, log = scripted_models([OPUS], scripts[name])
+        agent = deepagents.create_deep_agent(
+            model=models[OPUS],
+            tools=[big_report],
+            middleware=seamscope.watching(FilesystemMiddleware()),
+            interrupt_on={"read_file": True},
+            checkpointer=checkpoints,
+        )
+        if name == "a":
+            out = agent.invoke({"messages": [HumanMessage("the q3 report")]}, config=config)
+            assert out.get("__interrupt__")  # stopped before read_file ran
+        else:
+            agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config=config)
+        workers[name] = (seamscope, log)
+
+    (settlement,) = workers["b"][0].end_conversation("resume-1")
+    assert [] == workers["a"][0].end_conversation("resume-1")
+
+    log = workers["a"][1] + workers["b"][1]
+    preview = _text_of(log[1], "c1")
+    assert preview is not None and preview.startswith("Tool result too large")
+    assert [None, preview, preview] == [_text_of(call, "c1") for call in log]
+    slice_read = _text_of(log[2], "c2")
+    assert slice_read is not None and "@@ lines 1-100 of 1200" in slice_read
+    kept = Decimal(len(preview)) / 4
+    rate_in = Decimal("5") / 1_000_000
+    assert ("deepagents_eviction:c1", OffloadMechanism.DEEPAGENTS_EVICTION, 2, 1) == (
+        settlement.offload_id,
+        settlement.mechanism,
+        settlement.turns_carried,
+        settlement.recalls,
+    )
+    assert Decimal("0.30") == settlement.realized_savings
+    assert 2 * kept * rate_in == settlement.stub_carry_cost
+    assert Decimal(len(slice_read)) / 4 * rate_in == settlement.recall_cost
+    recalls = [
+        dict(event.attributes or {})
+        for span in span_exporter.get_finished_spans()
+        for event in span.events
+        if event.name == c.EVENT_OFFLOAD_RECALLED
+    ]
+    assert [("deepagents_eviction:c1", len(slice_read) / 4, 0, "c2")] == [
+        (
+            r[c.ATTR_OFFLOAD_ID],
+            r[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS],
+            r[c.ATTR_GEN_AI_USAGE_OUTPUT_TOKENS],
+            r[c.ATTR_GEN_AI_TOOL_CALL_ID],
+        )
+        for r in recalls
+    ]

@@ -616,9 +616,22 @@ class Compactions:
             kept.current = tuple(cleared)
             return tuple(dict.fromkeys(found))
 
-    def _learn(self, scope: str, messages: Sequence[Any], outputs: Outputs) -> None:
+    def learn(self, scope: str, messages: Sequence[Any], outputs: Outputs) -> None:
+        """Note the evictions whose preview ``messages`` (the state a tool call
+        runs with) hold that this process did not see made, as held by the
+        prompt that emitted the call: a run resumed here at its tools (after
+        an interrupt) read that prompt on another worker."""
+        if not outputs.store.shared:
+            return
+        learnt = self._learn(scope, messages, outputs)
+        if learnt:
+            with self._kept.of(scope) as kept:
+                kept.current = tuple(dict.fromkeys((*kept.current, *learnt)))
+
+    def _learn(self, scope: str, messages: Sequence[Any], outputs: Outputs) -> tuple[str, ...]:
         """Note the evictions whose preview ``messages`` hold that this process
-        did not see made, from the store's records (one lookup for the new ones)."""
+        did not see made, from the store's records (one lookup for the new
+        ones); returns their compaction ids."""
         notices: dict[str, str] = {}
         for message in messages:
             call_id = getattr(message, "tool_call_id", None) or getattr(message, "id", None)
@@ -628,13 +641,14 @@ class Compactions:
                 if path is not None:
                     notices[call_id] = path
         if not notices:
-            return
+            return ()
         with self._kept.of(scope) as kept:
             new = [i for i in notices if i not in kept.evicted and i not in kept.absent]
         if not new:
-            return
+            return ()
         ids = {f"{OffloadMechanism.DEEPAGENTS_EVICTION}:{call_id}": call_id for call_id in new}
         records = outputs.records(scope, ids)
+        learnt: list[str] = []
         with self._kept.of(scope) as kept:
             for compaction_id, call_id in ids.items():
                 record = records.get(compaction_id)
@@ -647,6 +661,8 @@ class Compactions:
                         record.stub,
                         record.output_tokens,
                     )
+                    learnt.append(compaction_id)
+        return tuple(learnt)
 
     def reread(self, scope: str, tool: str, args: Any, text: str | None = None) -> str | None:
         """The cleared result (its compaction id) a new call of ``tool`` with the

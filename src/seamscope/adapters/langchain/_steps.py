@@ -495,6 +495,14 @@ class ToolStep(_Step):
             if run is None or it is None or call is None:
                 return result
             self.ends = run.ends_at(call.name)
+            state = self.request.state
+            if self.mw.watching and isinstance(state, Mapping):
+                # an eviction made on another worker, when this run resumed at its tools
+                self.mw.compactions.learn(
+                    run.scope,
+                    state.get("messages") or (),
+                    self.mw.outputs_for(self.request.runtime),
+                )
             stub = settle_output(self.mw, run, it, call, text, self.request.runtime)
             if stub is None or not isinstance(result, ToolMessage):
                 return result
@@ -521,11 +529,15 @@ def settle_output(
     gate (``offload``; None: the middleware's choice); the stub that replaces
     the answer's text, or None."""
     compactions, scope = mw.compactions, run.scope
+    outputs = mw.outputs_for(runtime)
+    # where a recall's accounts go, also on a worker whose first event of the
+    # conversation is this tool call (a run resumed at its tools)
+    it.turn.store = outputs.store
     return account_tool_output(
         it,
         call,
         text,
-        outputs=mw.outputs_for(runtime),
+        outputs=outputs,
         scope=scope,
         usage=run.usage,
         offload=mw.offload if offload is None else offload,
