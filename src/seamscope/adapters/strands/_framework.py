@@ -22,7 +22,9 @@ try:
     from strands.types.tools import ToolContext
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "seamscope.adapters.strands needs strands-agents: pip install 'seamscope[strands]'"
+        "seamscope.adapters.strands needs strands-agents: pip install 'seamscope[strands]' "
+        "&& pip install --no-deps strands-agents==1.62.0 "
+        "opentelemetry-instrumentation-threading==0.66b1"
     ) from exc
 
 __all__ = [
