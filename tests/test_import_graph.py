@@ -225,3 +225,47 @@ def test_the_cli_is_thin_over_its_engines() -> None:
     for name, path in MODULES.items():
         if name.startswith(engines):
             assert "rich" not in {t.split(".")[0] for t in _imports(name, path)}, name
+
+
+# -- one span lifecycle ---------------------------------------------------------------------
+
+_GONE = {"Held", "RunSpans", "ToolSpan", "Handle", "IterationScope", "_SpanScope"}
+"""The span holders the one invocation type replaced."""
+
+
+def _calls_and_classes(path: Path) -> tuple[set[str], list[str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    calls = [
+        n.func.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    ]
+    return classes, calls
+
+
+def test_every_span_has_one_shape_and_one_writer_of_its_failure() -> None:
+    """No span holder but ``Invocation``; ``set_status`` (a span's failure:
+    status ERROR with ``error.type``) is called in one module, by ``record_error``;
+    no adapter builds a ``Turn`` by hand (the loop's ``start_turn`` does)."""
+    holders: dict[str, set[str]] = {}
+    status_writers: set[str] = set()
+    turns_by_hand: set[str] = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        name = _module(path)
+        classes, calls = _calls_and_classes(path)
+        if classes & _GONE:
+            holders[name] = classes & _GONE
+        if "set_status" in calls:
+            status_writers.add(name)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if name.startswith("seamscope.adapters") and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Turn"
+            for n in ast.walk(tree)
+        ):
+            turns_by_hand.add(name)
+    assert ({}, {"seamscope.telemetry._invocation"}, set()) == (
+        holders,
+        status_writers,
+        turns_by_hand,
+    )
