@@ -30,8 +30,10 @@ import contextlib
 import json
 import marshal
 import math
+import os
+import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from operator import itemgetter
@@ -39,7 +41,13 @@ from typing import Any, NamedTuple, TextIO, cast
 
 from seamscope.decisions.records import SettleTrigger
 from seamscope.explain._otlp import Problem, SpanRecord
-from seamscope.explain._traces import SPILL_MEMORY_BYTES, Collector, TraceInfo, reread
+from seamscope.explain._traces import (
+    SPILL_MEMORY_BYTES,
+    Collector,
+    FinishedTraces,
+    TraceInfo,
+    reread,
+)
 from seamscope.explain._views import merge
 from seamscope.telemetry import conventions as c
 
@@ -327,6 +335,65 @@ class _Inputs:
         return ""
 
 
+class _Index:
+    """Where each finished trace's events are in the spill, by conversation, in the
+    order conversations were first seen: a temporary SQLite file written in
+    batches, so that memory does not grow with the input (the rows of a
+    conversation are read back in one ordered query at the end)."""
+
+    _BATCH = 4096
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="seamscope-"))
+        self._db = sqlite3.connect(os.path.join(folder, "course.sqlite"))
+        stack.callback(self._db.close)
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -2048"):
+            self._db.execute(f"PRAGMA {pragma}")
+        self._db.execute("CREATE TABLE seen (id TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID")
+        self._db.execute(
+            "CREATE TABLE chunks (id TEXT, again INTEGER, trace TEXT, at INTEGER, size INTEGER)"
+        )
+        self._seen = 0
+        self._rows: list[tuple[str, bool, str, int, int]] = []
+
+    def add(self, conversation_id: str, trace_id: str, again: bool, at: int, size: int) -> None:
+        """One chunk of a conversation's events from a trace; ``again``: from the
+        second pass (the whole trace, in place of the first pass's chunks)."""
+        self._rows.append((conversation_id, again, trace_id, at, size))
+        if len(self._rows) >= self._BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        rows, self._rows = self._rows, []
+        first = self._seen
+        self._seen += len(rows)
+        self._db.executemany(
+            "INSERT OR IGNORE INTO seen VALUES (?, ?)",
+            [(r[0], first + n) for n, r in enumerate(rows)],
+        )
+        self._db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)", rows)
+
+    def conversations(self, late: Collection[str]) -> Iterator[tuple[str, list[tuple[int, int]]]]:
+        """Each conversation and where its chunks are, in first-seen order; a trace
+        in ``late`` by its second-pass chunks only."""
+        self._flush()
+        rows = self._db.execute(
+            "SELECT c.id, c.again, c.trace, c.at, c.size FROM chunks c JOIN seen s ON s.id = c.id "
+            "ORDER BY s.n, c.rowid"
+        )
+        current: str | None = None
+        chunks: list[tuple[int, int]] = []
+        for conversation_id, again, trace_id, at, size in rows:
+            if conversation_id != current:
+                if current is not None:
+                    yield current, chunks
+                current, chunks = conversation_id, []
+            if again or trace_id not in late:
+                chunks.append((at, size))
+        if current is not None:
+            yield current, chunks
+
+
 class CourseReader:
     """Reads OTLP-JSON lines and hands each conversation's course to ``finish``.
 
@@ -345,14 +412,14 @@ class CourseReader:
     def __init__(self, finish: Callable[[Conversation], None]) -> None:
         self._finish = finish
         self._source = "<input>"
-        self._collector = Collector(self._trace, report=self._report)
+        self._collector = Collector(self._trace, report=self._report, finished=FinishedTraces())
         self._inputs = _Inputs()
         self._stack = contextlib.ExitStack()
         self._spill: Any = self._stack.enter_context(
             tempfile.SpooledTemporaryFile(max_size=SPILL_MEMORY_BYTES)  # noqa: SIM115
         )
         self._size = 0
-        self._chunks: dict[str, dict[str, tuple[int, int]]] = {}
+        self._index = _Index(self._stack)
         self._queried: Any = None
         self._trace_duplicates: dict[str, int] = {}
         self.problems: list[tuple[str, int, str]] = []
@@ -422,9 +489,9 @@ class CourseReader:
             late = self._collector.late
             if late:
                 reread(cast(TextIO, self._inputs.rewind()), late, self._trace)
-            for conversation_id, chunks in self._chunks.items():
-                self._finish(self._conversation(conversation_id, chunks.values()))
-            self._chunks = {}
+            again = {t.trace_id for t in late}
+            for conversation_id, chunks in self._index.conversations(again):
+                self._finish(self._conversation(conversation_id, chunks))
         finally:
             self._stack.close()
 
@@ -457,7 +524,7 @@ class CourseReader:
             data = marshal.dumps(rows)
             self._spill.seek(self._size)
             self._spill.write(data)
-            self._chunks.setdefault(key, {})[info.trace_id] = (self._size, len(data))
+            self._index.add(key, info.trace_id, info.late, self._size, len(data))
             self._size += len(data)
 
     @staticmethod
