@@ -110,6 +110,9 @@ def _exact(value: Decimal) -> str:
 
 
 def _json(r: Replay) -> dict[str, Any]:
+    realized, exact = r.realized_usd, r.counterfactual_exact_usd
+    expected = r.counterfactual_expected_usd
+    low, high = r.counterfactual_low_usd, r.counterfactual_high_usd
     return {
         "conversation_id": r.conversation_id,
         "gate_calls": r.gate_calls,
@@ -118,22 +121,13 @@ def _json(r: Replay) -> dict[str, Any]:
         "counterfactual_fires": r.counterfactual_fires,
         "newly_fired": [n.gate.tool for n in r.newly_fired],
         "no_longer_fired": [g.offload_id for g in r.no_longer_fired],
-        "realized_usd": _exact(r.realized_usd),
-        "counterfactual_exact_usd": _exact(r.counterfactual_exact_usd),
-        "counterfactual_expected_usd": _exact(r.counterfactual_expected_usd),
-        "counterfactual_expected_range_usd": [
-            _exact(r.counterfactual_low_usd),
-            _exact(r.counterfactual_high_usd),
-        ],
-        "difference_exact_usd": _exact(r.counterfactual_exact_usd - r.realized_usd),
-        "difference_expected_usd": _exact(r.counterfactual_expected_usd),
-        **_totals_json(
-            r.realized_usd,
-            r.counterfactual_exact_usd,
-            r.counterfactual_expected_usd,
-            r.counterfactual_low_usd,
-            r.counterfactual_high_usd,
-        ),
+        "realized_usd": _exact(realized),
+        "counterfactual_exact_usd": _exact(exact),
+        "counterfactual_expected_usd": _exact(expected),
+        "counterfactual_expected_range_usd": [_exact(low), _exact(high)],
+        "difference_exact_usd": _exact(exact - realized),
+        "difference_expected_usd": _exact(expected),
+        **_totals_json(realized, exact, expected, low, high),
         "carried": "inferred" if r.inferred_carry else "recorded",
         "mismatched": r.mismatches(),
     }
