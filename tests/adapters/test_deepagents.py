@@ -692,12 +692,15 @@ def test_seamscope_s_recall_answer_is_never_evicted(
 # -- an eviction read back on another worker -----------------------------------------------
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "langgraph-postgres"])
 def test_an_eviction_read_back_on_another_worker_is_its_recall(
-    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider, tmp_path: Path
+    kind: str, span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider, tmp_path: Path
 ) -> None:
     """Two workers, each its own layer and ``SeamscopeMiddleware``, sharing one
-    SQLite offload store (a real file) and the conversation's checkpoints
-    (thread ``fleet-1``). Calls (input, output tokens; no cache):
+    offload store (a SQLite file named to seamscope, or, named to neither,
+    the LangGraph ``PostgresStore`` of a real PostgreSQL the agents are
+    compiled with) and the conversation's checkpoints (thread ``fleet-1``).
+    Calls (input, output tokens; no cache):
 
     Worker A, turn 1:
     1. (1 000, 40): emits big_report c1; FilesystemMiddleware evicts its
@@ -722,6 +725,11 @@ def test_an_eviction_read_back_on_another_worker_is_its_recall(
     database = tmp_path / "offloads.db"
     checkpoints = InMemorySaver()
     config = {"configurable": {"thread_id": "fleet-1"}}
+    server = None
+    if kind == "langgraph-postgres":
+        from tests._postgres_server import PostgresServer
+
+        server = PostgresServer.start(tmp_path / "postgres")
     scripts = {
         "a": [
             ai(("big_report", {"topic": "q3"}, "c1"), usage=(1_000, 40, 0, 0)),
@@ -736,25 +744,35 @@ def test_an_eviction_read_back_on_another_worker_is_its_recall(
         ],
     }
     workers: dict[str, tuple[DecisionLayer, SeamscopeMiddleware, list[ModelCall]]] = {}
-    for name in ("a", "b"):
-        layer = layer_for(tracer_provider)
-        seamscope = SeamscopeMiddleware(
-            layer, offload=False, offload_store=SQLiteStore(str(database))
-        )
-        models, log = scripted_models([OPUS], scripts[name])
-        agent = deepagents.create_deep_agent(
-            model=models[OPUS],
-            tools=[big_report],
-            middleware=seamscope.watching(FilesystemMiddleware()),
-            checkpointer=checkpoints,
-        )
-        ask = "the q3 report" if name == "a" else "the total?"
-        agent.invoke({"messages": [HumanMessage(ask)]}, config=config)
-        workers[name] = (layer, seamscope, log)
+    try:
+        for name in ("a", "b"):
+            layer = layer_for(tracer_provider)
+            options: dict[str, Any] = {}
+            if server is None:
+                seamscope = SeamscopeMiddleware(
+                    layer, offload=False, offload_store=SQLiteStore(str(database))
+                )
+            else:
+                seamscope = SeamscopeMiddleware(layer, offload=False)
+                options["store"] = server.store()  # each worker its own connection
+            models, log = scripted_models([OPUS], scripts[name])
+            agent = deepagents.create_deep_agent(
+                model=models[OPUS],
+                tools=[big_report],
+                middleware=seamscope.watching(FilesystemMiddleware()),
+                checkpointer=checkpoints,
+                **options,
+            )
+            ask = "the q3 report" if name == "a" else "the total?"
+            agent.invoke({"messages": [HumanMessage(ask)]}, config=config)
+            workers[name] = (layer, seamscope, log)
 
-    (_, seamscope_b, log_b) = workers["b"]
-    settlements = seamscope_b.end_conversation("fleet-1")
-    assert [] == workers["a"][1].end_conversation("fleet-1")  # settled once, fleet-wide
+        (_, seamscope_b, log_b) = workers["b"]
+        settlements = seamscope_b.end_conversation("fleet-1")
+        assert [] == workers["a"][1].end_conversation("fleet-1")  # settled once, fleet-wide
+    finally:
+        if server is not None:
+            server.stop()
 
     log = workers["a"][2] + log_b
     preview = _text_of(log[1], "c1")
