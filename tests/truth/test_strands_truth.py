@@ -25,6 +25,7 @@ from opentelemetry.instrumentation.threading import ThreadingInstrumentor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pydantic import BaseModel
 from strands import Agent, ModelRetryStrategy, tool
+from strands.storage import LocalFileStorage
 from strands.telemetry import tracer as strands_tracer
 from strands.types.exceptions import EventLoopException, ModelThrottledException
 from strands.types.tools import ToolContext
@@ -983,6 +984,60 @@ def test_seamscopes_own_failures_are_contained_and_the_run_is_strands_own(
     assert [("lookup", "k1")] == [(r.name, r.call_id) for r in ground.tool_runs]
     hooks = sorted(e.get("hook") for e in captured_logs if e.get("event") == c.LOG_TELEMETRY_ERROR)
     assert ["strands.role", "strands.role", "strands.scope"] == hooks
+
+
+def test_the_offloaders_offload_is_priced_on_any_worker_through_a_shared_store(
+    tmp_path: Path,
+) -> None:
+    """Two workers (a layer and a plugin each) on one SQLite offload store and
+    one shared storage for the offloader: the offload made on the first, its
+    preview carried on both, its content read back on the second (which never
+    saw it made) is its recall there; settled once, with both workers'
+    accounts, priced here by hand."""
+    url = f"sqlite:///{tmp_path / 'offloads.db'}"
+    storage = str(tmp_path / "artifacts")
+    tel = Telemetry()
+    ground = Ground(
+        {
+            "c26": [
+                reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+                reply(text="Stored.", usage=(2_100, 30)),
+                reply(
+                    ("retrieve_offloaded_content", {"reference": "b1_0"}, "g1"), usage=(2_200, 60)
+                ),
+                reply(text="All read.", usage=(22_000, 25)),
+            ]
+        }
+    )
+    instances = models(ground)
+
+    def worker(messages: list[Any]) -> tuple[Agent, Any]:
+        layer = make_layer(tel, offload_store=url)
+        plugin = SeamscopePlugin(layer, conversation=conversation_id)
+        offloader = ContextOffloader(storage=LocalFileStorage(storage))
+        made = agent(ground, "c26", instances[OPUS], [offloader, plugin], messages=messages)
+        return made, layer
+
+    first, first_layer = worker([])
+    Conversation(first, ground, "c26").run("the report")
+    second, second_layer = worker(list(first.messages))
+    Conversation(second, ground, "c26").run("all of it")
+    [settled] = second_layer.end_conversation("c26")
+
+    assert [] == first_layer.end_conversation("c26")  # settled once, fleet-wide
+    preview = _tool_texts(ground, "c26", "b1")[1] or ""
+    assert "b1_0" in preview
+    [read] = [m.text for m in ground.model_calls[3].messages if m.call_id == "g1"]
+    assert BIG == read
+    opus_in, opus_out = PRICES.rates[OPUS]
+    assert (OffloadMechanism.STRANDS_CONTEXT_OFFLOAD, 2, 1) == (
+        settled.mechanism,
+        settled.turns_carried,
+        settled.recalls,
+    )
+    assert pytest.approx(2 * len(BIG) / 4 * opus_in) == float(settled.realized_savings)
+    assert pytest.approx(2 * len(preview) / 4 * opus_in) == float(settled.stub_carry_cost)
+    assert pytest.approx(len(read) / 4 * opus_in + 60 * opus_out) == float(settled.recall_cost)
 
 
 # -- explain reads the ContextOffloader's offload back ------------------------------------------

@@ -30,6 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -71,9 +72,13 @@ from seamscope.adapters.strands._framework import (
 from seamscope.adapters.strands._run import Compactions, Run, Tool, failed
 from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.decisions.records import (
+    CarriedStub,
+    Compaction,
     MiddlewareDecision,
     MiddlewareDecisionKind,
     OffloadMechanism,
+    SettleTrigger,
+    StoredOffload,
 )
 from seamscope.loop import DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
@@ -373,8 +378,24 @@ class SeamscopePlugin(Plugin):
         if isinstance(choice.model, Model) and choice.model is not context.model:
             changes["model"] = choice.model
         stubbed, present = self.outputs.carried(run.scope, ids, back)
-        previews = self.compactions.carried(run.scope, _results(context.messages))
-        run.carried, run.present = (*stubbed, *previews), present
+        results = _results(context.messages)
+        shared = self.outputs.store.shared
+        if shared:
+            self.compactions.learn(run.scope, results, self.outputs)
+        previews = self.compactions.carried(run.scope, results)
+        if shared and previews:
+            # the ContextOffloader's offloads a shared store keeps: followed as its records
+            records = self.outputs.records(run.scope, previews)
+            followed: tuple[str | CarriedStub, ...] = tuple(
+                i
+                if (r := records.get(i)) is None
+                else CarriedStub(i, r.output_tokens, r.stub_tokens, r)
+                for i in previews
+            )
+            run.carried = (*stubbed, *followed)
+        else:
+            run.carried = (*stubbed, *previews)
+        run.present = present
         run.chat = it.start_chat(choice.name, named=choice.named, span=run.own_spans, tools=keep)
         return context.replace(**changes) if changes else None
 
@@ -571,6 +592,7 @@ class SeamscopePlugin(Plugin):
             kept_tokens=kept,
             tool_call_ids=(call.id,),
         )
+        shared = self._keep_shared(it, compaction, call, offloaded)
         with it.current():
             it.middleware_decision(
                 MiddlewareDecision(
@@ -583,9 +605,47 @@ class SeamscopePlugin(Plugin):
                     calls=(call,),
                     compaction=compaction,
                     start_time_ns=started,
-                )
+                ),
+                store=None if shared is None else self.outputs.store,
+            )
+        for offload_id in shared or ():  # the store's size bound dropped them
+            it.turn.layer.ledger.settle_offload(
+                it.turn.conversation_id or "",
+                offload_id,
+                trigger=SettleTrigger.EVICTED,
+                store=self.outputs.store,
             )
         return False
+
+    def _keep_shared(
+        self, it: Iteration, compaction: Compaction, call: ToolCall, offloaded: translate.Offloaded
+    ) -> tuple[str, ...] | None:
+        """The offload's record, written to the conversation's offload store
+        when other workers see it (its content: the storage references, the
+        text stays in the ContextOffloader's storage): any worker then prices
+        the preview a prompt carries and the retrievals of its references.
+        Returns the ids the store's size bound dropped to make room, or None
+        (no shared store, no conversation, or the store failed)."""
+        conversation_id = it.turn.conversation_id
+        if not conversation_id or not self.outputs.store.shared:
+            return None
+        predicted = compaction.predicted
+        record = StoredOffload(
+            offload_id=compaction.compaction_id,
+            conversation_id=conversation_id,
+            call_id=call.id,
+            tool_name=call.name,
+            model=compaction.model,
+            stub=offloaded.preview,
+            output_tokens=compaction.removed_tokens,
+            stub_tokens=compaction.kept_tokens,
+            predicted_net_saving=(Decimal(0) if predicted is None else predicted.net_saving)
+            - compaction.cost,
+            horizon=0 if predicted is None else predicted.horizon,
+            recall_probability=0.0 if predicted is None else predicted.recall_probability,
+            created_at=time.time(),
+        )
+        return self.outputs.keep(record, "\n".join(offloaded.references))
 
     def _retrieved(self, run: Run, it: Iteration, call: ToolCall, result: Any) -> None:
         """A ``retrieve_offloaded_content`` call that brought content back: the
@@ -599,6 +659,7 @@ class SeamscopePlugin(Plugin):
         compaction_id = self.compactions.read(run.scope, reference, tokens)
         if compaction_id is None:
             return
+        it.turn.store = self.outputs.store
         usage = run.usage
         with it.current():
             it.recall(

@@ -31,7 +31,10 @@ from opentelemetry import context as otel_context
 from seamscope._internal import Invocation
 from seamscope.adapters import _hooks
 from seamscope.adapters._kit import Conversations
+from seamscope.adapters._outputs import Outputs
+from seamscope.adapters.strands import _translate as translate
 from seamscope.decisions import ModelUsage, ToolCall
+from seamscope.decisions.records import OffloadMechanism
 from seamscope.loop import ChatCall, Iteration, Turn
 
 __all__ = ["LOG", "Compactions", "Run", "Tool", "failed"]
@@ -124,12 +127,19 @@ class _Kept:
     by_call: dict[str, _Offload] = field(default_factory=dict)
     """tool call id -> the offload of its result"""
     by_reference: dict[str, _Offload] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)
+    """tool call ids whose preview the shared offload store has no record of"""
 
 
 class Compactions:
     """Per conversation (scope), the results the ``ContextOffloader`` replaced
     by a preview; at most ``limit`` conversations (the least recently used
-    dropped first)."""
+    dropped first).
+
+    An offload made on another worker is learnt from the shared offload store
+    that keeps its record (:meth:`learn`): a prompt that holds its preview
+    finds it there, and retrievals of its references are its recalls here
+    too."""
 
     def __init__(self, limit: int) -> None:
         self._kept: Conversations[_Kept] = Conversations(limit, _Kept)
@@ -152,6 +162,30 @@ class Compactions:
             for reference in references:
                 kept.by_reference[reference] = entry
             return True
+
+    def learn(self, scope: str, results: dict[str, str], outputs: Outputs) -> None:
+        """Note the offloads whose preview ``results`` (a prompt's tool results'
+        text by call id) hold that this process did not see made, from the
+        shared store's records (one lookup for the new ones)."""
+        previews = [i for i, text in results.items() if translate.is_offloader_preview(text)]
+        if not previews:
+            return
+        with self._kept.of(scope) as kept:
+            new = [i for i in previews if i not in kept.by_call and i not in kept.absent]
+        if not new:
+            return
+        ids = {f"{OffloadMechanism.STRANDS_CONTEXT_OFFLOAD}:{i}": i for i in new}
+        records = outputs.records(scope, ids)
+        with self._kept.of(scope) as kept:
+            for compaction_id, call_id in ids.items():
+                record = records.get(compaction_id)
+                if record is None:
+                    kept.absent.add(call_id)
+                elif call_id not in kept.by_call:
+                    entry = _Offload(compaction_id, record.stub, record.output_tokens)
+                    kept.by_call[call_id] = entry
+                    for reference in translate.references(record.stub):
+                        kept.by_reference[reference] = entry
 
     def carried(self, scope: str, results: dict[str, str]) -> tuple[str, ...]:
         """The compaction ids whose preview a prompt holds (``results``: its tool

@@ -26,6 +26,7 @@ __all__ = [
     "OFFLOADER_RETRIEVE",
     "Offloaded",
     "emitted",
+    "is_offloader_preview",
     "messages",
     "offloadable_text",
     "offloaded_by_offloader",
@@ -275,6 +276,11 @@ class Offloaded:
     def __init__(self, preview: str, references: tuple[str, ...]) -> None:
         self.preview = preview
         self.references = references
+
+
+def is_offloader_preview(text: object) -> bool:
+    """Whether a tool result's text is a ``ContextOffloader`` preview."""
+    return isinstance(text, str) and _OFFLOADED.match(text) is not None
 
 
 def references(preview: str) -> tuple[str, ...]:
