@@ -403,8 +403,10 @@ class CourseReader:
     counts, wherever in the input the copy is) and a trace that received spans
     after it was finished is read again, whole, in a second pass. Each
     finished trace's events go to a spill file (in memory up to
-    :data:`SPILL_MEMORY_BYTES`, on disk past it), per conversation; at
-    :meth:`close_all` each conversation is read back, one at a time, in the
+    :data:`SPILL_MEMORY_BYTES`, on disk past it) and where they are to an
+    index on disk, per conversation; of the trace itself only its id is kept,
+    in a fixed-size filter (:class:`~seamscope.explain._traces.FinishedTraces`).
+    At :meth:`close_all` each conversation is read back, one at a time, in the
     order it was first seen, and handed on. Memory follows the traces open at
     once and the largest conversation, not the file.
     """
