@@ -10,7 +10,8 @@
 * :mod:`._errors`: the ``error.type`` of what the user's code raised
   (``error_type``, unwrapping a framework's wrappers);
 * :mod:`._compactions`: the offload gate asked about a framework's own
-  offload (``gate_compaction``, ``priced_as_loss``);
+  offload and its record for the other workers (``gate_compaction``,
+  ``priced_as_loss``, ``compaction_record``);
 * :mod:`._conversations`: what an adapter remembers per conversation, for a
   bounded number of them (``Conversations``);
 * :mod:`._steps`: the loop's shared steps for the adapters built on
@@ -29,7 +30,11 @@ from whichever hook ends it.
 Adapters import these names from here, never the modules behind them.
 """
 
-from seamscope.adapters._kit._compactions import gate_compaction, priced_as_loss
+from seamscope.adapters._kit._compactions import (
+    compaction_record,
+    gate_compaction,
+    priced_as_loss,
+)
 from seamscope.adapters._kit._conversations import Conversations
 from seamscope.adapters._kit._errors import error_type
 from seamscope.adapters._kit._frame import RECALL, Options, RecallSpec, check_options
@@ -61,6 +66,7 @@ __all__ = [
     "account_tool_output",
     "check_options",
     "choose_model",
+    "compaction_record",
     "error_type",
     "estimate_tokens",
     "gate_compaction",

@@ -1,23 +1,35 @@
-"""The offload gate asked about a framework's own offload (a compaction).
+"""A framework's own offload (a compaction): the gate asked about it, and its
+record for the other workers.
 
 A framework that takes a large tool result out of the prompt on size alone
 (Deep Agents' filesystem eviction, Strands' ``ContextOffloader``) can let
 seamscope's gate decide each of its offloads: :func:`gate_compaction` prices
 one with the gate's formula, the way the gate prices its own offloads, and
 :func:`priced_as_loss` says whether the decision keeps the full result.
+:func:`compaction_record` is the offload store's record of one, written
+beside the conversation's offloads when a shared store lets every worker
+price it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from decimal import Decimal
 from typing import Any
 
 from seamscope._internal import attached, evaluate_offload_gate
 from seamscope.decisions import OffloadGateDecision
-from seamscope.decisions.records import GateCall, OffloadReasonCode, PriorSource
+from seamscope.decisions.records import (
+    Compaction,
+    GateCall,
+    OffloadReasonCode,
+    PriorSource,
+    StoredOffload,
+)
 from seamscope.loop import Iteration
 
-__all__ = ["gate_compaction", "priced_as_loss"]
+__all__ = ["compaction_record", "gate_compaction", "priced_as_loss"]
 
 
 def gate_compaction(
@@ -77,3 +89,28 @@ def priced_as_loss(decision: OffloadGateDecision) -> bool:
     """Whether the gate priced an offload as a loss (the full result stays); an
     unpriced model or a result below nothing leaves the framework's offload."""
     return decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE
+
+
+def compaction_record(
+    compaction: Compaction, *, conversation_id: str, call_id: str, tool: str, stub: str
+) -> StoredOffload:
+    """The offload store's record of a compaction (its id ``{mechanism}:...``,
+    what it removed, the preview kept as its stub, its predicted terms less
+    its own cost), so any worker of the conversation prices the preview a
+    prompt carries and the reads that bring its content back."""
+    predicted = compaction.predicted
+    return StoredOffload(
+        offload_id=compaction.compaction_id,
+        conversation_id=conversation_id,
+        call_id=call_id,
+        tool_name=tool,
+        model=compaction.model,
+        stub=stub,
+        output_tokens=compaction.removed_tokens,
+        stub_tokens=compaction.kept_tokens,
+        predicted_net_saving=(Decimal(0) if predicted is None else predicted.net_saving)
+        - compaction.cost,
+        horizon=0 if predicted is None else predicted.horizon,
+        recall_probability=0.0 if predicted is None else predicted.recall_probability,
+        created_at=time.time(),
+    )

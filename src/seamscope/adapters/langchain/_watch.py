@@ -48,7 +48,7 @@ from typing import Any
 
 import langchain.agents.middleware as lc_middleware
 
-from seamscope.adapters._kit import gate_compaction, priced_as_loss
+from seamscope.adapters._kit import compaction_record, gate_compaction, priced_as_loss
 from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls
@@ -63,7 +63,6 @@ from seamscope.decisions.records import (
     OffloadGateDecision,
     OffloadMechanism,
     SettleTrigger,
-    StoredOffload,
 )
 from seamscope.loop import RECALL_TOOL, Iteration, estimate_tokens
 
@@ -231,21 +230,12 @@ class _HookWatch:
         outputs = self.watcher.kit.outputs_for(self.runtime)
         if not conversation_id or not outputs.store.shared:
             return None
-        predicted = compaction.predicted
-        record = StoredOffload(
-            offload_id=compaction.compaction_id,
+        record = compaction_record(
+            compaction,
             conversation_id=conversation_id,
             call_id=evicted.tool_call_id,
-            tool_name=evicted.tool,
-            model=compaction.model,
+            tool=evicted.tool,
             stub=evicted.preview,
-            output_tokens=evicted.removed_tokens,
-            stub_tokens=compaction.kept_tokens,
-            predicted_net_saving=(Decimal(0) if predicted is None else predicted.net_saving)
-            - compaction.cost,
-            horizon=0 if predicted is None else predicted.horizon,
-            recall_probability=0.0 if predicted is None else predicted.recall_probability,
-            created_at=time.time(),
         )
         dropped = outputs.keep(record, evicted.path)
         return None if dropped is None else (outputs.store, dropped)

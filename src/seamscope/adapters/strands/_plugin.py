@@ -30,7 +30,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
-from decimal import Decimal
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -42,6 +41,7 @@ from seamscope.adapters._kit import (
     RECALL_TOOL,
     account_tool_output,
     check_options,
+    compaction_record,
     estimate_tokens,
     gate_compaction,
     model_name_of,
@@ -78,7 +78,6 @@ from seamscope.decisions.records import (
     MiddlewareDecisionKind,
     OffloadMechanism,
     SettleTrigger,
-    StoredOffload,
 )
 from seamscope.loop import DecisionLayer, Iteration
 from seamscope.telemetry import conventions as c
@@ -629,21 +628,12 @@ class SeamscopePlugin(Plugin):
         conversation_id = it.turn.conversation_id
         if not conversation_id or not self.outputs.store.shared:
             return None
-        predicted = compaction.predicted
-        record = StoredOffload(
-            offload_id=compaction.compaction_id,
+        record = compaction_record(
+            compaction,
             conversation_id=conversation_id,
             call_id=call.id,
-            tool_name=call.name,
-            model=compaction.model,
+            tool=call.name,
             stub=offloaded.preview,
-            output_tokens=compaction.removed_tokens,
-            stub_tokens=compaction.kept_tokens,
-            predicted_net_saving=(Decimal(0) if predicted is None else predicted.net_saving)
-            - compaction.cost,
-            horizon=0 if predicted is None else predicted.horizon,
-            recall_probability=0.0 if predicted is None else predicted.recall_probability,
-            created_at=time.time(),
         )
         return self.outputs.keep(record, "\n".join(offloaded.references))
 
