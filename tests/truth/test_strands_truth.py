@@ -25,6 +25,7 @@ from opentelemetry.instrumentation.threading import ThreadingInstrumentor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pydantic import BaseModel
 from strands import Agent, ModelRetryStrategy, tool
+from strands.hooks import BeforeToolCallEvent
 from strands.storage import LocalFileStorage
 from strands.telemetry import tracer as strands_tracer
 from strands.types.exceptions import EventLoopException, ModelThrottledException
@@ -1038,6 +1039,42 @@ def test_the_offloaders_offload_is_priced_on_any_worker_through_a_shared_store(
     assert pytest.approx(2 * len(BIG) / 4 * opus_in) == float(settled.realized_savings)
     assert pytest.approx(2 * len(preview) / 4 * opus_in) == float(settled.stub_carry_cost)
     assert pytest.approx(len(read) / 4 * opus_in + 60 * opus_out) == float(settled.recall_cost)
+
+
+def test_a_tool_an_interrupt_stops_is_cancelled_and_runs_in_the_resumed_run() -> None:
+    """A hook of the user's asks a human before lookup runs (a Strands
+    interrupt): the first run's execute_tool span says the call was
+    cancelled, never that it answered; the resumed run runs the stored call
+    (before any model call) in an iteration of its own, its span answered."""
+
+    def approve(event: BeforeToolCallEvent) -> None:
+        event.interrupt("approve", reason="needs a human")
+
+    tel = Telemetry()
+    ground = Ground({"c27": [reply(("lookup", {"key": "k"}, "k1")), reply(text="Found.")]})
+    conversation, _ = agent_for(ground, tel, "c27")
+    conversation.agent.add_hook(approve, BeforeToolCallEvent)
+    first = conversation.agent("c27: look k up")
+    assert ("interrupt", []) == (first.stop_reason, ground.tool_runs)
+    [cancelled] = [s for s in tel.spans() if s.name == "execute_tool lookup"]
+    assert c.TOOL_CALL_CANCELLED == attrs(cancelled).get(c.ATTR_ERROR_TYPE)
+
+    answer = {"interruptResponse": {"interruptId": first.interrupts[0].id, "response": "yes"}}
+    second = conversation.agent([answer])
+
+    assert "end_turn" == second.stop_reason
+    assert [("lookup", "k1")] == [(r.name, r.call_id) for r in ground.tool_runs]
+    assert [] == tel.watch.open_spans()
+    spans = tel.spans()
+    by_id = {s.context.span_id: s for s in spans}
+    ran = [s for s in spans if s.name == "execute_tool lookup" and s is not cancelled]
+    assert [(None, c.SPAN_ITERATION)] == [
+        (attrs(s).get(c.ATTR_ERROR_TYPE), by_id[s.parent.span_id].name)
+        for s in ran
+        if s.parent is not None
+    ]
+    agents = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert [None, None] == [attrs(s).get(c.ATTR_ERROR_TYPE) for s in agents]
 
 
 # -- explain reads the ContextOffloader's offload back ------------------------------------------

@@ -454,10 +454,19 @@ class SeamscopePlugin(Plugin):
 
     def _before_tool(self, event: BeforeToolCallEvent) -> None:
         run = self._run_of(event.agent)
-        it = None if run is None else run.iteration
-        if run is None or it is None or event.cancel_tool:
+        if run is None or event.cancel_tool:
             return
         try:
+            with run.lock:
+                if run.iteration is None and not run.closed:
+                    # a run resumed from an interrupt runs the stored calls before
+                    # any model call: their iteration
+                    if not run.own_spans:
+                        run.turn.base = otel_context.get_current()
+                    run.iteration = run.turn.start_iteration()
+                it = run.iteration
+            if it is None:
+                return
             use = event.tool_use
             call_id = str(use.get("toolUseId") or "")
             final = run.finals.get(call_id)

@@ -36,6 +36,7 @@ from seamscope.adapters.strands import _translate as translate
 from seamscope.decisions import ModelUsage, ToolCall
 from seamscope.decisions.records import OffloadMechanism
 from seamscope.loop import ChatCall, Iteration, Turn
+from seamscope.telemetry import conventions as c
 
 __all__ = ["LOG", "Compactions", "Run", "Tool", "failed"]
 
@@ -100,8 +101,10 @@ class Run:
             chat.invocation.end(exc)
 
     def end(self, exc: BaseException | str | None = None) -> None:
-        """End every span still open: the tools', the model call's, then the
-        turn's (failed with ``exc``); once."""
+        """End every span still open: the tools' (a tool the run ended before it
+        answered, as an interrupt in its before-tool hooks does:
+        ``tool_call_cancelled``), the model call's, then the turn's (failed with
+        ``exc``); once."""
         with self.lock:
             if self.closed:
                 return
@@ -109,7 +112,7 @@ class Run:
             tools, self.tools = list(self.tools.values()), {}
         for entry in tools:
             if entry.span is not None:
-                entry.span.end(exc)
+                entry.span.end(c.TOOL_CALL_CANCELLED if exc is None else exc)
         self.end_chat(exc)
         self.turn.end(exc)
 
