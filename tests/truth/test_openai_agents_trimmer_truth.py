@@ -297,7 +297,8 @@ def test_a_trim_saves_on_every_later_call_until_the_model_runs_the_tool_again(
         "├── iteration 0  big_report: emitted and dispatched; executed",
         "└── iteration 1  big_report: not called by the model",
         f"└── iteration 0  big_report: {story}",
-        "├── iteration 0  big_report: emitted and dispatched; executed",
+        "├── iteration 0  big_report: emitted and dispatched; executed; call c2 recalled "
+        "tool_output_trimmer:c1 (20000 tokens read back)",
         "└── iteration 1  big_report: not called by the model",
     ] == [line for line in lines if "iteration" in line]
     assert 0 == cli(["explain", str(path), "--tool", "big_report", "--format", "json"])
