@@ -166,3 +166,45 @@ def test_a_worker_that_exits_leaves_its_offloads_to_any_other(tmp_path: Path) ->
     _call(b, "later", None)
     (settled,) = b.settlements
     assert (SettleTrigger.EXPIRED, 1) == (settled.trigger, settled.turns_carried)
+
+
+def test_a_compaction_the_store_keeps_settles_once_under_its_mechanism(tmp_path: Path) -> None:
+    """A framework's compaction recorded with the store that keeps its record
+    (a Deep Agents eviction: ``deepagents_eviction:c1``) accounts like an
+    offload: worker A carries it once, worker B (which never recorded it)
+    carries it twice and re-reads 4 000 of its tokens; one settlement,
+    mechanism ``deepagents_eviction``, from both workers' accounts."""
+    from seamscope.decisions.records import Compaction, OffloadMechanism
+
+    clock = Clock()
+    a, b, store = _workers(tmp_path, clock)
+    record = StoredOffload(
+        "deepagents_eviction:c1", "conv", "c1", "big_report", MODEL, "Tool result too large",
+        OUTPUT_TOKENS, STUB_TOKENS, Decimal("0.3"), 5, 0.5, clock.now,
+    )  # fmt: skip
+    store.put(record, "/large_tool_results/c1")
+    compaction = Compaction(
+        "deepagents_eviction:c1", OffloadMechanism.DEEPAGENTS_EVICTION, MODEL, OUTPUT_TOKENS,
+        STUB_TOKENS, ("c1",),
+    )  # fmt: skip
+    a.record_compaction(compaction, conversation_id="conv", store=store)
+    _call(a, "conv", record)
+    _call(b, "conv", record)
+    b.record_recall(
+        "conv", "deepagents_eviction:c1", model=MODEL, input_tokens=4_000.0, output_tokens=20,
+        store=b.store,  # type: ignore[attr-defined]
+    )  # fmt: skip
+    _call(b, "conv", record)  # a slice read back: the preview still carried
+    (settled,) = b.end_conversation("conv", store=b.store)  # type: ignore[attr-defined]
+    assert [] == a.end_conversation("conv", store=a.store)  # type: ignore[attr-defined]
+    saving = Decimal(str(OUTPUT_TOKENS)) * IN
+    stub = Decimal(str(STUB_TOKENS)) * IN
+    recall = Decimal("4000.0") * IN + 20 * Decimal(25) / 1_000_000
+    assert (
+        "deepagents_eviction:c1", OffloadMechanism.DEEPAGENTS_EVICTION, 3, 1, 3 * saving,
+        3 * stub, recall, Decimal("0.3"),
+    ) == (
+        settled.offload_id, settled.mechanism, settled.turns_carried, settled.recalls,
+        settled.realized_savings, settled.stub_carry_cost, settled.recall_cost,
+        settled.predicted_net_saving,
+    )  # fmt: skip
