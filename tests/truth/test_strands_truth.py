@@ -26,6 +26,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pydantic import BaseModel
 from strands import Agent, ModelRetryStrategy, tool
 from strands.hooks import BeforeToolCallEvent
+from strands.middleware import InvokeModelStage, ModelStopReason
+from strands.plugins import Plugin
 from strands.storage import LocalFileStorage
 from strands.telemetry import tracer as strands_tracer
 from strands.types.exceptions import EventLoopException, ModelThrottledException
@@ -375,6 +377,49 @@ def test_several_calls_in_one_message_in_every_mode(
     assert "execute_tool fetch_data" == redirected.name
     [kept] = [m for m in ground.transcripts["c1"] if m.role == "assistant" and m.calls]
     assert ["fetch_data", "search", "lookup"] == [x.name for x in kept.calls]
+
+
+class Undo(Plugin):
+    """A plugin listed before seamscope whose model-stage middleware (outside
+    seamscope's) puts the model's own tool uses back in the answer."""
+
+    name = "undo"
+
+    def init_agent(self, agent: Any) -> None:
+        async def undo(context: Any, next_fn: Any) -> Any:
+            async for event in next_fn(context):
+                if isinstance(event, ModelStopReason):
+                    for block in event.message["content"]:
+                        use = block.get("toolUse")
+                        if use is not None and use["toolUseId"] == "a1":
+                            use["name"], use["input"] = "run_block", {"block": "sales_q3"}
+                yield event
+
+        agent.add_middleware(InvokeModelStage, undo)
+
+
+def test_a_redirect_an_outer_middleware_undid_still_runs_through_the_before_tool_hook(
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """The POST seam redirected a1 (run_block -> fetch_data); a middleware
+    outside seamscope's put run_block back in the message Strands keeps: the
+    before-tool hook runs the call as the POST seam decided, and the
+    execute_tool span names the tool that really ran."""
+    tel = Telemetry()
+    ground = Ground({"c16": list(MULTI)})
+    conversation, _ = agent_for(ground, tel, "c16", plugins=[Undo()])
+    assert "Q3 sales grew." == conversation.run("How did sales go?")
+
+    assert [("fetch_data", "a1", {"source": "sales_q3", "rows": 5})] == [
+        (r.name, r.call_id, r.args) for r in ground.tool_runs if r.call_id == "a1"
+    ]
+    [span] = [s for s in tel.spans() if call_id(s) == "a1" and s.name.startswith("execute_tool")]
+    [dispatch] = [s for s in tel.spans() if s.name == c.SPAN_DISPATCH and call_id(s) == "a1"]
+    assert ("execute_tool fetch_data", "fetch_data") == (
+        span.name,
+        attrs(dispatch).get(c.ATTR_DISPATCH_FINAL_TOOL),
+    )
+    assert [] == tel.watch.open_spans()
 
 
 # -- a conversation of several runs: an offload, a later recall --------------------------------
