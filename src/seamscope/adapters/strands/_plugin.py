@@ -464,6 +464,7 @@ class SeamscopePlugin(Plugin):
                     if not run.own_spans:
                         run.turn.base = otel_context.get_current()
                     run.iteration = run.turn.start_iteration()
+                    run.recall_offered = True  # judged in the run that emitted them
                 it = run.iteration
             if it is None:
                 return
