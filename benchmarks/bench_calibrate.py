@@ -316,8 +316,9 @@ if sys.argv[1] == "bare":
             json.loads(line)
 else:
     from seamscope.cli import main
-    import io, contextlib
-    with contextlib.redirect_stdout(io.StringIO()):
+    import contextlib, os
+    # whatif writes each conversation's row as it goes: to nowhere here, not held
+    with open(os.devnull, "w") as out, contextlib.redirect_stdout(out):
         main(["whatif", sys.argv[2], "--set", "horizon=2", "--format", "json"])
 usage = resource.getrusage(resource.RUSAGE_SELF)
 import os
