@@ -56,6 +56,9 @@ class Overrides:
     """Gate calls each (tool, model) pair's prior was applied to."""
     seen: set[tuple[str, str]] = field(default_factory=set)
     """The (tool, model) pairs of the gate calls read."""
+    _resolved: dict[tuple[Any, ...], GateConfig] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def resolve(self, gate: Gate, recorded: GateConfig) -> GateConfig:
         changes = self.gate
@@ -75,8 +78,15 @@ class Overrides:
             changes = {**changes, **tool}
         if not changes:
             return recorded
-        # dataclasses.replace() without its checks: this runs once a gate call
-        return GateConfig(*[changes.get(name, getattr(recorded, name)) for name in _FIELDS])
+        # the changes follow from the call's (tool, model): one config per recorded one
+        key = (gate.tool, gate.model, recorded)
+        found = self._resolved.get(key)
+        if found is None:
+            if len(self._resolved) >= 1024:
+                self._resolved.clear()
+            found = GateConfig(*[changes.get(name, getattr(recorded, name)) for name in _FIELDS])
+            self._resolved[key] = found
+        return found
 
     def compaction(self, ev: Compact) -> tuple[int, float]:
         return (
