@@ -23,13 +23,16 @@ from pathlib import Path
 from test_readme_snippets import QUICKSTART, README, _explain_block, snippet
 
 ROOT = Path(__file__).resolve().parents[1]
-ADAPTER_EXTRAS = ("langchain", "symfonic", "openai-agents", "pydantic-ai", "google-adk", "grpc")
+ADAPTER_EXTRAS = (
+    "langchain", "symfonic", "openai-agents", "pydantic-ai", "google-adk", "strands", "grpc"
+)
 ADAPTER_MODULES = (
     "seamscope.adapters.langchain",
     "seamscope.adapters.symfonic",
     "seamscope.adapters.openai_agents",
     "seamscope.adapters.pydantic_ai",
     "seamscope.adapters.google_adk",
+    "seamscope.adapters.strands",
     "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
 )
 
@@ -82,6 +85,11 @@ def test_the_built_wheel_runs_the_demo_and_the_quickstart(tmp_path: Path) -> Non
          tmp_path)
     # as the README's install table says: ADK itself without its OpenTelemetry cap
     _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "google-adk==2.13.0"], tmp_path)
+    _run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "strands-agents==1.62.0",
+         "opentelemetry-instrumentation-threading==0.66b1"],
+        tmp_path,
+    )
     work = tmp_path / "work"
     work.mkdir()
     where = _run([str(python), "-c", "import seamscope; print(seamscope.__file__)"], work)
