@@ -356,7 +356,7 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
     def plain_run(i: int) -> Any:
         return loop.run_until_complete(Runner.run(plain, USER_TEXT, run_config=config))
 
-    def seamscope_run(providers: Providers) -> Callable[[int], Any]:
+    def seamscope_run(providers: Providers | None) -> Callable[[int], Any]:
         layer = lc_layer(providers, [*PALETTE, "delete_rows", RECALL_TOOL])
         runner = SeamscopeRunner(
             layer, {OPUS: opus, HAIKU: haiku}, scope={"tables": ["brand_sales"]}
@@ -418,6 +418,13 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
             expected=OA_TURN,
         ),
         Case(
+            "oa-d0",
+            "(d0) seamscope's decisions and adapter alone (no telemetry: reference)",
+            "",
+            seamscope_run(None),
+            listen=(c, d, e, f),
+        ),
+        Case(
             "oa-e",
             "(e) seamscope + OpenInference",
             "otlp",
@@ -447,7 +454,7 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
         finally:
             case.exit()
         assert result.final_output == FINAL_TEXT, (case.key, result.final_output)
-        seam = case.expected is not None
+        seam = case.expected is not None or case.key.endswith("-d0")
         assert calls == ({HAIKU: 2} if seam else {OPUS: 2}), (case.key, calls)
         assert executed == ["fetch_data" if seam else "run_block"], (case.key, executed)
     for p in (c, d, e, f):
@@ -541,7 +548,7 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
 
         return run
 
-    def seamscope(providers: Providers, *others: Any) -> Callable[[int], Any]:
+    def seamscope(providers: Providers | None, *others: Any) -> Callable[[int], Any]:
         layer = lc_layer(providers, [*PALETTE, "delete_rows", RECALL_TOOL])
         capability = SeamscopeCapability(
             layer, {OPUS: opus, HAIKU: haiku}, scope={"tables": ["brand_sales"]}
@@ -577,6 +584,13 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
             expected=PAI_TURN,
         ),
         Case(
+            "pai-d0",
+            "(d0) seamscope's decisions and adapter alone (no telemetry: reference)",
+            "",
+            seamscope(None),
+            listen=(b, c, d, e),
+        ),
+        Case(
             "pai-e",
             "(e) seamscope beside pydantic-ai's Instrumentation",
             "otlp",
@@ -590,7 +604,7 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
         calls.update(dict.fromkeys(calls, 0))
         result = case.run(0)
         assert result.output == FINAL_TEXT, (case.key, result.output)
-        seam = case.expected is not None
+        seam = case.expected is not None or case.key.endswith("-d0")
         assert (calls[OPUS], calls[HAIKU]) == ((0, 2) if seam else (2, 0)), case.key
         assert executed == ["fetch_data" if seam else "run_block"], (case.key, executed)
     for p in (b, c, d, e):

@@ -266,7 +266,7 @@ def langchain_cases(sink: Sink) -> list[Case]:
 
         return run
 
-    def seamscope_agent(providers: Providers) -> Callable[[int], Any]:
+    def seamscope_agent(providers: Providers | None) -> Callable[[int], Any]:
         opus, haiku = ScriptedChat(model_name=OPUS), ScriptedChat(model_name=HAIKU)
         palette = [*PALETTE, "delete_rows"]
         layer = lc_layer(providers, palette)
@@ -311,6 +311,13 @@ def langchain_cases(sink: Sink) -> list[Case]:
             expected=TURN,
         ),
         Case(
+            "lc-b0",
+            "(b0) seamscope's decisions and adapter alone (no telemetry: reference)",
+            "",
+            seamscope_agent(None),
+            listen=everyone,
+        ),
+        Case(
             "lc-c",
             "(c) OpenInference",
             "otlp",
@@ -350,7 +357,7 @@ def langchain_cases(sink: Sink) -> list[Case]:
         messages = result["messages"]
         assert messages[-1].content == FINAL_TEXT, (case.key, messages[-1])
         assert sum(isinstance(m, AIMessage) for m in messages) == 2, case.key
-        expected = "fetch_data" if case.expected is not None else "run_block"
+        expected = "fetch_data" if case.expected is not None or case.key == "lc-b0" else "run_block"
         assert executed == [expected], (case.key, executed)
     for providers in everyone:
         providers.flush()

@@ -128,14 +128,26 @@ def lc_policies() -> list[ToolCallPolicy]:
     ]
 
 
-def layer_telemetry(providers: Providers) -> dict[str, Any]:
+def layer_telemetry(providers: Providers | None) -> dict[str, Any]:
+    """The layer's telemetry arguments; None: none at all (a ``NoopObserver`` and the
+    API's no-op providers: what the decisions and an adapter cost alone)."""
+    if providers is None:
+        from opentelemetry import metrics, trace
+
+        from seamscope.decisions import NoopObserver
+
+        return {
+            "observer": NoopObserver(),
+            "tracer_provider": trace.NoOpTracerProvider(),
+            "meter_provider": metrics.NoOpMeterProvider(),
+        }
     return {
         "tracer_provider": providers.tracer_provider,
         "meter_provider": providers.meter_provider,
     }
 
 
-def lc_layer(providers: Providers, palette: list[str]) -> DecisionLayer:
+def lc_layer(providers: Providers | None, palette: list[str]) -> DecisionLayer:
     catalog = ToolCatalog([ToolSpec(n, SAFETY.get(n, SafetyLevel.READ)) for n in LC_TOOLS])
     stages = [
         RolePaletteStage(resolver={AGENT: palette}.get),

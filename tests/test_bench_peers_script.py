@@ -59,7 +59,7 @@ FACTS = (
     "palette verdict",
     "offload priced terms",
 )
-LANGCHAIN_KEYS = ["lc-a", "lc-a-mw", "lc-b", "lc-c", "lc-d", "lc-e"]
+LANGCHAIN_KEYS = ["lc-a", "lc-a-mw", "lc-b", "lc-b0", "lc-c", "lc-d", "lc-e"]
 SYMFONIC_KEYS = [
     "sym-off",
     "sym-own",
@@ -69,8 +69,8 @@ SYMFONIC_KEYS = [
     "sym-gate-own",
     "sym-gate-seamscope",
 ]
-OPENAI_AGENTS_KEYS = ["oa-a", "oa-a-narrow", "oa-b-own", "oa-c", "oa-d", "oa-e", "oa-f"]
-PYDANTIC_AI_KEYS = ["pai-a", "pai-b", "pai-c", "pai-d", "pai-e"]
+OPENAI_AGENTS_KEYS = ["oa-a", "oa-a-narrow", "oa-b-own", "oa-c", "oa-d", "oa-d0", "oa-e", "oa-f"]
+PYDANTIC_AI_KEYS = ["pai-a", "pai-b", "pai-c", "pai-d", "pai-d0", "pai-e"]
 NONE = ["–"] * 9
 ALL = ["yes"] * 9
 
@@ -127,6 +127,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
         ("(a) no instrumentation", "–"): NONE,
         ("(a') a pass-through middleware (reference)", "–"): NONE,
         ("(b) seamscope middleware", "otlp"): ALL,
+        ("(b0) seamscope's decisions and adapter alone (no telemetry: reference)", "–"): NONE,
         ("(c) OpenInference", "otlp"): NONE,
         ("(d) OpenLLMetry", "otlp"): NONE,
         ("(e) seamscope + OpenInference", "otlp"): ALL,
@@ -162,6 +163,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
         ("(b) the SDK's own tracing (its exporter, to the sink)", "own"): NONE,
         ("(c) OpenInference", "otlp"): NONE,
         ("(d) seamscope SeamscopeRunner", "otlp"): ALL,
+        ("(d0) seamscope's decisions and adapter alone (no telemetry: reference)", "–"): NONE,
         ("(e) seamscope + OpenInference", "otlp"): ALL,
         ("(f) OpenLLMetry", "otlp"): NONE,
     }
@@ -173,6 +175,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
         ("(b) pydantic-ai's Instrumentation", "otlp"): NONE,
         ("(c) OpenInference (its span processor on (b))", "otlp"): NONE,
         ("(d) seamscope SeamscopeCapability", "otlp"): ALL,
+        ("(d0) seamscope's decisions and adapter alone (no telemetry: reference)", "–"): NONE,
         ("(e) seamscope beside pydantic-ai's Instrumentation", "otlp"): ALL,
     }
 
