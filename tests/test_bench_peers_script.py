@@ -112,7 +112,7 @@ def _facts_rows(section: list[str]) -> dict[tuple[str, str], list[str]]:
 
 
 def _keys(section: list[str], prefix: str) -> list[str]:
-    return re.findall(rf"\| `({prefix}-[a-z-]+)` \|", "\n".join(section))
+    return re.findall(rf"\| `({prefix}-[a-z0-9-]+)` \|", "\n".join(section))
 
 
 def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
