@@ -269,3 +269,35 @@ def test_every_span_has_one_shape_and_one_writer_of_its_failure() -> None:
         status_writers,
         turns_by_hand,
     )
+
+
+_REEXPORTERS = {
+    "seamscope.decisions": "the core's front door over its records and selection",
+    "seamscope.adapters": "the framework-free loop's main names beside the adapters",
+    "seamscope.telemetry.conventions": "the closed value sets of the telemetry contract",
+}
+"""The modules that re-export public names on purpose (each name has one home besides)."""
+
+
+def test_every_public_name_has_one_home_besides_the_deliberate_re_exports() -> None:
+    import importlib
+    import pkgutil
+
+    import seamscope
+
+    homes: dict[tuple[str, int], list[str]] = {}
+    for found in pkgutil.walk_packages(seamscope.__path__, "seamscope."):
+        if any(part.startswith("_") for part in found.name.split(".")[1:]):
+            continue
+        try:
+            module = importlib.import_module(found.name)
+        except ImportError:  # an adapter whose framework is not installed here
+            continue
+        for name in getattr(module, "__all__", ()):
+            homes.setdefault((name, id(getattr(module, name))), []).append(found.name)
+    crowded = {
+        name: where
+        for (name, _), where in homes.items()
+        if len([m for m in where if m not in _REEXPORTERS]) > 1
+    }
+    assert {} == crowded
