@@ -1042,3 +1042,106 @@ def test_an_eviction_read_by_a_run_resumed_at_its_tools_on_another_worker_is_its
         )
         for r in recalls
     ]
+
+
+# -- whatif: gating the evictions ----------------------------------------------------------
+
+
+def test_whatif_answers_what_gating_the_evictions_would_have_saved(
+    tracer_provider: TracerProvider, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Observed only (``gate_evictions`` off), Deep Agents evicting above 1 000
+    tokens: the 120 000-char report (c1, 30 000 tokens) and a 6 000-char log
+    (c2, 1 500 tokens) are both evicted. Calls (input, output tokens):
+
+    1. (1 000, 40): emits c1 and c2 (both evicted).
+    2. (3 000, 30): both previews carried; emits read_file of the log's file
+       (c3: R chars, a recall of c2 with this call's 30 output tokens).
+    3. (5 000, 10): c1's preview carried, c2's too unless the read brought
+       its 1 500 tokens back (R/4 >= 1 500); answers.
+
+    ``whatif --set gate_evictions=true``: the gate (H=5, p=0.5, the preview as
+    the stub) prices c2 as a loss (1 500 x 5 x $5/M cannot pay for its preview
+    and the expected read-back) and c1 as a saving: c2 stays in the prompt,
+    its read never happens, c1 settles as recorded. Counterfactual = c1's
+    realized net; the difference is minus c2's realized net."""
+    from seamscope.decisions.records import Settlement
+
+    @tool
+    def get_logs(service: str) -> str:
+        """Read a service's logs."""
+        return ("z" * 79 + "\n") * 75  # 6 000 chars
+
+    path = tmp_path / "deep-whatif.jsonl"
+    tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    models, log = scripted_models(
+        [OPUS],
+        [
+            ai(
+                ("big_report", {"topic": "q3"}, "c1"),
+                ("get_logs", {"service": "db"}, "c2"),
+                usage=(1_000, 40, 0, 0),
+            ),
+            ai(
+                ("read_file", {"file_path": "/large_tool_results/c2"}, "c3"),
+                usage=(3_000, 30, 0, 0),
+            ),
+            ai(text="done", usage=(5_000, 10, 0, 0)),
+        ],
+    )
+    layer = layer_for(tracer_provider)
+    agent = deepagents.create_deep_agent(
+        model=models[OPUS],
+        tools=[big_report, get_logs],
+        middleware=SeamscopeMiddleware(layer, offload=False).watching(
+            FilesystemMiddleware(tool_token_limit_before_evict=1_000)
+        ),
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("report and logs")]},
+        config={"configurable": {"thread_id": "whatif-1"}},
+    )
+    settled = {s.offload_id: s for s in layer.end_conversation("whatif-1")}
+    tracer_provider.force_flush()
+
+    # ground truth: the previews and the read, by hand
+    p1, p2 = _text_of(log[1], "c1"), _text_of(log[1], "c2")
+    read = _text_of(log[2], "c3")
+    assert p1 is not None and p2 is not None and read is not None
+    rate_in, rate_out = Decimal("5") / 1_000_000, Decimal("25") / 1_000_000
+    whole = len(read) / 4 >= 1_500
+    net1 = 2 * (30_000 - Decimal(len(p1)) / 4) * rate_in
+    carries2 = 1 if whole else 2
+    net2 = (
+        carries2 * (1_500 - Decimal(len(p2)) / 4) * rate_in
+        - Decimal(len(read)) / 4 * rate_in
+        - 30 * rate_out
+    )
+    one: Settlement = settled["deepagents_eviction:c1"]
+    two: Settlement = settled["deepagents_eviction:c2"]
+    assert (net1, net2) == (one.realized_net_saving, two.realized_net_saving)
+
+    capsys.readouterr()
+    assert 0 == cli(["whatif", str(path), "--set", "gate_evictions=true", "--format", "json"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (conversation,) = [o for o in out if o.get("conversation_id") == "whatif-1"]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert (2, ["deepagents_eviction:c2"]) == (
+        conversation["evictions_gated"],
+        conversation["evictions_kept"],
+    )
+    assert Decimal(conversation["realized_usd"]) == net1 + net2
+    assert Decimal(conversation["counterfactual_exact_usd"]) == net1
+    assert Decimal(total["difference_usd"]) == -net2
+    assert (2, 1, True) == (
+        total["evictions_gated"],
+        total["evictions_kept"],
+        total["config"]["gate_evictions"],
+    )
+    assert 0 == cli(["whatif", str(path), "--set", "gate_evictions=true"])
+    text = capsys.readouterr().out
+    assert (
+        "gating Deep Agents' evictions: 1 of 2 evictions priced as a loss, kept in the prompt"
+        in text
+    )
+    assert "kept deepagents_eviction:c2" in text

@@ -121,6 +121,8 @@ def _json(r: Replay) -> dict[str, Any]:
         "counterfactual_fires": r.counterfactual_fires,
         "newly_fired": [n.gate.tool for n in r.newly_fired],
         "no_longer_fired": [g.offload_id for g in r.no_longer_fired],
+        "evictions_gated": r.evictions_gated,
+        "evictions_kept": [e.compaction_id for e in r.evictions_kept],
         "realized_usd": _exact(realized),
         "counterfactual_exact_usd": _exact(exact),
         "counterfactual_expected_usd": _exact(expected),
@@ -151,6 +153,8 @@ def _line(r: Replay) -> str:
         changes.append("−" + ", ".join(str(g.offload_id) for g in r.no_longer_fired))
     if r.newly_fired:
         changes.append("+" + ", ".join(f"{n.gate.tool or '?'}" for n in r.newly_fired))
+    if r.evictions_kept:
+        changes.append("kept " + ", ".join(e.compaction_id for e in r.evictions_kept))
     if changes:
         fires += f" ({'; '.join(changes)})"
     counterfactual = _counterfactual(
@@ -270,6 +274,8 @@ def describe(overrides: Overrides) -> str:
     parts = [f"{k}={v}" for k, v in overrides.gate.items()]
     parts += [f"tool.{t}.{k}={v}" for t, kv in overrides.tools.items() for k, v in kv.items()]
     parts += [f"price.{m}.{k}={v}" for m, kv in overrides.prices.items() for k, v in kv.items()]
+    if overrides.gate_evictions:
+        parts.append("gate_evictions=true")
     if overrides.priors is not None:
         parts.append(f"priors {overrides.priors.version}")
     return ", ".join(parts) or "the recorded configuration"
@@ -328,6 +334,8 @@ def _total_json(t: Totals, overrides: Overrides, reader: CourseReader) -> dict[s
             "counterfactual_fires": t.counterfactual_fires,
             "newly_fired": t.newly_fired,
             "no_longer_fired": t.no_longer_fired,
+            "evictions_gated": t.evictions_gated,
+            "evictions_kept": t.evictions_kept,
             "realized_usd": _exact(t.realized),
             "counterfactual_exact_usd": _exact(t.exact),
             "counterfactual_expected_usd": _exact(t.expected),
@@ -364,6 +372,11 @@ def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
         f"{t.recorded_fires} → {t.counterfactual_fires} ({t.no_longer_fired} no longer, "
         f"{t.newly_fired} newly)",
     ]
+    if overrides.gate_evictions:
+        lines.append(
+            f"gating Deep Agents' evictions: {t.evictions_kept} of "
+            f"{plural(t.evictions_gated, 'eviction')} priced as a loss, kept in the prompt"
+        )
     if t.mismatched:
         lines.append(
             f"note: {plural(t.mismatched, 'settlement')} re-settled under the recorded "

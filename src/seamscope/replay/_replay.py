@@ -41,6 +41,17 @@ within the range); the prompt cache is not modelled for those. The live
 ledger's shadow settlement follows the same rule. Compactions are a framework's decision, not the
 gate's: they settle as recorded (exact, at the counterfactual prices) and
 only their prediction is priced again.
+
+With ``gate_evictions``, each Deep Agents eviction (a compaction of
+mechanism ``deepagents_eviction``) is put to the gate as
+``SeamscopeMiddleware(gate_evictions=True)`` puts it live: its removed
+tokens as the output, its preview as the stub, no size threshold, the
+compaction's horizon and recall probability (as changed). One the gate
+prices as a loss (``net_not_positive``) is not made in the counterfactual:
+the output stays in the prompt (the baseline: 0), the reads of its file
+never happen (their model call's output goes to its next recall that still
+happens, as for an offload that no longer fires); the others settle as
+recorded (exact).
 """
 
 from __future__ import annotations
@@ -60,6 +71,7 @@ from seamscope.decisions.records import (
     OffloadGateDecision,
     OffloadGateInputs,
     OffloadMechanism,
+    OffloadReasonCode,
     Settlement,
     SettleTrigger,
 )
@@ -217,6 +229,10 @@ class Replay:
     re-settled whole, at the conversation's end."""
     gates: list[tuple[Gate, OffloadGateDecision | None]] = field(default_factory=list)
     """Each gate call and its counterfactual decision (None: below the threshold)."""
+    evictions_gated: int = 0
+    """Deep Agents evictions the gate decided again (``gate_evictions``)."""
+    evictions_kept: list[Compact] = field(default_factory=list)
+    """The ones it priced as a loss: their output stays in the prompt."""
 
     @property
     def realized_usd(self) -> Decimal:
@@ -310,11 +326,23 @@ def _real_stubs(events: list[Event]) -> dict[str, float | None]:
     return out
 
 
+def _eviction_kept(ev: Compact, horizon: int, p: float, pricing: PricingTable) -> bool:
+    """Whether the gate prices this Deep Agents eviction as a loss (the live
+    opt-in gate's inputs: the removed tokens, the preview as the stub, no
+    size threshold), so the output would have stayed in the prompt."""
+    if ev.mechanism != OffloadMechanism.DEEPAGENTS_EVICTION:
+        return False
+    inputs = OffloadGateInputs(ev.removed_tokens, horizon, p, ev.model, 0, ev.kept_tokens)
+    decision = evaluate_offload_gate(inputs, pricing=pricing)
+    return decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE
+
+
 def _decide(
     events: list[Event],
     resolve: Resolve,
     pricing: PricingTable,
     resolve_compaction: Callable[[Compact], tuple[int, float]] | None,
+    gate_evictions: bool = False,
 ) -> tuple[list[tuple[GateConfig, OffloadGateDecision | None]], bool]:
     """Every gate call decided under the changed configuration (None: its output
     is below the changed threshold, so it does not fire), and whether the
@@ -337,8 +365,15 @@ def _decide(
                 same = (
                     False  # (a changed stub prior changes verdicts only: the real stub is carried)
                 )
-        elif type(ev) is Compact and resolve_compaction is not None:
-            same = same and resolve_compaction(ev) == (ev.horizon, ev.recall_probability)
+        elif type(ev) is Compact:
+            h, p = (
+                (ev.horizon, ev.recall_probability)
+                if resolve_compaction is None
+                else resolve_compaction(ev)
+            )
+            same = same and (h, p) == (ev.horizon, ev.recall_probability)
+            if gate_evictions and _eviction_kept(ev, h, p, pricing):
+                same = False
     return decided, same
 
 
@@ -357,12 +392,16 @@ def replay(
     realized_pricing: PricingTable,
     counterfactual_pricing: PricingTable,
     resolve_compaction: Callable[[Compact], tuple[int, float]] | None = None,
+    gate_evictions: bool = False,
 ) -> Replay:
-    """Re-settle ``conv`` on its recorded course (see the module docstring)."""
+    """Re-settle ``conv`` on its recorded course (see the module docstring);
+    ``gate_evictions``: the gate decides each Deep Agents eviction again."""
     key = conv.conversation_id
     out = Replay(key, inferred_carry=not conv.marked)
     events = conv.ordered()
-    decided, same = _decide(events, resolve, counterfactual_pricing, resolve_compaction)
+    decided, same = _decide(
+        events, resolve, counterfactual_pricing, resolve_compaction, gate_evictions
+    )
     stubs = _real_stubs(events)
     mirror = same and realized_pricing is counterfactual_pricing
     # nothing followed (no fired offload, no compaction): no ledger, nothing to settle
@@ -437,12 +476,19 @@ def replay(
                 _compaction(ev, ev.horizon, ev.recall_probability, realized_pricing),
                 conversation_id=key,
             )
+            h, p = (
+                (ev.horizon, ev.recall_probability)
+                if resolve_compaction is None
+                else resolve_compaction(ev)
+            )
+            if gate_evictions and ev.mechanism == OffloadMechanism.DEEPAGENTS_EVICTION:
+                out.evictions_gated += 1
+                if _eviction_kept(ev, h, p, counterfactual_pricing):
+                    # the gate keeps the output in the prompt: never made, never read back
+                    out.evictions_kept.append(ev)
+                    gone.add(ev.compaction_id)
+                    continue
             if cf is not None:
-                h, p = (
-                    (ev.horizon, ev.recall_probability)
-                    if resolve_compaction is None
-                    else resolve_compaction(ev)
-                )
                 compaction = _compaction(ev, h, p, counterfactual_pricing)
                 cf.record_compaction(compaction, conversation_id=key)
         elif type(ev) is Settle:

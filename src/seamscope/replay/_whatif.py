@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from typing import Any, TextIO
 
@@ -56,6 +56,8 @@ class Overrides:
     """Gate calls each (tool, model) pair's prior was applied to."""
     seen: set[tuple[str, str]] = field(default_factory=set)
     """The (tool, model) pairs of the gate calls read."""
+    gate_evictions: bool = False
+    """``gate_evictions=true``: the gate decides each Deep Agents eviction again."""
     _resolved: dict[tuple[Any, ...], GateConfig] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -123,6 +125,7 @@ class Overrides:
             "set": dict(self.gate),
             "tools": self.tools,
             "prices": self.prices,
+            "gate_evictions": self.gate_evictions,
             "priors_version": None if self.priors is None else self.priors.version,
             "priors": self.priors_use(),
         }
@@ -157,6 +160,11 @@ def parse_overrides(items: list[str], priors: Any = None) -> Overrides:
         if key in _KEYS:
             out.gate[key] = _setting(key, text)
             continue
+        if key == "gate_evictions":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"--set gate_evictions must be true or false, got {text!r}")
+            out = replace(out, gate_evictions=text.lower() == "true")
+            continue
         head, _, rest = key.partition(".")
         name, _, leaf = rest.rpartition(".")
         if head == "tool" and name and leaf in _KEYS:
@@ -171,8 +179,8 @@ def parse_overrides(items: list[str], priors: Any = None) -> Overrides:
             out.prices.setdefault(name, {})[leaf] = text
         else:
             raise ValueError(
-                f"--set {key}: unknown key (use {', '.join(_KEYS)}, tool.NAME.KEY or "
-                f"price.MODEL.{'|'.join(_PRICE_KEYS)})"
+                f"--set {key}: unknown key (use {', '.join(_KEYS)}, gate_evictions, "
+                f"tool.NAME.KEY or price.MODEL.{'|'.join(_PRICE_KEYS)})"
             )
     return out
 
@@ -269,6 +277,8 @@ class Totals:
     high: Decimal = _ZERO
     mismatched: int = 0
     inferred: int = 0
+    evictions_gated: int = 0
+    evictions_kept: int = 0
 
     def add(self, r: Replay) -> None:
         self.conversations += 1
@@ -285,6 +295,8 @@ class Totals:
         self.high += r.counterfactual_high_usd
         self.mismatched += len(r.mismatches())
         self.inferred += int(r.inferred_carry and (r.gate_calls or r.compactions) > 0)
+        self.evictions_gated += r.evictions_gated
+        self.evictions_kept += len(r.evictions_kept)
 
 
 def whatif(
@@ -308,6 +320,7 @@ def whatif(
             realized_pricing=realized,
             counterfactual_pricing=counterfactual,
             resolve_compaction=overrides.compaction,
+            gate_evictions=overrides.gate_evictions,
         )
         if not (r.gate_calls or r.compactions):
             return
