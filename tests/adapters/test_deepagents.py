@@ -694,7 +694,12 @@ def test_seamscope_s_recall_answer_is_never_evicted(
 
 @pytest.mark.parametrize("kind", ["sqlite", "langgraph-postgres"])
 def test_an_eviction_read_back_on_another_worker_is_its_recall(
-    kind: str, span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider, tmp_path: Path
+    kind: str,
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    meter_provider: Any,
+    metric_reader: InMemoryMetricReader,
+    tmp_path: Path,
 ) -> None:
     """Two workers, each its own layer and ``SeamscopeMiddleware``, sharing one
     offload store (a SQLite file named to seamscope, or, named to neither,
@@ -746,7 +751,12 @@ def test_an_eviction_read_back_on_another_worker_is_its_recall(
     workers: dict[str, tuple[DecisionLayer, SeamscopeMiddleware, list[ModelCall]]] = {}
     try:
         for name in ("a", "b"):
-            layer = layer_for(tracer_provider)
+            layer = DecisionLayer(
+                default_model=OPUS,
+                agent_name="deep",
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+            )
             options: dict[str, Any] = {}
             if server is None:
                 seamscope = SeamscopeMiddleware(
@@ -809,6 +819,14 @@ def test_an_eviction_read_back_on_another_worker_is_its_recall(
         - Decimal("0.5") * (12_500 * rate_in + 250 * rate_out)
     )
     assert predicted == settlement.predicted_net_saving
+    # the realized metrics of both workers, under the eviction's mechanism
+    where = {c.ATTR_OFFLOAD_MECHANISM: "deepagents_eviction"}
+    assert {((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS),): 0.45} == _totals(
+        metric_reader, c.METRIC_OFFLOAD_REALIZED_SAVINGS.name, **where
+    )
+    assert {((c.ATTR_GEN_AI_REQUEST_MODEL, OPUS),): 1.0} == _totals(
+        metric_reader, c.METRIC_OFFLOAD_RECALLS.name, **where
+    )
 
     spans = list(span_exporter.get_finished_spans())
     recalls = [
