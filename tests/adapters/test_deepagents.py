@@ -1163,3 +1163,17 @@ def test_whatif_answers_what_gating_the_evictions_would_have_saved(
         in text
     )
     assert "kept deepagents_eviction:c2" in text
+    # the tool's own setting decides its evictions, as the live gate's tool priors
+    # do: never read back (p=0), the log's preview pays for itself (1 500 x 5 x
+    # $5/M > its preview x 5 x $5/M): kept evicted, nothing changes
+    never = ["--set", "tool.get_logs.recall_probability=0"]
+    assert 0 == cli(
+        ["whatif", str(path), "--set", "gate_evictions=true", *never, "--format", "json"]
+    )
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert (2, 0, "0") == (
+        total["evictions_gated"],
+        total["evictions_kept"],
+        total["difference_usd"],
+    )

@@ -119,6 +119,7 @@ class Compact(NamedTuple):
     recall_probability: float
     priced: bool
     tool_call_ids: tuple[str, ...]
+    tool: str | None = None  # gen_ai.tool.name: the tool whose output it took out
 
 
 class Settle(NamedTuple):
@@ -661,6 +662,7 @@ def _compact(t: int, a: _Attrs) -> Compact:
         a.float(c.ATTR_OFFLOAD_RECALL_PROBABILITY),
         a.text(c.ATTR_OFFLOAD_PRICING_SOURCE, "none") != "none",
         tuple(str(x) for x in ids) if isinstance(ids, tuple) else (),
+        a.text(c.ATTR_GEN_AI_TOOL_NAME) or None,
     )
 
 

@@ -342,7 +342,7 @@ def _decide(
     resolve: Resolve,
     pricing: PricingTable,
     resolve_compaction: Callable[[Compact], tuple[int, float]] | None,
-    gate_evictions: bool = False,
+    gate_evictions: bool | Callable[[Compact], tuple[int, float]] = False,
 ) -> tuple[list[tuple[GateConfig, OffloadGateDecision | None]], bool]:
     """Every gate call decided under the changed configuration (None: its output
     is below the changed threshold, so it does not fire), and whether the
@@ -372,8 +372,9 @@ def _decide(
                 else resolve_compaction(ev)
             )
             same = same and (h, p) == (ev.horizon, ev.recall_probability)
-            if gate_evictions and _eviction_kept(ev, h, p, pricing):
-                same = False
+            if gate_evictions:
+                gh, gp = gate_evictions(ev) if callable(gate_evictions) else (h, p)
+                same = same and not _eviction_kept(ev, gh, gp, pricing)
     return decided, same
 
 
@@ -392,10 +393,12 @@ def replay(
     realized_pricing: PricingTable,
     counterfactual_pricing: PricingTable,
     resolve_compaction: Callable[[Compact], tuple[int, float]] | None = None,
-    gate_evictions: bool = False,
+    gate_evictions: bool | Callable[[Compact], tuple[int, float]] = False,
 ) -> Replay:
     """Re-settle ``conv`` on its recorded course (see the module docstring);
-    ``gate_evictions``: the gate decides each Deep Agents eviction again."""
+    ``gate_evictions``: the gate decides each Deep Agents eviction again (a
+    callable: the horizon and recall probability it decides with, per
+    eviction: its tool's priors; True: the compaction's)."""
     key = conv.conversation_id
     out = Replay(key, inferred_carry=not conv.marked)
     events = conv.ordered()
@@ -483,7 +486,8 @@ def replay(
             )
             if gate_evictions and ev.mechanism == OffloadMechanism.DEEPAGENTS_EVICTION:
                 out.evictions_gated += 1
-                if _eviction_kept(ev, h, p, counterfactual_pricing):
+                gh, gp = gate_evictions(ev) if callable(gate_evictions) else (h, p)
+                if _eviction_kept(ev, gh, gp, counterfactual_pricing):
                     # the gate keeps the output in the prompt: never made, never read back
                     out.evictions_kept.append(ev)
                     gone.add(ev.compaction_id)

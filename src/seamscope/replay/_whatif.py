@@ -53,7 +53,8 @@ class Overrides:
     prices: dict[str, dict[str, str]] = field(default_factory=dict)
     priors: Any = None  # seamscope.decisions._priors.Priors
     applied: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Gate calls each (tool, model) pair's prior was applied to."""
+    """Gate calls (and, with ``gate_evictions``, evictions) each (tool, model)
+    pair's prior was applied to."""
     seen: set[tuple[str, str]] = field(default_factory=set)
     """The (tool, model) pairs of the gate calls read."""
     gate_evictions: bool = False
@@ -89,6 +90,25 @@ class Overrides:
             found = GateConfig(*[changes.get(name, getattr(recorded, name)) for name in _FIELDS])
             self._resolved[key] = found
         return found
+
+    def eviction(self, ev: Compact) -> tuple[int, float]:
+        """The horizon and recall probability the gate decides a Deep Agents
+        eviction with (``gate_evictions``), as the live opt-in gate does: its
+        tool's calibrated prior (``--priors``), then ``tool.NAME.*``, else the
+        compaction's, as ``--set`` changes them."""
+        horizon, p = self.compaction(ev)
+        if self.priors is not None and ev.tool:
+            pair = (ev.tool, ev.model)
+            self.seen.add(pair)
+            prior = self.priors.lookup(ev.tool, ev.model)
+            if prior is not None:
+                self.applied[pair] = self.applied.get(pair, 0) + 1
+                horizon, p = prior.horizon, prior.recall_probability
+        tool = self.tools.get(ev.tool or "") or {}
+        return (
+            int(tool.get("horizon", horizon)),
+            float(tool.get("recall_probability", p)),
+        )
 
     def compaction(self, ev: Compact) -> tuple[int, float]:
         return (
@@ -320,7 +340,7 @@ def whatif(
             realized_pricing=realized,
             counterfactual_pricing=counterfactual,
             resolve_compaction=overrides.compaction,
-            gate_evictions=overrides.gate_evictions,
+            gate_evictions=overrides.eviction if overrides.gate_evictions else False,
         )
         if not (r.gate_calls or r.compactions):
             return
