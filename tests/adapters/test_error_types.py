@@ -350,7 +350,7 @@ def test_pydantic_ai_a_call_of_a_tool_its_prepare_hid_is_refused_not_dispatched(
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    models, log = pais.scripted_models(
+    models, _ = pais.scripted_models(
         ["gpt-4.1-mini"],
         [pais.step(pais.call("lookup", {"key": "a"}, "c1")), pais.step(pais.text("ok"))],
     )
