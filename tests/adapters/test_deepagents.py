@@ -1177,3 +1177,115 @@ def test_whatif_answers_what_gating_the_evictions_would_have_saved(
         total["evictions_kept"],
         total["difference_usd"],
     )
+
+
+def test_whatif_reads_a_trace_recorded_with_the_eviction_gate_on(
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Recorded with ``gate_evictions=True`` (and seamscope's own gate off):
+    the live gate lets the 30 000-token report's eviction through (c1, a
+    compaction) and keeps the 1 500-token log whole (c2). Its two
+    ``seamscope.offload_gate`` spans decided Deep Agents' evictions (they
+    carry ``seamscope.offload.mechanism`` ``deepagents_eviction``), not
+    offloads of seamscope's own gate: whatif reads no gate call of its own
+    (fires 0 → 0), re-settles the compaction as the live ledger settled it,
+    and calibrate learns nothing from them."""
+    from seamscope.replay import calibrate
+
+    @tool
+    def get_logs(service: str) -> str:
+        """Read a service's logs."""
+        return ("z" * 79 + "\n") * 75  # 6 000 chars
+
+    path = tmp_path / "deep-gated.jsonl"
+    tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    models, log = scripted_models(
+        [OPUS],
+        [
+            ai(
+                ("big_report", {"topic": "q3"}, "c1"),
+                ("get_logs", {"service": "db"}, "c2"),
+                usage=(1_000, 40, 0, 0),
+            ),
+            ai(text="done", usage=(3_000, 10, 0, 0)),
+        ],
+    )
+    layer = layer_for(tracer_provider)
+    agent = deepagents.create_deep_agent(
+        model=models[OPUS],
+        tools=[big_report, get_logs],
+        middleware=SeamscopeMiddleware(layer, offload=False, gate_evictions=True).watching(
+            FilesystemMiddleware(tool_token_limit_before_evict=1_000)
+        ),
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("report and logs")]},
+        config={"configurable": {"thread_id": "gated-1"}},
+    )
+    settled = layer.end_conversation("gated-1")
+    tracer_provider.force_flush()
+
+    # the live ledger: c1's preview carried once, nothing read back
+    preview = _text_of(log[1], "c1")
+    assert preview is not None and preview.startswith("Tool result too large")
+    rate_in = Decimal("5") / 1_000_000
+    net = (30_000 - Decimal(len(preview)) / 4) * rate_in
+    assert [("deepagents_eviction:c1", net)] == [
+        (s.offload_id, s.realized_net_saving) for s in settled
+    ]
+    # both gate spans name whose offload they decided
+    assert [("c1", True), ("c2", False)] == sorted(
+        (
+            (s.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID),
+            (s.attributes or {}).get(c.ATTR_OFFLOAD_FIRE),
+        )
+        for s in span_exporter.get_finished_spans()
+        if s.name == c.SPAN_OFFLOAD_GATE
+        and (s.attributes or {}).get(c.ATTR_OFFLOAD_MECHANISM) == "deepagents_eviction"
+    )
+
+    capsys.readouterr()
+    assert 0 == cli(["whatif", str(path), "--format", "json"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (conversation,) = [o for o in out if o.get("conversation_id") == "gated-1"]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert (0, 0, 0, 1) == (
+        conversation["gate_calls"],
+        conversation["recorded_fires"],
+        conversation["counterfactual_fires"],
+        conversation["compactions"],
+    )
+    assert [] == conversation["mismatched"]
+    assert (net, net, Decimal(0)) == (
+        Decimal(total["realized_usd"]),
+        Decimal(total["counterfactual_usd"]),
+        Decimal(total["difference_usd"]),
+    )
+    assert (0, 0, 0, 0) == (
+        total["gate_calls"],
+        total["recorded_fires"],
+        total["counterfactual_fires"],
+        total["mismatched_settlements"],
+    )
+    assert 0 == cli(["whatif", str(path)])
+    text = capsys.readouterr().out
+    assert "fires 0 → 0" in text
+    assert "fires 1 → 1" not in text
+    # gating the evictions again re-decides the one eviction made (the kept log
+    # was never evicted): the gate lets it through, nothing changes
+    assert 0 == cli(["whatif", str(path), "--set", "gate_evictions=true", "--format", "json"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert (1, 0, 0, "0") == (
+        total["evictions_gated"],
+        total["evictions_kept"],
+        total["gate_calls"],
+        total["difference_usd"],
+    )
+    # calibrate learns from the gate's own settled offloads only
+    with path.open(encoding="utf-8") as handle:
+        evidence, _ = calibrate([(str(path), handle)])
+    assert {} == evidence

@@ -961,6 +961,8 @@ def test_the_opt_in_gate_keeps_an_offload_that_would_lose_money_and_lets_one_tha
     assert {"s1": (False, "net_not_positive"), "b1": (True, "net_positive")} == {
         k: (a.get(c.ATTR_OFFLOAD_FIRE), a.get(c.ATTR_OFFLOAD_REASON_CODE)) for k, a in gates.items()
     }
+    # each span names whose offload it decided: the offloader's, not the gate's own
+    assert {"strands_context_offload"} == {a.get(c.ATTR_OFFLOAD_MECHANISM) for a in gates.values()}
     assert [("strands_context_offload:b1", 1)] == [(s.offload_id, s.turns_carried) for s in settled]
 
 

@@ -12,7 +12,11 @@ What the ledger was told, in the order it was told, per
   chat span ended) is read with the ledger's default: every chat span counts
   and carries every live offload that was not recalled;
 * a gate call: a ``seamscope.offload_gate`` span (by its end: a fired offload
-  is followed once the gate has decided) with its inputs and configuration;
+  is followed once the gate has decided) with its inputs and configuration.
+  A gate span naming a ``seamscope.offload.mechanism`` decided a framework's
+  own offload (a Deep Agents eviction, a Strands ``ContextOffloader``
+  offload, gated live), not one of the gate's: it is not read (the
+  offload it let through is its ``seamscope.compaction`` span);
 * a recall: a ``seamscope.offload.recalled`` span event, by its own time;
 * a compaction: a ``seamscope.compaction`` span, by its end;
 * a settlement: a ``seamscope.offload.settle`` span, by its start.
@@ -568,6 +572,8 @@ class CourseReader:
             model = a.text(c.ATTR_GEN_AI_REQUEST_MODEL)
             yield conversation_id, (0, end, model, _usage(a), carried, stubs)  # a Chat, stored
         elif kind == 1:
+            if a.text(c.ATTR_OFFLOAD_MECHANISM):
+                return  # a framework's offload decided: its compaction span is the event
             yield conversation_id, _gate(end, a)
         elif kind == 2:
             yield conversation_id, _compact(end, a)

@@ -551,6 +551,8 @@ class OTelObserver:
                     attrs[c.ATTR_GEN_AI_TOOL_CALL_ID] = text(call.tool_call_id)
                 if call.tool_name:
                     attrs[c.ATTR_GEN_AI_TOOL_NAME] = text(call.tool_name)
+                if call.mechanism is not None:  # a framework's offload, not the gate's own
+                    attrs[c.ATTR_OFFLOAD_MECHANISM] = call.mechanism.value
             invocation = self._open(
                 "start_offload_gate",
                 c.SPAN_OFFLOAD_GATE,

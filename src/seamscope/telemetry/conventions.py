@@ -641,7 +641,14 @@ ATTR_OFFLOAD_SHADOW_NEWLY_FIRED: Final = "seamscope.offload.shadow.newly_fired"
 ATTR_OFFLOAD_ACTIVE: Final = "seamscope.offload.active"
 """Metric attribute ``"true"``/``"false"``: the conversation has a live offload."""
 ATTR_OFFLOAD_MECHANISM: Final = "seamscope.offload.mechanism"
-"""What took the content out of the prompt (:class:`OffloadMechanism`)."""
+"""What took content out (:class:`OffloadMechanism`); on a gate span: whose offload it decided.
+
+On a compaction or settle span and the realized metrics: the mechanism that
+took the content out of the prompt. On a ``seamscope.offload_gate`` span: the
+gate decided a framework's own offload of that mechanism (an opt-in gate on
+Deep Agents' evictions or Strands' ``ContextOffloader``), not one of its own;
+a gate span without it is the gate's own call. ``whatif`` and ``calibrate``
+read only the gate's own calls as gate calls."""
 ATTR_OFFLOAD_STORE_OPERATION: Final = "seamscope.offload.store_operation"
 """Metric and log attribute: the offload store call that failed (``put``, ``recall``,
 ``offloads``, ``lookup``, ``add``, ``claim``, ``due``)."""

@@ -23,6 +23,7 @@ from seamscope.decisions import OffloadGateDecision
 from seamscope.decisions.records import (
     Compaction,
     GateCall,
+    OffloadMechanism,
     OffloadReasonCode,
     PriorSource,
     StoredOffload,
@@ -39,16 +40,19 @@ def gate_compaction(
     removed_tokens: float,
     kept_tokens: float,
     compaction_id: str,
+    mechanism: OffloadMechanism,
     *,
     context: Any = None,
 ) -> OffloadGateDecision:
     """The offload gate's decision on one offload a framework made, on a
-    ``seamscope.offload_gate`` span (``seamscope.offload.id``, when it fires:
-    the compaction's): the gate's formula at the iteration's model with its
-    priors for the tool (calibrated when it has them), the kept preview as
-    the stub, no size threshold (the framework's limit chose the size).
-    ``context``: the OpenTelemetry context the span starts under (default:
-    the iteration's)."""
+    ``seamscope.offload_gate`` span (``seamscope.offload.mechanism``: the
+    framework's ``mechanism``, whose offload it decided, so readers never
+    take it for one of the gate's own; ``seamscope.offload.id``, when it
+    fires: the compaction's): the gate's formula at the iteration's model
+    with its priors for the tool (calibrated when it has them), the kept
+    preview as the stub, no size threshold (the framework's limit chose the
+    size). ``context``: the OpenTelemetry context the span starts under
+    (default: the iteration's)."""
     layer = iteration.turn.layer
     gate = layer.gate
     model = iteration.model or layer.router.default_model.model_name
@@ -70,7 +74,12 @@ def gate_compaction(
     # never added to the gate's own predicted savings, which the drift rule compares
     # with the gate's realized ones: counted as a decision, not as a prediction
     call = GateCall(
-        iteration.turn.conversation_id, iteration.turn.agent, tool, call_id, reevaluation=True
+        iteration.turn.conversation_id,
+        iteration.turn.agent,
+        tool,
+        call_id,
+        reevaluation=True,
+        mechanism=mechanism,
     )
     with attached(iteration.invocation.context if context is None else context):
         handle = layer.observer.start_offload_gate(inputs, call)

@@ -506,6 +506,7 @@ class ToolWatch(_HookWatch):
             evicted.removed_tokens,
             estimate_tokens(evicted.preview),
             compaction_id,
+            OffloadMechanism.DEEPAGENTS_EVICTION,
             context=run.otel,
         )
 

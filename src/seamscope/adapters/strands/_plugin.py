@@ -586,7 +586,15 @@ class SeamscopePlugin(Plugin):
         kept = estimate_tokens(offloaded.preview)
         compaction_id = f"{OffloadMechanism.STRANDS_CONTEXT_OFFLOAD}:{call.id}"
         if self.gate_offloader:
-            decision = gate_compaction(it, call.name, call.id, removed, kept, compaction_id)
+            decision = gate_compaction(
+                it,
+                call.name,
+                call.id,
+                removed,
+                kept,
+                compaction_id,
+                OffloadMechanism.STRANDS_CONTEXT_OFFLOAD,
+            )
             if priced_as_loss(decision):
                 return True
         if not self.compactions.offloaded(

@@ -155,6 +155,9 @@ class GateCall:
     ``reevaluation``: the loop asks again about an output it already asked
     about (a framework that re-decides earlier outputs every iteration).
     Telemetry then counts the decision but not its predicted saving again.
+    ``mechanism``: the gate decides a framework's own offload of that
+    mechanism (a Deep Agents eviction, a Strands ``ContextOffloader``
+    offload), not one of its own; None: its own.
     """
 
     conversation_id: str | None = None
@@ -162,6 +165,7 @@ class GateCall:
     tool_name: str | None = None
     tool_call_id: str | None = None
     reevaluation: bool = False
+    mechanism: OffloadMechanism | None = None
 
 
 # -- a framework's own decisions -------------------------------------------------
