@@ -16,6 +16,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -1188,6 +1189,124 @@ def test_explain_and_whatif_read_the_offloaders_offload_and_its_recall_back(
 def _usd(amount: Any) -> str:
     sign = "+" if amount >= 0 else "−"
     return f"{sign}${abs(amount):.4f}"
+
+
+def test_whatif_answers_what_gating_the_offloader_would_have_saved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Observed only (``gate_offloader`` off), the ContextOffloader at a
+    600-token limit with a 300-token preview offloads big_report (b1, 20 000
+    tokens) and small_report (s1, 1 000 tokens). Calls (input, output
+    tokens):
+
+    1. (2 000, 40): emits b1 (offloaded).
+    2. (2 100, 30): b1's preview carried; emits s1 (offloaded).
+    3. (2 200, 60): both previews carried; retrieves s1's content (g1: a
+       recall of s1 with this call's 60 output tokens).
+    4. (4 000, 25): b1's preview carried; s1's content is back; answers.
+
+    ``whatif --set gate_offloader=true``: the gate (the layer's H=5, p=0.5,
+    the preview as the stub, no size threshold) prices s1 as a loss (1 000
+    tokens cannot pay for its preview and the expected retrieval) and b1 as
+    a saving: s1 stays in the prompt, its retrieval never happens, b1
+    settles as recorded. Counterfactual = b1's realized net; the difference
+    is minus s1's realized net."""
+    tel = Telemetry()
+    path = tmp_path / "offloader-whatif.jsonl"
+    tel.tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    # InMemoryStorage names the first block of its n-th offload mem_<n>_<call id>_0
+    ground = Ground(
+        {
+            "c25": [
+                reply(("big_report", {"topic": "q3"}, "b1"), usage=(2_000, 40)),
+                reply(("small_report", {}, "s1"), usage=(2_100, 30)),
+                reply((OFFLOADER_RETRIEVE, {"reference": "mem_2_s1_0"}, "g1"), usage=(2_200, 60)),
+                reply(text="Read.", usage=(4_000, 25)),
+            ]
+        }
+    )
+    offloader = _offloader(max_result_tokens=600, preview_tokens=300)
+    conversation, plugin = agent_for(ground, tel, "c25", plugins=[offloader])
+    assert "Read." == conversation.run("both reports")
+    settled = {s.offload_id: s for s in plugin.layer.end_conversation("c25")}
+    tel.tracer_provider.force_flush()
+
+    # ground truth, from what the models received
+    big_texts = _tool_texts(ground, "c25", "b1")
+    small_texts = _tool_texts(ground, "c25", "s1")
+    pb, ps = big_texts[1], small_texts[2]
+    assert pb is not None and pb.startswith("[Offloaded: ") and [pb, pb, pb] == big_texts[1:]
+    assert ps is not None and ps.startswith("[Offloaded: ") and [ps, ps] == small_texts[2:]
+    small = next(r.output for r in ground.tool_runs if r.name == "small_report")
+    [read] = [m.text for m in ground.calls_of("c25")[3].messages if m.call_id == "g1"]
+    assert read is not None and small.rstrip("\n") == read.rstrip("\n")
+    rate_in, rate_out = (Decimal(repr(r)) for r in PRICES.rates[OPUS])
+    # b1: its preview carried by calls 2, 3 and 4, never read back
+    net_b = 3 * (Decimal(len(BIG)) - len(pb)) / 4 * rate_in
+    # s1: its preview carried by call 3 only (call 4 holds the content), and the
+    # retrieval: its answer's tokens in, call 3's 60 output tokens
+    net_s = (Decimal(len(small)) - len(ps)) / 4 * rate_in - (
+        Decimal(len(read)) / 4 * rate_in + 60 * rate_out
+    )
+    one, two = settled["strands_context_offload:b1"], settled["strands_context_offload:s1"]
+    assert (3, 0, 1, 1) == (one.turns_carried, one.recalls, two.turns_carried, two.recalls)
+    assert float(net_b) == pytest.approx(float(one.realized_net_saving), abs=1e-12)
+    assert float(net_s) == pytest.approx(float(two.realized_net_saving), abs=1e-12)
+    assert net_s < 0 < net_b
+
+    capsys.readouterr()
+    assert 0 == cli(["whatif", str(path), "--set", "gate_offloader=true", "--format", "json"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (line,) = [o for o in out if o.get("conversation_id") == "c25"]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert (2, ["strands_context_offload:s1"], 0, []) == (
+        line["offloader_gated"],
+        line["offloader_kept"],
+        line["evictions_gated"],
+        line["evictions_kept"],
+    )
+    realized = one.realized_net_saving + two.realized_net_saving
+    assert Decimal(line["realized_usd"]) == realized
+    assert Decimal(line["counterfactual_exact_usd"]) == one.realized_net_saving
+    assert Decimal(total["difference_usd"]) == -two.realized_net_saving
+    assert float(Decimal(total["difference_usd"])) == pytest.approx(float(-net_s), abs=1e-12)
+    assert (2, 1, True, False) == (
+        total["offloader_gated"],
+        total["offloader_kept"],
+        total["config"]["gate_offloader"],
+        total["config"]["gate_evictions"],
+    )
+    assert 0 == cli(["whatif", str(path), "--set", "gate_offloader=true"])
+    text = capsys.readouterr().out
+    assert (
+        "gating Strands' ContextOffloader: 1 of 2 offloads priced as a loss, kept in the prompt"
+        in text
+    )
+    assert "kept strands_context_offload:s1" in text
+    assert "gate_offloader=true" in text
+    # gating Deep Agents' evictions leaves the offloader's offloads as recorded
+    assert 0 == cli(["whatif", str(path), "--set", "gate_evictions=true", "--format", "json"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert (0, 0, "0") == (
+        total["offloader_gated"],
+        total["offloader_kept"],
+        total["difference_usd"],
+    )
+    # the tool's own setting decides its offloads, as the live gate's tool priors
+    # do: never read back (p=0), the small report's preview pays for itself: kept
+    # offloaded, nothing changes
+    never = ["--set", "tool.small_report.recall_probability=0"]
+    assert 0 == cli(
+        ["whatif", str(path), "--set", "gate_offloader=true", *never, "--format", "json"]
+    )
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert (2, 0, "0") == (
+        total["offloader_gated"],
+        total["offloader_kept"],
+        total["difference_usd"],
+    )
 
 
 # -- concurrent conversations through one plugin ---------------------------------------------------

@@ -42,7 +42,9 @@ __all__ = [
 
 _EPILOG = (
     "--set keys: threshold_tokens, stub_tokens, horizon, recall_probability, "
-    "recall_input_tokens, recall_output_tokens (every gate call); tool.NAME.KEY (calls of "
+    "recall_input_tokens, recall_output_tokens (every gate call); gate_evictions=true, "
+    "gate_offloader=true (let the gate decide each Deep Agents eviction, each Strands "
+    "ContextOffloader offload); tool.NAME.KEY (calls of "
     "tool NAME: wins over --priors and the global keys); price.MODEL.input / .output / "
     ".cache_read / .cache_write (USD per 1M tokens; prices the counterfactual only, on top of the "
     "rates the spans recorded). "
@@ -123,6 +125,8 @@ def _json(r: Replay) -> dict[str, Any]:
         "no_longer_fired": [g.offload_id for g in r.no_longer_fired],
         "evictions_gated": r.evictions_gated,
         "evictions_kept": [e.compaction_id for e in r.evictions_kept],
+        "offloader_gated": r.offloader_gated,
+        "offloader_kept": [e.compaction_id for e in r.offloader_kept],
         "realized_usd": _exact(realized),
         "counterfactual_exact_usd": _exact(exact),
         "counterfactual_expected_usd": _exact(expected),
@@ -153,8 +157,9 @@ def _line(r: Replay) -> str:
         changes.append("−" + ", ".join(str(g.offload_id) for g in r.no_longer_fired))
     if r.newly_fired:
         changes.append("+" + ", ".join(f"{n.gate.tool or '?'}" for n in r.newly_fired))
-    if r.evictions_kept:
-        changes.append("kept " + ", ".join(e.compaction_id for e in r.evictions_kept))
+    kept = [*r.evictions_kept, *r.offloader_kept]
+    if kept:
+        changes.append("kept " + ", ".join(e.compaction_id for e in kept))
     if changes:
         fires += f" ({'; '.join(changes)})"
     counterfactual = _counterfactual(
@@ -276,6 +281,8 @@ def describe(overrides: Overrides) -> str:
     parts += [f"price.{m}.{k}={v}" for m, kv in overrides.prices.items() for k, v in kv.items()]
     if overrides.gate_evictions:
         parts.append("gate_evictions=true")
+    if overrides.gate_offloader:
+        parts.append("gate_offloader=true")
     if overrides.priors is not None:
         parts.append(f"priors {overrides.priors.version}")
     return ", ".join(parts) or "the recorded configuration"
@@ -336,6 +343,8 @@ def _total_json(t: Totals, overrides: Overrides, reader: CourseReader) -> dict[s
             "no_longer_fired": t.no_longer_fired,
             "evictions_gated": t.evictions_gated,
             "evictions_kept": t.evictions_kept,
+            "offloader_gated": t.offloader_gated,
+            "offloader_kept": t.offloader_kept,
             "realized_usd": _exact(t.realized),
             "counterfactual_exact_usd": _exact(t.exact),
             "counterfactual_expected_usd": _exact(t.expected),
@@ -376,6 +385,11 @@ def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
         lines.append(
             f"gating Deep Agents' evictions: {t.evictions_kept} of "
             f"{plural(t.evictions_gated, 'eviction')} priced as a loss, kept in the prompt"
+        )
+    if overrides.gate_offloader:
+        lines.append(
+            f"gating Strands' ContextOffloader: {t.offloader_kept} of "
+            f"{plural(t.offloader_gated, 'offload')} priced as a loss, kept in the prompt"
         )
     if t.mismatched:
         lines.append(

@@ -44,14 +44,17 @@ only their prediction is priced again.
 
 With ``gate_evictions``, each Deep Agents eviction (a compaction of
 mechanism ``deepagents_eviction``) is put to the gate as
-``SeamscopeMiddleware(gate_evictions=True)`` puts it live: its removed
-tokens as the output, its preview as the stub, no size threshold, the
-compaction's horizon and recall probability (as changed). One the gate
-prices as a loss (``net_not_positive``) is not made in the counterfactual:
-the output stays in the prompt (the baseline: 0), the reads of its file
-never happen (their model call's output goes to its next recall that still
-happens, as for an offload that no longer fires); the others settle as
-recorded (exact).
+``SeamscopeMiddleware(gate_evictions=True)`` puts it live; with
+``gate_offloader``, each Strands ``ContextOffloader`` offload (mechanism
+``strands_context_offload``) as ``SeamscopePlugin(gate_offloader=True)``
+puts it live: its removed tokens as the output, its preview as the stub, no
+size threshold, the compaction's horizon and recall probability (as
+changed). One the gate prices as a loss (``net_not_positive``) is not made
+in the counterfactual: the output stays in the prompt (the baseline: 0), its
+read-backs (a read of the evicted file, a retrieval of the offloaded
+content) never happen (their model call's output goes to its next recall
+that still happens, as for an offload that no longer fires); the others
+settle as recorded (exact).
 """
 
 from __future__ import annotations
@@ -233,6 +236,10 @@ class Replay:
     """Deep Agents evictions the gate decided again (``gate_evictions``)."""
     evictions_kept: list[Compact] = field(default_factory=list)
     """The ones it priced as a loss: their output stays in the prompt."""
+    offloader_gated: int = 0
+    """Strands ``ContextOffloader`` offloads the gate decided again (``gate_offloader``)."""
+    offloader_kept: list[Compact] = field(default_factory=list)
+    """The ones it priced as a loss: their output stays in the prompt."""
 
     @property
     def realized_usd(self) -> Decimal:
@@ -326,12 +333,28 @@ def _real_stubs(events: list[Event]) -> dict[str, float | None]:
     return out
 
 
-def _eviction_kept(ev: Compact, horizon: int, p: float, pricing: PricingTable) -> bool:
-    """Whether the gate prices this Deep Agents eviction as a loss (the live
+GateCompaction = bool | Callable[[Compact], tuple[int, float]]
+"""Whether the gate decides a mechanism's compactions again (a callable: the
+horizon and recall probability it decides each with, its tool's priors;
+True: the compaction's)."""
+
+
+def _gated(
+    gate_evictions: GateCompaction, gate_offloader: GateCompaction
+) -> dict[str, GateCompaction]:
+    """The mechanisms whose offloads the gate decides again, each with its setting."""
+    out: dict[str, GateCompaction] = {}
+    if gate_evictions:
+        out[OffloadMechanism.DEEPAGENTS_EVICTION.value] = gate_evictions
+    if gate_offloader:
+        out[OffloadMechanism.STRANDS_CONTEXT_OFFLOAD.value] = gate_offloader
+    return out
+
+
+def _kept(ev: Compact, horizon: int, p: float, pricing: PricingTable) -> bool:
+    """Whether the gate prices this framework offload as a loss (the live
     opt-in gate's inputs: the removed tokens, the preview as the stub, no
     size threshold), so the output would have stayed in the prompt."""
-    if ev.mechanism != OffloadMechanism.DEEPAGENTS_EVICTION:
-        return False
     inputs = OffloadGateInputs(ev.removed_tokens, horizon, p, ev.model, 0, ev.kept_tokens)
     decision = evaluate_offload_gate(inputs, pricing=pricing)
     return decision.reason_code is OffloadReasonCode.NET_NOT_POSITIVE
@@ -342,7 +365,7 @@ def _decide(
     resolve: Resolve,
     pricing: PricingTable,
     resolve_compaction: Callable[[Compact], tuple[int, float]] | None,
-    gate_evictions: bool | Callable[[Compact], tuple[int, float]] = False,
+    gated: dict[str, GateCompaction],
 ) -> tuple[list[tuple[GateConfig, OffloadGateDecision | None]], bool]:
     """Every gate call decided under the changed configuration (None: its output
     is below the changed threshold, so it does not fire), and whether the
@@ -372,9 +395,10 @@ def _decide(
                 else resolve_compaction(ev)
             )
             same = same and (h, p) == (ev.horizon, ev.recall_probability)
-            if gate_evictions:
-                gh, gp = gate_evictions(ev) if callable(gate_evictions) else (h, p)
-                same = same and not _eviction_kept(ev, gh, gp, pricing)
+            gate = gated.get(ev.mechanism)
+            if gate:
+                gh, gp = gate(ev) if callable(gate) else (h, p)
+                same = same and not _kept(ev, gh, gp, pricing)
     return decided, same
 
 
@@ -393,18 +417,19 @@ def replay(
     realized_pricing: PricingTable,
     counterfactual_pricing: PricingTable,
     resolve_compaction: Callable[[Compact], tuple[int, float]] | None = None,
-    gate_evictions: bool | Callable[[Compact], tuple[int, float]] = False,
+    gate_evictions: GateCompaction = False,
+    gate_offloader: GateCompaction = False,
 ) -> Replay:
     """Re-settle ``conv`` on its recorded course (see the module docstring);
-    ``gate_evictions``: the gate decides each Deep Agents eviction again (a
+    ``gate_evictions``: the gate decides each Deep Agents eviction again,
+    ``gate_offloader`` each Strands ``ContextOffloader`` offload (a
     callable: the horizon and recall probability it decides with, per
-    eviction: its tool's priors; True: the compaction's)."""
+    offload: its tool's priors; True: the compaction's)."""
     key = conv.conversation_id
     out = Replay(key, inferred_carry=not conv.marked)
     events = conv.ordered()
-    decided, same = _decide(
-        events, resolve, counterfactual_pricing, resolve_compaction, gate_evictions
-    )
+    gated = _gated(gate_evictions, gate_offloader)
+    decided, same = _decide(events, resolve, counterfactual_pricing, resolve_compaction, gated)
     stubs = _real_stubs(events)
     mirror = same and realized_pricing is counterfactual_pricing
     # nothing followed (no fired offload, no compaction): no ledger, nothing to settle
@@ -484,12 +509,17 @@ def replay(
                 if resolve_compaction is None
                 else resolve_compaction(ev)
             )
-            if gate_evictions and ev.mechanism == OffloadMechanism.DEEPAGENTS_EVICTION:
-                out.evictions_gated += 1
-                gh, gp = gate_evictions(ev) if callable(gate_evictions) else (h, p)
-                if _eviction_kept(ev, gh, gp, counterfactual_pricing):
+            gate = gated.get(ev.mechanism)
+            if gate:
+                eviction = ev.mechanism == OffloadMechanism.DEEPAGENTS_EVICTION
+                if eviction:
+                    out.evictions_gated += 1
+                else:
+                    out.offloader_gated += 1
+                gh, gp = gate(ev) if callable(gate) else (h, p)
+                if _kept(ev, gh, gp, counterfactual_pricing):
                     # the gate keeps the output in the prompt: never made, never read back
-                    out.evictions_kept.append(ev)
+                    (out.evictions_kept if eviction else out.offloader_kept).append(ev)
                     gone.add(ev.compaction_id)
                     continue
             if cf is not None:

@@ -34,6 +34,7 @@ _INT_KEYS = ("threshold_tokens", "stub_tokens", "horizon", "recall_input_tokens"
              "recall_output_tokens")  # fmt: skip
 _KEYS = (*_INT_KEYS, "recall_probability")
 _PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+_GATED_KEYS = ("gate_evictions", "gate_offloader")  # the framework offloads the gate decides
 _FIELDS = tuple(f.name for f in fields(GateConfig))
 _ZERO = Decimal(0)
 
@@ -53,12 +54,16 @@ class Overrides:
     prices: dict[str, dict[str, str]] = field(default_factory=dict)
     priors: Any = None  # seamscope.decisions._priors.Priors
     applied: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Gate calls (and, with ``gate_evictions``, evictions) each (tool, model)
-    pair's prior was applied to."""
+    """Gate calls (and, with ``gate_evictions``/``gate_offloader``, the
+    framework offloads decided again) each (tool, model) pair's prior was
+    applied to."""
     seen: set[tuple[str, str]] = field(default_factory=set)
     """The (tool, model) pairs of the gate calls read."""
     gate_evictions: bool = False
     """``gate_evictions=true``: the gate decides each Deep Agents eviction again."""
+    gate_offloader: bool = False
+    """``gate_offloader=true``: the gate decides each Strands ``ContextOffloader``
+    offload again."""
     _resolved: dict[tuple[Any, ...], GateConfig] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -91,11 +96,12 @@ class Overrides:
             self._resolved[key] = found
         return found
 
-    def eviction(self, ev: Compact) -> tuple[int, float]:
-        """The horizon and recall probability the gate decides a Deep Agents
-        eviction with (``gate_evictions``), as the live opt-in gate does: its
-        tool's calibrated prior (``--priors``), then ``tool.NAME.*``, else the
-        compaction's, as ``--set`` changes them."""
+    def gated(self, ev: Compact) -> tuple[int, float]:
+        """The horizon and recall probability the gate decides a framework's
+        offload with (a Deep Agents eviction with ``gate_evictions``, a Strands
+        ``ContextOffloader`` offload with ``gate_offloader``), as the live
+        opt-in gate does: its tool's calibrated prior (``--priors``), then
+        ``tool.NAME.*``, else the compaction's, as ``--set`` changes them."""
         horizon, p = self.compaction(ev)
         if self.priors is not None and ev.tool:
             pair = (ev.tool, ev.model)
@@ -146,6 +152,7 @@ class Overrides:
             "tools": self.tools,
             "prices": self.prices,
             "gate_evictions": self.gate_evictions,
+            "gate_offloader": self.gate_offloader,
             "priors_version": None if self.priors is None else self.priors.version,
             "priors": self.priors_use(),
         }
@@ -180,10 +187,14 @@ def parse_overrides(items: list[str], priors: Any = None) -> Overrides:
         if key in _KEYS:
             out.gate[key] = _setting(key, text)
             continue
-        if key == "gate_evictions":
+        if key in _GATED_KEYS:
             if text.lower() not in ("true", "false"):
-                raise ValueError(f"--set gate_evictions must be true or false, got {text!r}")
-            out = replace(out, gate_evictions=text.lower() == "true")
+                raise ValueError(f"--set {key} must be true or false, got {text!r}")
+            on = text.lower() == "true"
+            if key == "gate_evictions":
+                out = replace(out, gate_evictions=on)
+            else:
+                out = replace(out, gate_offloader=on)
             continue
         head, _, rest = key.partition(".")
         name, _, leaf = rest.rpartition(".")
@@ -199,7 +210,7 @@ def parse_overrides(items: list[str], priors: Any = None) -> Overrides:
             out.prices.setdefault(name, {})[leaf] = text
         else:
             raise ValueError(
-                f"--set {key}: unknown key (use {', '.join(_KEYS)}, gate_evictions, "
+                f"--set {key}: unknown key (use {', '.join(_KEYS)}, {', '.join(_GATED_KEYS)}, "
                 f"tool.NAME.KEY or price.MODEL.{'|'.join(_PRICE_KEYS)})"
             )
     return out
@@ -299,6 +310,8 @@ class Totals:
     inferred: int = 0
     evictions_gated: int = 0
     evictions_kept: int = 0
+    offloader_gated: int = 0
+    offloader_kept: int = 0
 
     def add(self, r: Replay) -> None:
         self.conversations += 1
@@ -317,6 +330,8 @@ class Totals:
         self.inferred += int(r.inferred_carry and (r.gate_calls or r.compactions) > 0)
         self.evictions_gated += r.evictions_gated
         self.evictions_kept += len(r.evictions_kept)
+        self.offloader_gated += r.offloader_gated
+        self.offloader_kept += len(r.offloader_kept)
 
 
 def whatif(
@@ -340,7 +355,8 @@ def whatif(
             realized_pricing=realized,
             counterfactual_pricing=counterfactual,
             resolve_compaction=overrides.compaction,
-            gate_evictions=overrides.eviction if overrides.gate_evictions else False,
+            gate_evictions=overrides.gated if overrides.gate_evictions else False,
+            gate_offloader=overrides.gated if overrides.gate_offloader else False,
         )
         if not (r.gate_calls or r.compactions):
             return
