@@ -240,3 +240,33 @@ def test_a_tool_span_ends_once_with_the_error_or_the_output(
     (tool,) = tools
     assert ("KeyError" if fails else None) == (tool.attributes or {}).get(c.ATTR_ERROR_TYPE)
     assert "c1" == (tool.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID)
+
+
+def test_a_recall_on_a_worker_whose_first_event_is_that_call_is_accounted_in_the_shared_store(
+    tracer_provider: TracerProvider, tmp_path: Any
+) -> None:
+    """Worker A offloads into a shared store; worker B's first event of the
+    conversation is the recall (a run resumed at its tools): its accounts go to
+    the shared store, so the one settlement counts it."""
+    from seamscope.stores import SQLiteStore
+
+    path = str(tmp_path / "offloads.sqlite")
+    worker_a, worker_b = _layer(tracer_provider), _layer(tracer_provider)
+    outputs_a, outputs_b = Outputs(SQLiteStore(path)), Outputs(SQLiteStore(path))
+    text = "x" * 80_000
+    with worker_a.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
+        it.pre_model()
+        stub = account_tool_output(
+            it, ToolCall("c1", "report", {}), text, outputs=outputs_a, scope="conv-1", usage=None
+        )
+    assert stub is not None
+    offload_id = outputs_a.held("conv-1")["c1"].offload_id
+    with worker_b.turn("conv-1", [Message("user", "hi")]) as turn, turn.iteration() as it:
+        it.pre_model()
+        assert text == outputs_b.answer("conv-1", "c2", offload_id)  # the recall tool ran here
+        recall = ToolCall("c2", RECALL_TOOL, {"offload_id": offload_id})
+        account_tool_output(
+            it, recall, None, outputs=outputs_b, scope="conv-1", usage=ModelUsage(1000, 10)
+        )
+    (settlement,) = worker_a.end_conversation("conv-1", store=outputs_a.store)
+    assert 1 == settlement.recalls

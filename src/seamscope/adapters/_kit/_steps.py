@@ -196,6 +196,10 @@ def account_tool_output(
     text is then a real cost, as a recall's is.
     """
     with iteration.current():
+        # where this turn's offloads live, also on a worker whose first event of
+        # the conversation is this call (a run resumed at its tools): a recall's
+        # accounts go there, so the one settlement counts them
+        iteration.turn.store = outputs.store
         if call.name == RECALL_TOOL:
             outcome = outputs.outcome(call.id) if call.id else None
             if outcome is not None and outcome.status is RecallStatus.FOUND:
@@ -219,7 +223,6 @@ def account_tool_output(
             )
         if not offload or tokens < iteration.threshold_tokens:
             return None
-        iteration.turn.store = outputs.store
         iteration.turn.offload_scope = scope
         decision = iteration.offload(call, text, tokens=tokens)
         if not decision.fire or decision.offload_id is None:
