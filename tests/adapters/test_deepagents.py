@@ -984,9 +984,10 @@ def test_an_eviction_read_by_a_run_resumed_at_its_tools_on_another_worker_is_its
     Agents' ``interrupt_on`` stops for approval. Worker B (its own layer and
     middleware, the same SQLite offload store and checkpoints) resumes the
     run at its tools: the read is the eviction's recall there, at the R
-    chars it returned (the output of the call that emitted it was A's, and
-    A reported it: 0 here), and B's call 3 (3 000 in, 10 out) carries the
-    preview. Settled once, by B: 2 calls carried, 1 recall of R/4 x $5/M."""
+    chars it returned and the 30 output tokens of the call that emitted it
+    (A's call, read from the state's AIMessage: as one worker charges it),
+    and B's call 3 (3 000 in, 10 out) carries the preview. Settled once, by
+    B: 2 calls carried, 1 recall of R/4 x $5/M + 30 x $25/M."""
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
 
@@ -1044,14 +1045,15 @@ def test_an_eviction_read_by_a_run_resumed_at_its_tools_on_another_worker_is_its
     )
     assert Decimal("0.30") == settlement.realized_savings
     assert 2 * kept * rate_in == settlement.stub_carry_cost
-    assert Decimal(len(slice_read)) / 4 * rate_in == settlement.recall_cost
+    rate_out = Decimal("25") / 1_000_000
+    assert Decimal(len(slice_read)) / 4 * rate_in + 30 * rate_out == settlement.recall_cost
     recalls = [
         dict(event.attributes or {})
         for span in span_exporter.get_finished_spans()
         for event in span.events
         if event.name == c.EVENT_OFFLOAD_RECALLED
     ]
-    assert [("deepagents_eviction:c1", len(slice_read) / 4, 0, "c2")] == [
+    assert [("deepagents_eviction:c1", len(slice_read) / 4, 30, "c2")] == [
         (
             r[c.ATTR_OFFLOAD_ID],
             r[c.ATTR_GEN_AI_USAGE_INPUT_TOKENS],

@@ -496,13 +496,18 @@ class ToolStep(_Step):
                 return result
             self.ends = run.ends_at(call.name)
             state = self.request.state
-            if self.mw.watching and isinstance(state, Mapping):
-                # an eviction made on another worker, when this run resumed at its tools
-                self.mw.compactions.learn(
-                    run.scope,
-                    state.get("messages") or (),
-                    self.mw.outputs_for(self.request.runtime),
-                )
+            if isinstance(state, Mapping):
+                messages = state.get("messages") or ()
+                if run.usage is None and call.id:
+                    # a run resumed at its tools on this worker: the model call that
+                    # emitted this call ran elsewhere; its usage is in the state (what a
+                    # recall charges of it, as on the worker that made the call)
+                    run.usage = translate.emitting_usage(messages, call.id)
+                if self.mw.watching:
+                    # an eviction made on another worker, when this run resumed at its tools
+                    self.mw.compactions.learn(
+                        run.scope, messages, self.mw.outputs_for(self.request.runtime)
+                    )
             stub = settle_output(self.mw, run, it, call, text, self.request.runtime)
             if stub is None or not isinstance(result, ToolMessage):
                 return result

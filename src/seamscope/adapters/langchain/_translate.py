@@ -184,6 +184,19 @@ def usage(message: Any) -> ModelUsage | None:
     return usage_of(getattr(message, "usage_metadata", None))
 
 
+def emitting_usage(messages: Sequence[Any], call_id: str) -> ModelUsage | None:
+    """The usage of the model call that emitted tool call ``call_id``: the
+    ``usage_metadata`` of the last AIMessage of ``messages`` that holds it
+    (None when none does, or it has no usage)."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and any(
+            isinstance(raw, Mapping) and raw.get("id") == call_id
+            for raw in message.tool_calls or ()
+        ):
+            return usage(message)
+    return None
+
+
 def usage_of(meta: Any) -> ModelUsage | None:
     """A ModelUsage from a LangChain ``UsageMetadata`` mapping (None when absent)."""
     if not isinstance(meta, Mapping):
