@@ -270,3 +270,29 @@ def test_a_recall_on_a_worker_whose_first_event_is_that_call_is_accounted_in_the
         )
     (settlement,) = worker_a.end_conversation("conv-1", store=outputs_a.store)
     assert 1 == settlement.recalls
+
+
+def test_every_adapter_offers_the_one_recall_tool(tracer_provider: TracerProvider) -> None:
+    """The recall tool's name, description and schema are the kit's ``RECALL``
+    in each framework's own tool shape."""
+    import asyncio
+
+    from seamscope.adapters._kit import RECALL
+    from seamscope.adapters.openai_agents import SeamscopeRunner
+    from seamscope.adapters.pydantic_ai import SeamscopeCapability
+
+    layer = _layer(tracer_provider)
+    sdk = SeamscopeRunner(layer).recall_tool
+    assert (RECALL.name, RECALL.description, RECALL.schema) == (
+        sdk.name,
+        sdk.description,
+        sdk.params_json_schema,
+    )
+    toolset = SeamscopeCapability(layer, {}).recall_toolset
+    (tool,) = asyncio.run(_tool_defs(toolset))
+    assert (RECALL.name, RECALL.description) == (tool.name, tool.description)
+    assert ["offload_id"] == tool.parameters_json_schema["required"]
+
+
+async def _tool_defs(toolset: Any) -> list[Any]:
+    return [t.tool_def for t in toolset.tools.values()]

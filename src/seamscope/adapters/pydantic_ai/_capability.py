@@ -31,6 +31,7 @@ from typing import Any
 
 from seamscope._internal import record_error
 from seamscope.adapters._kit import (
+    RECALL,
     RECALL_TOOL,
     account_tool_output,
     check_options,
@@ -191,11 +192,10 @@ class SeamscopeCapability(AbstractCapability[Any]):
         outputs = self.outputs
 
         async def recall_tool_result(ctx: RunContext[Any], offload_id: str) -> str:
-            """Bring back the full text of a tool output that was offloaded from the
-            conversation. Pass the offload id named in the stub that replaced it."""
             return outputs.answer(_scope(ctx), ctx.tool_call_id, offload_id)
 
-        recall_tool_result.__name__ = RECALL_TOOL
+        recall_tool_result.__name__ = RECALL.name
+        recall_tool_result.__doc__ = RECALL.description  # the one recall tool's text
         return recall_tool_result
 
 
