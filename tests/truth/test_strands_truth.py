@@ -1293,6 +1293,28 @@ def test_whatif_answers_what_gating_the_offloader_would_have_saved(
         total["offloader_kept"],
         total["difference_usd"],
     )
+    # a calibrated prior for the tool decides its offloads too, counted once per offload
+    priors = tmp_path / "priors.toml"
+    priors.write_text(
+        'format = 1\nversion = "t"\nmin_offloads = 1\n[[priors]]\ntool = "small_report"\n'
+        f'model = "{OPUS}"\nhorizon = 5\nrecall_probability = 0.5\noffloads = 3\n',
+        encoding="utf-8",
+    )
+    assert 0 == cli(
+        [
+            "whatif",
+            str(path),
+            "--set",
+            "gate_offloader=true",
+            "--priors",
+            str(priors),
+            "--format",
+            "json",
+        ]
+    )
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    (total,) = [o["total"] for o in out if "total" in o]
+    assert [1] == [e["gate_calls"] for e in total["config"]["priors"]["applied"]]
     # the tool's own setting decides its offloads, as the live gate's tool priors
     # do: never read back (p=0), the small report's preview pays for itself: kept
     # offloaded, nothing changes

@@ -67,6 +67,8 @@ class Overrides:
     _resolved: dict[tuple[Any, ...], GateConfig] = field(
         default_factory=dict, repr=False, compare=False
     )
+    # the framework offloads whose prior was counted at the replay's first ask
+    _asked: set[tuple[int, str]] = field(default_factory=set, repr=False, compare=False)
 
     def resolve(self, gate: Gate, recorded: GateConfig) -> GateConfig:
         changes = self.gate
@@ -108,7 +110,14 @@ class Overrides:
             self.seen.add(pair)
             prior = self.priors.lookup(ev.tool, ev.model)
             if prior is not None:
-                self.applied[pair] = self.applied.get(pair, 0) + 1
+                # the replay asks twice per compaction (whether the conversation
+                # changes, then its counterfactual): one decision, counted once
+                key = (ev.t, ev.compaction_id)
+                if key in self._asked:
+                    self._asked.discard(key)
+                else:
+                    self._asked.add(key)
+                    self.applied[pair] = self.applied.get(pair, 0) + 1
                 horizon, p = prior.horizon, prior.recall_probability
         tool = self.tools.get(ev.tool or "") or {}
         return (
