@@ -1250,6 +1250,10 @@ def test_whatif_reads_a_trace_recorded_with_the_eviction_gate_on(
     )
 
     capsys.readouterr()
+    # explain says whose offload each gate decision was about
+    assert 0 == cli(["explain", str(path), "--only-offloads"])
+    text = capsys.readouterr().out
+    assert 2 == text.count("decides a deepagents_eviction offload (the framework's, opt-in gate)")
     assert 0 == cli(["whatif", str(path), "--format", "json"])
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     (conversation,) = [o for o in out if o.get("conversation_id") == "gated-1"]

@@ -198,8 +198,11 @@ def _gate(g: dict[str, Any]) -> list[Frag]:
 
 
 def _gate_extras(g: dict[str, Any]) -> str:
-    """The priors file's version and the shadow configuration's verdict, when recorded."""
+    """The priors file's version, the shadow configuration's verdict and whose
+    offload the gate decided (a framework's, opt-in), when recorded."""
     out = ""
+    if g.get("mechanism"):
+        out += f"\ndecides a {_t(g['mechanism'])} offload (the framework's, opt-in gate)"
     if g.get("priors_version"):
         out += f"\npriors {_t(g['priors_version'])}: {_t(g.get('prior_source') or '?')}"
     shadow = g.get("shadow")

@@ -299,8 +299,12 @@ def _gate(a: Values) -> dict[str, Any]:
 
 
 def _gate_extras(a: Values) -> dict[str, Any]:
-    """Calibrated priors and a shadow verdict, shown only when the span has them."""
+    """Calibrated priors, a shadow verdict and whose offload the gate decided (a
+    framework's, with its opt-in gate), shown only when the span has them."""
     out: dict[str, Any] = {}
+    mechanism = a.text(c.ATTR_OFFLOAD_MECHANISM)
+    if mechanism is not None:
+        out["mechanism"] = mechanism
     version = a.text(c.ATTR_OFFLOAD_PRIORS_VERSION)
     if version is not None:
         out["prior_source"] = a.text(c.ATTR_OFFLOAD_PRIOR_SOURCE)
