@@ -301,3 +301,25 @@ def test_every_public_name_has_one_home_besides_the_deliberate_re_exports() -> N
         if len([m for m in where if m not in _REEXPORTERS]) > 1
     }
     assert {} == crowded
+
+
+def test_the_engines_and_the_cli_read_other_packages_through_their_public_names() -> None:
+    """explain, replay and the CLI import no other package's private module: the
+    names they need are public where they live (``seamscope.decisions.Priors``,
+    ``seamscope.loop.unsent_stub_tokens``, ``seamscope.explain.SpanRecord``)."""
+    reads: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        package = ".".join(name.split(".")[:2])
+        if package not in ("seamscope.explain", "seamscope.replay", "seamscope.cli"):
+            continue
+        private = {
+            target
+            for target in _imports(name, path)
+            if target in MODULES
+            and not target.startswith(package)
+            and any(part.startswith("_") for part in target.split(".")[2:])
+            and target != "seamscope._internal"
+        }
+        if private:
+            reads[name] = private
+    assert {} == reads

@@ -49,7 +49,8 @@ from seamscope.cli._whatif import (
     opened_inputs,
     plural,
 )
-from seamscope.decisions._priors import DEFAULT_MIN_OFFLOADS, FORMAT
+from seamscope.decisions import DEFAULT_MIN_OFFLOADS
+from seamscope.decisions import PRIORS_FORMAT as FORMAT
 from seamscope.replay import DEFAULT_PRIOR_STRENGTH, Evidence, calibrate
 
 __all__ = [

@@ -41,8 +41,9 @@ from seamscope.decisions import (
     ToolCallPolicy,
     ToolCatalog,
     ToolSpec,
+    last_user_text,
+    message_text,
 )
-from seamscope.decisions._messages import last_user_text, message_text
 from seamscope.loop import RECALL_TOOL, ChatRequest, ChatResponse
 
 __all__ = [

@@ -407,7 +407,7 @@ def _total_lines(t: Totals, overrides: Overrides) -> list[str]:
 
 
 def run_whatif(args: argparse.Namespace, console: Console, err: Console) -> int:
-    from seamscope.decisions._priors import Priors
+    from seamscope.decisions import Priors
 
     def usage(message: str) -> int:
         err.print(f"error: {message}", markup=False, highlight=False)

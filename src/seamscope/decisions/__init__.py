@@ -18,11 +18,12 @@ from seamscope.decisions._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from seamscope.decisions._ledger import OffloadLedger
-    from seamscope.decisions._messages import Message
+    from seamscope.decisions._messages import Message, last_user_text, message_text
     from seamscope.decisions._observer import DecisionObserver, NoopObserver
     from seamscope.decisions._offload import OffloadGate, evaluate_offload_gate
     from seamscope.decisions._policy import DispatchContext, ToolCallPolicy
     from seamscope.decisions._pricing import ModelPrice, PricingTable, to_decimal
+    from seamscope.decisions._priors import DEFAULT_MIN_OFFLOADS, PRIORS_FORMAT, Prior, Priors
     from seamscope.decisions._seams import SeamRouter
     from seamscope.decisions._store import OffloadStore
     from seamscope.decisions.records import (
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEFAULT_MIN_OFFLOADS",
+    "PRIORS_FORMAT",
     "AllowlistStage",
     "DecisionObserver",
     "DispatchContext",
@@ -75,6 +78,8 @@ __all__ = [
     "PostModelResult",
     "PreModelResult",
     "PricingTable",
+    "Prior",
+    "Priors",
     "RolePaletteStage",
     "SafetyLevel",
     "SeamRouter",
@@ -89,11 +94,17 @@ __all__ = [
     "ToolCatalog",
     "ToolSpec",
     "evaluate_offload_gate",
+    "last_user_text",
+    "message_text",
     "to_decimal",
 ]
 
 # public name -> the module of the core that defines it
 _HOME = {
+    "DEFAULT_MIN_OFFLOADS": "_priors",
+    "PRIORS_FORMAT": "_priors",
+    "Prior": "_priors",
+    "Priors": "_priors",
     "AllowlistStage": "selection",
     "DecisionObserver": "_observer",
     "DispatchContext": "_policy",
@@ -129,6 +140,8 @@ _HOME = {
     "ToolCatalog": "selection",
     "ToolSpec": "selection",
     "evaluate_offload_gate": "_offload",
+    "last_user_text": "_messages",
+    "message_text": "_messages",
     "to_decimal": "_pricing",
 }
 

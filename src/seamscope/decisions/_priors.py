@@ -42,9 +42,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_MIN_OFFLOADS", "FORMAT", "Prior", "Priors"]
+__all__ = ["DEFAULT_MIN_OFFLOADS", "FORMAT", "PRIORS_FORMAT", "Prior", "Priors"]
 
 FORMAT = 1
+PRIORS_FORMAT = FORMAT  # the public name of the priors file's format version
 """The layout this module reads and ``calibrate`` writes."""
 DEFAULT_MIN_OFFLOADS = 20
 """Settled offloads a (tool, model) pair needs before its calibrated prior is used."""

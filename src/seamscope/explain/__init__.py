@@ -25,10 +25,17 @@ trees and tables are the CLI's (:mod:`seamscope.cli`).
 from __future__ import annotations
 
 from seamscope.explain._otlp import LOG_LINE, Problem, SpanRecord, id_needles, text_needles
-from seamscope.explain._traces import Collector, TraceInfo, reread
+from seamscope.explain._traces import (
+    SPILL_MEMORY_BYTES,
+    Collector,
+    FinishedTraces,
+    TraceInfo,
+    reread,
+)
 from seamscope.explain._views import (
     TraceTree,
     assemble,
+    merge,
     middleware_story,
     number,
     settlements,
@@ -40,13 +47,16 @@ from seamscope.explain._views import (
 
 __all__ = [
     "LOG_LINE",
+    "SPILL_MEMORY_BYTES",
     "Collector",
+    "FinishedTraces",
     "Problem",
     "SpanRecord",
     "TraceInfo",
     "TraceTree",
     "assemble",
     "id_needles",
+    "merge",
     "middleware_story",
     "number",
     "reread",

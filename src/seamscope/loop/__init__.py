@@ -16,7 +16,7 @@ from seamscope.loop._react import (
     ReActAgent,
     TurnResult,
 )
-from seamscope.loop._stub import RECALL_TOOL, offload_stub
+from seamscope.loop._stub import RECALL_TOOL, offload_stub, unsent_stub_tokens
 from seamscope.loop._tokens import estimate_tokens
 
 __all__ = [
@@ -32,4 +32,5 @@ __all__ = [
     "TurnResult",
     "estimate_tokens",
     "offload_stub",
+    "unsent_stub_tokens",
 ]

@@ -44,15 +44,16 @@ from operator import itemgetter
 from typing import Any, NamedTuple, TextIO, cast
 
 from seamscope.decisions.records import SettleTrigger
-from seamscope.explain._otlp import Problem, SpanRecord
-from seamscope.explain._traces import (
+from seamscope.explain import (
     SPILL_MEMORY_BYTES,
     Collector,
     FinishedTraces,
+    Problem,
+    SpanRecord,
     TraceInfo,
+    merge,
     reread,
 )
-from seamscope.explain._views import merge
 from seamscope.telemetry import conventions as c
 
 _STORE_FAILED = c.OffloadReasonCode.STORE_FAILED.value
@@ -403,14 +404,14 @@ class CourseReader:
     """Reads OTLP-JSON lines and hands each conversation's course to ``finish``.
 
     Spans are grouped into traces as ``explain`` groups them
-    (:class:`~seamscope.explain._traces.Collector`): a trace is merged by span id
-    (:func:`~seamscope.explain._views.merge`: the first copy of a re-sent span
+    (:class:`~seamscope.explain.Collector`): a trace is merged by span id
+    (:func:`~seamscope.explain.merge`: the first copy of a re-sent span
     counts, wherever in the input the copy is) and a trace that received spans
     after it was finished is read again, whole, in a second pass. Each
     finished trace's events go to a spill file (in memory up to
     :data:`SPILL_MEMORY_BYTES`, on disk past it) and where they are to an
     index on disk, per conversation; of the trace itself only its id is kept,
-    in a fixed-size filter (:class:`~seamscope.explain._traces.FinishedTraces`).
+    in a fixed-size filter (:class:`~seamscope.explain.FinishedTraces`).
     At :meth:`close_all` each conversation is read back, one at a time, in the
     order it was first seen, and handed on. Memory follows the traces open at
     once and the largest conversation, not the file.

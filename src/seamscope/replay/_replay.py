@@ -78,8 +78,7 @@ from seamscope.decisions.records import (
     Settlement,
     SettleTrigger,
 )
-from seamscope.loop import estimate_tokens, offload_stub
-from seamscope.loop._stub import unsent_stub_tokens
+from seamscope.loop import estimate_tokens, offload_stub, unsent_stub_tokens
 from seamscope.replay._course import (
     SETTLED_EARLY,
     Chat,
