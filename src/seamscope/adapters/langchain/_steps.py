@@ -534,10 +534,7 @@ def settle_output(
     gate (``offload``; None: the middleware's choice); the stub that replaces
     the answer's text, or None."""
     compactions, scope = mw.compactions, run.scope
-    outputs = mw.outputs_for(runtime)
-    # where a recall's accounts go, also on a worker whose first event of the
-    # conversation is this tool call (a run resumed at its tools)
-    it.turn.store = outputs.store
+    outputs = mw.outputs_for(runtime)  # the kit's step makes it the turn's store
     return account_tool_output(
         it,
         call,
