@@ -36,9 +36,7 @@ def failed(hook: str, logger: logging.Logger) -> None:
         logger.debug("seamscope: %s failed; the agent continues unchanged", hook, exc_info=True)
 
 
-def attached(
-    context: Any, prefix: str, logger: logging.Logger
-) -> contextlib.AbstractContextManager[None]:
+def attached(context: Any) -> contextlib.AbstractContextManager[None]:
     """An OpenTelemetry context made current for a block of one hook (same task):
     the telemetry's one attach helper (a failure is a ``seamscope.telemetry.error``)."""
     return _attached(context)

@@ -35,7 +35,7 @@ def failed(hook: str) -> None:
 
 def attached(context: Any) -> contextlib.AbstractContextManager[None]:
     """An OpenTelemetry context made current for a block of one hook (same task)."""
-    return _hooks.attached(context, "pydantic_ai", LOG)
+    return _hooks.attached(context)
 
 
 def contained(
