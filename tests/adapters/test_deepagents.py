@@ -514,25 +514,45 @@ def test_which_calls_read_an_evicted_file(
 
 def test_an_eviction_read_back_whole_is_no_longer_carried() -> None:
     """Reads of an evicted file are recalls while its preview is in the prompt;
-    once they have brought back as many tokens as were evicted (the whole
-    result is in the conversation again) the preview saves nothing more."""
+    once the reads the prompt holds have brought back as many tokens as were
+    evicted (the whole result is in the conversation again) the preview saves
+    nothing more. Counted from the prompt: a process that saw none of the
+    reads counts them alike."""
+    from langchain_core.messages import AIMessage
+
     from seamscope.adapters.langchain._runs import Compactions
 
     preview = "Tool result too large ... preview"
-    prompt = [ToolMessage(preview, tool_call_id="c1")]
+    prompt: list[Any] = [ToolMessage(preview, tool_call_id="c1")]
     kept = Compactions(4)
     assert kept.evict("t", "c1", "deepagents_eviction:c1", EVICTED, preview, 1_000.0)
     assert not kept.evict("t", "c1", "deepagents_eviction:c1", EVICTED, preview, 1_000.0)
     assert ("deepagents_eviction:c1",) == kept.carried("t", prompt)
     half = "x" * 2_000  # 500 tokens
     args = {"file_path": EVICTED}
+
+    def read(call_id: str) -> list[Any]:
+        return [
+            AIMessage("", tool_calls=[{"name": "read_file", "args": args, "id": call_id}]),
+            ToolMessage(half, tool_call_id=call_id),
+        ]
+
     assert "deepagents_eviction:c1" == kept.reread("t", "read_file", args, half)
+    prompt += read("c2")
     assert ("deepagents_eviction:c1",) == kept.carried("t", prompt)
     assert None is kept.reread("t", "ls", {"path": EVICTED}, half)
     assert None is kept.reread("u", "read_file", args, half)  # another conversation's
     assert "deepagents_eviction:c1" == kept.reread("t", "read_file", args, half)
+    prompt += read("c3")
     assert () == kept.carried("t", prompt)
     assert None is kept.reread("t", "read_file", args, half)
+
+    # another process, which saw the eviction and none of the reads
+    other = Compactions(4)
+    assert other.evict("t", "c1", "deepagents_eviction:c1", EVICTED, preview, 1_000.0)
+    assert () == other.carried("t", prompt)
+    assert None is other.reread("t", "read_file", args, half)
+    assert ("deepagents_eviction:c1",) == other.carried("t", prompt[:3])
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -852,6 +872,114 @@ def test_an_eviction_read_back_on_another_worker_is_its_recall(
         ("deepagents_eviction:c1",),
         ("deepagents_eviction:c1",),
     ] == [tuple((s.attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())) for s in chats]
+
+
+def _sliced_reads(workers: str, tmp_path: Path) -> tuple[Any, list[Any], list[ReadableSpan]]:
+    """One conversation of four turns, turn ``i`` served by worker
+    ``workers[i]`` (each its own layer, middleware and scripted model, one
+    SQLite offload store and one checkpointer): the settlement, the model
+    calls in order and the spans."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from seamscope.stores import SQLiteStore
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    turns = [
+        ("the q3 report", [
+            ai(("big_report", {"topic": "q3"}, "c1"), usage=(1_000, 40, 0, 0)),
+            ai(text="The report is in.", usage=(2_000, 10, 0, 0)),
+        ]),
+        ("its first half", [
+            ai(
+                ("read_file", {"file_path": EVICTED, "offset": 0, "limit": 600}, "c2"),
+                usage=(2_500, 30, 0, 0),
+            ),
+            ai(text="Read the first half.", usage=(3_500, 10, 0, 0)),
+        ]),
+        ("its second half", [
+            ai(
+                ("read_file", {"file_path": EVICTED, "offset": 600, "limit": 600}, "c3"),
+                usage=(4_000, 30, 0, 0),
+            ),
+            ai(text="Read the second half.", usage=(5_000, 10, 0, 0)),
+        ]),
+        ("the total?", [ai(text="Q3 revenue totals 42.", usage=(6_000, 10, 0, 0))]),
+    ]
+    tmp_path.mkdir()
+    checkpoints = InMemorySaver()
+    config = {"configurable": {"thread_id": "sliced"}}
+    agents: dict[str, tuple[SeamscopeMiddleware, Any]] = {}
+    logs: list[list[ModelCall]] = []
+    for name in dict.fromkeys(workers):
+        layer = DecisionLayer(default_model=OPUS, agent_name="deep", tracer_provider=provider)
+        seamscope = SeamscopeMiddleware(
+            layer, offload=False, offload_store=SQLiteStore(str(tmp_path / "offloads.db"))
+        )
+        script = [call for (_, calls), w in zip(turns, workers, strict=True) if w == name
+                  for call in calls]
+        models, log = scripted_models([OPUS], script)
+        logs.append(log)
+        agent = deepagents.create_deep_agent(
+            model=models[OPUS],
+            tools=[big_report],
+            middleware=seamscope.watching(FilesystemMiddleware()),
+            checkpointer=checkpoints,
+        )
+        agents[name] = (seamscope, agent)
+    for (ask, _), name in zip(turns, workers, strict=True):
+        agents[name][1].invoke({"messages": [HumanMessage(ask)]}, config=config)
+    (settlement,) = agents[workers[-1]][0].end_conversation("sliced")
+    provider.shutdown()
+    calls = sorted((call for log in logs for call in log), key=lambda call: len(call.messages))
+    return settlement, calls, list(exporter.get_finished_spans())
+
+
+def test_an_eviction_read_back_in_slices_on_several_workers_counts_as_on_one(
+    tmp_path: Path,
+) -> None:
+    """The evicted file read back in two slices, each by another worker, and
+    the conversation's last turn on a worker that saw none of the reads: once
+    the slices add up to the evicted tokens the preview is no longer carried,
+    on every worker, as on one. Seven model calls: the preview is carried by
+    calls 2-5 (the first slice brings back about half), not by 6 and 7."""
+    one, one_calls, one_spans = _sliced_reads("aaaa", tmp_path / "one")
+    many, many_calls, many_spans = _sliced_reads("abca", tmp_path / "many")
+
+    first, second = _text_of(one_calls[4], "c2"), _text_of(one_calls[6], "c3")
+    assert first is not None and second is not None
+    assert len(first) / 4 < 30_000 <= (len(first) + len(second)) / 4
+    assert [[m.content for m in call.messages] for call in one_calls] == [
+        [m.content for m in call.messages] for call in many_calls
+    ]
+    carried = [("deepagents_eviction:c1",)] * 4
+    for spans in (one_spans, many_spans):
+        chats = sorted(
+            (s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_time or 0
+        )
+        assert [(), *carried, (), ()] == [
+            tuple((s.attributes or {}).get(c.ATTR_OFFLOAD_CARRIED, ())) for s in chats
+        ]
+    rate_in, rate_out = Decimal("5") / 1_000_000, Decimal("25") / 1_000_000
+    assert (4, 2) == (many.turns_carried, many.recalls)
+    assert 4 * 30_000 * rate_in == many.realized_savings
+    assert Decimal(len(first) + len(second)) / 4 * rate_in + 60 * rate_out == many.recall_cost
+    assert (
+        one.turns_carried,
+        one.recalls,
+        one.realized_savings,
+        one.stub_carry_cost,
+        one.recall_cost,
+        one.realized_net_saving,
+    ) == (
+        many.turns_carried,
+        many.recalls,
+        many.realized_savings,
+        many.stub_carry_cost,
+        many.recall_cost,
+        many.realized_net_saving,
+    )
 
 
 # -- a large user message, evicted --------------------------------------------------------

@@ -526,12 +526,46 @@ class _Kept:
     evicted: dict[str, tuple[str, str, str, float]] = field(default_factory=dict)
     """tool call id -> (compaction id, path, preview, removed tokens)"""
     read_back: dict[str, float] = field(default_factory=dict)
-    """eviction compaction id -> the tokens reads of its file brought back"""
+    """eviction compaction id -> the tokens reads of its file brought back (what
+    the conversation's last prompt holds of them, plus this step's reads)"""
     absent: set[str] = field(default_factory=set)
     """evicted tool call ids the offload store has no record of"""
     reread: set[str] = field(default_factory=set)
     current: tuple[str, ...] = ()
     """the cleared and evicted results (compaction ids) the last real prompt held"""
+
+
+def _count_reads(kept: _Kept, messages: Sequence[Any]) -> None:
+    """Set each eviction's tokens read back from the reads of its file that
+    ``messages`` (the conversation as a prompt holds it) answer, and mark the
+    ones read back whole as re-read (their preview saves nothing more);
+    holding the lock. A read is the call an ``AIMessage`` emitted whose
+    ``ToolMessage`` answers it; one naming several evicted files reads the
+    latest of them."""
+    evictions = list(reversed(kept.evicted.values()))
+    calls: dict[str, tuple[str, Any]] = {}
+    back: dict[str, float] = {}
+    for message in messages:
+        for raw in getattr(message, "tool_calls", None) or ():
+            if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
+                calls[raw["id"]] = (str(raw.get("name") or ""), raw.get("args"))
+        call = calls.get(getattr(message, "tool_call_id", None) or "")
+        if call is None or not isinstance(call[1], Mapping):
+            continue
+        result = translate.text(getattr(message, "content", None))
+        for compaction_id, path, _, _ in evictions:
+            if explain.reads_path(call[0], call[1], result, path):
+                back[compaction_id] = back.get(compaction_id, 0.0) + (
+                    0.0 if result is None else estimate_tokens(result)
+                )
+                break
+    for compaction_id, _, _, removed in evictions:
+        tokens = back.get(compaction_id, 0.0)
+        kept.read_back[compaction_id] = tokens
+        if tokens >= removed:
+            kept.reread.add(compaction_id)
+        else:
+            kept.reread.discard(compaction_id)
 
 
 class Compactions:
@@ -544,7 +578,9 @@ class Compactions:
     An eviction made on another worker is learnt from the shared offload
     store that keeps its record (:meth:`carried` with ``outputs``): a prompt
     that holds its preview finds it there, and reads of its file are its
-    recalls here too."""
+    recalls here too. How much of an evicted file the reads have brought back
+    is read from the prompt itself (the reads' results it holds), so every
+    worker counts it alike, whichever worker made the reads."""
 
     def __init__(self, limit: int) -> None:
         self._kept: Conversations[_Kept] = Conversations(limit, _Kept)
@@ -592,6 +628,8 @@ class Compactions:
         with self._kept.existing(scope) as kept:
             if kept is None:
                 return ()
+            if kept.evicted:
+                _count_reads(kept, messages)
             found: list[str] = []
             cleared: list[str] = []
             for message in messages:
@@ -618,15 +656,27 @@ class Compactions:
 
     def learn(self, scope: str, messages: Sequence[Any], outputs: Outputs) -> None:
         """Note the evictions whose preview ``messages`` (the state a tool call
-        runs with) hold that this process did not see made, as held by the
-        prompt that emitted the call: a run resumed here at its tools (after
-        an interrupt) read that prompt on another worker."""
-        if not outputs.store.shared:
-            return
-        learnt = self._learn(scope, messages, outputs)
-        if learnt:
-            with self._kept.of(scope) as kept:
-                kept.current = tuple(dict.fromkeys((*kept.current, *learnt)))
+        runs with) hold, as held by the prompt that emitted the call, and how
+        much of their files the reads ``messages`` answer brought back: a run
+        resumed here at its tools (after an interrupt) read that prompt on
+        another worker, which may have made the eviction and the reads."""
+        if outputs.store.shared:
+            self._learn(scope, messages, outputs)
+        with self._kept.existing(scope) as kept:
+            if kept is None or not kept.evicted:
+                return
+            _count_reads(kept, messages)
+            held = []
+            for message in messages:
+                call_id = getattr(message, "tool_call_id", None) or getattr(message, "id", "")
+                evicted = kept.evicted.get(call_id or "")
+                if (
+                    evicted is not None
+                    and evicted[0] not in kept.reread
+                    and translate.text(getattr(message, "content", None)) == evicted[2]
+                ):
+                    held.append(evicted[0])
+            kept.current = tuple(dict.fromkeys((*kept.current, *held)))
 
     def _learn(self, scope: str, messages: Sequence[Any], outputs: Outputs) -> tuple[str, ...]:
         """Note the evictions whose preview ``messages`` hold that this process
