@@ -714,7 +714,11 @@ class RunHooks(SDKRunHooks[Any]):
             if isinstance(context, ToolContext) and isinstance(tool, FunctionTool):
                 name = context.tool_name or tool.name
                 args = translate.parse_args(context.tool_arguments)
-                self._run.open_tool(ToolCall(context.tool_call_id, name, args))
+                run = self._run
+                if run.iteration is None and run.resumed is not None:
+                    # a resumed run runs the calls it was interrupted at first
+                    self._resumed_iteration(agent)
+                run.open_tool(ToolCall(context.tool_call_id, name, args))
                 nested = translate.agent_tool(tool)
                 if nested is not None:
                     # the agent an agent tool runs (the SDK's own attribute; None: unknown)
@@ -741,6 +745,14 @@ class RunHooks(SDKRunHooks[Any]):
         if self._user is not None:
             await self._user.on_tool_end(context, agent, tool, result)
 
+    def _resumed_iteration(self, agent: Any) -> None:
+        """The iteration of the calls a resumed run starts with, run by ``agent``."""
+        run = self._run
+        name = getattr(agent, "name", None)
+        if isinstance(name, str) and name:
+            run.turn.agent_name = name  # the agent the run resumes (a handoff's)
+        run.resumed_iteration(self._runner.role_for(agent))
+
     def _after_tool(self, call: ToolCall, result: Any) -> None:
         """The offload gate on a large text result, or the cost of a recall."""
         run, runner = self._run, self._runner
@@ -748,6 +760,12 @@ class RunHooks(SDKRunHooks[Any]):
         if it is None or (not runner.offload and run.trimmer is None):
             return
         scope = run.scope
+        usage = run.usage
+        if usage is None and call.name == RECALL_TOOL and run.resumed is not None:
+            # a recall a resumed run runs before its first model call: the call
+            # that emitted it is the run it continues', whose usage the state
+            # holds (what a recall charges of it, as in one uninterrupted run)
+            usage = run.usage = translate.emitting_usage(run.resumed, call.id)
         # the stub replaces the output in later model calls (the input filter);
         # a call that fetches a trimmed output again is a re-read (a recall)
         account_tool_output(
@@ -756,7 +774,7 @@ class RunHooks(SDKRunHooks[Any]):
             None if call.name == RECALL_TOOL else translate.offloadable_text(result),
             outputs=runner.outputs,
             scope=scope,
-            usage=run.usage,
+            usage=usage,
             offload=runner.offload,
             reread=(
                 None

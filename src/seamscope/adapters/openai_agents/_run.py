@@ -92,6 +92,9 @@ class Run:
         # itself (when their calls are dispatched; closed when their output is back)
         self.hookless = False
         self.parent: Run | None = None  # the run whose agent tool runs this one
+        # the RunState this run resumes (None: a new run): its first tool calls
+        # were emitted by a model call of the run it continues
+        self.resumed: Any = None
         # what the run's last model call raised (None: it answered): a nested
         # run ends with it when its agent tool's failure function answers for it
         self.failure: BaseException | None = None
@@ -120,6 +123,15 @@ class Run:
             turn.role = role
             self.iteration = turn.start_iteration()
             self.usage = None
+            return self.iteration
+
+    def resumed_iteration(self, role: str | None) -> Iteration | None:
+        """The open iteration; in a resumed run before its first model call, a
+        new one: the iteration of the tool calls the run it continues emitted
+        (approved since), which the SDK runs first."""
+        with self.lock:
+            if self.iteration is None and self.resumed is not None and not self.closed:
+                self.start_iteration(self.turn.messages, role)
             return self.iteration
 
     def model_ended(self, exc: BaseException | None) -> None:

@@ -302,7 +302,9 @@ class SeamscopeRunner:
         turn = new_turn(self.layer, conversation_id, scope)
         run = Run(key, turn, conversation_id or f"run:{key}")
         # the agent the SDK checks first: a resumed run's own, else the starting one
-        resumed = getattr(input, "_current_agent", None) if isinstance(input, RunState) else None
+        if isinstance(input, RunState):
+            run.resumed = input
+        resumed = getattr(input, "_current_agent", None) if run.resumed is not None else None
         run.current_agent = resumed if resumed is not None else starting_agent
         run.open()
         options["run_config"] = self._config(run, base)

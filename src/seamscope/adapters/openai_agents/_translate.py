@@ -35,6 +35,7 @@ __all__ = [
     "recalled",
     "conversation_id",
     "emitted",
+    "emitting_usage",
     "messages",
     "offered",
     "offloadable_text",
@@ -449,6 +450,21 @@ def usage(raw: Any) -> ModelUsage | None:
     write = int(getattr(details, "cache_write_tokens", 0) or 0)
     input_tokens = max(int(getattr(raw, "input_tokens", 0) or 0), read + write)
     return ModelUsage(input_tokens, int(getattr(raw, "output_tokens", 0) or 0), read, write)
+
+
+def emitting_usage(state: Any, call_id: str) -> ModelUsage | None:
+    """The usage of the model call that emitted tool call ``call_id``, as a
+    resumed ``RunState`` holds it: the last of its model responses whose
+    output holds a function call of that ``call_id`` (None when none does,
+    or it has no usage)."""
+    responses = getattr(state, "_model_responses", None)  # the SDK's own field, serialized
+    if not isinstance(responses, Sequence):
+        return None
+    for response in reversed(responses):
+        for item in getattr(response, "output", None) or ():
+            if _field(item, "type") == "function_call" and _field(item, "call_id") == call_id:
+                return usage(getattr(response, "usage", None))
+    return None
 
 
 # -- tool results -----------------------------------------------------------------------

@@ -63,6 +63,11 @@ from seamscope.telemetry import conventions as c
 __all__ = ["SeamscopeCapability"]
 
 
+_RUN_HERE = frozenset({"function", "unapproved"})
+"""The kinds of tool pydantic-ai runs itself: function tools, and the calls of
+tools that need approval once approved (a resumed run's deferred calls)."""
+
+
 def _refused(ctx: RunContext[Any]) -> bool:
     """Whether pydantic-ai will refuse this step's model request (its usage limits,
     checked with their own public ``check_before_request`` on the run's usage,
@@ -379,7 +384,7 @@ class _RunCapability(AbstractCapability[Any]):
     ) -> Any:
         run = self.run
         it = None if run is None else run.iteration
-        if run is None or it is None or not run.own_spans or tool_def.kind != "function":
+        if run is None or it is None or not run.own_spans or tool_def.kind not in _RUN_HERE:
             return await handler(args)
         tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
         tool = it.start_tool(tool_call)
@@ -400,18 +405,25 @@ class _RunCapability(AbstractCapability[Any]):
     ) -> Any:
         run, parent = self.run, self.parent
         it = None if run is None else run.iteration
-        if run is None or it is None or not parent.offload or tool_def.kind != "function":
+        if run is None or it is None or not parent.offload or tool_def.kind not in _RUN_HERE:
             return result
         try:
             tool_call = ToolCall(call.tool_call_id, call.tool_name, translate.call_args(call))
             text = None if call.tool_name == RECALL_TOOL else translate.offloadable_text(result)
+            usage = run.usage
+            if usage is None and call.tool_name == RECALL_TOOL:
+                # a run resumed at its tools (the history's last response, or the
+                # approvals of its deferred calls): the request that emitted the
+                # recall was an earlier run's; its usage is in the history (what a
+                # recall charges of it, as in one uninterrupted run)
+                usage = run.usage = translate.emitting_usage(ctx.messages, call.tool_call_id)
             stub = account_tool_output(
                 it,
                 tool_call,
                 text,
                 outputs=parent.outputs,
                 scope=run.scope,
-                usage=run.usage,
+                usage=usage,
             )
             if stub is not None:
                 return stub

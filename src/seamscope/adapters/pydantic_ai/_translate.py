@@ -30,6 +30,7 @@ __all__ = [
     "call_args",
     "stubs",
     "emitted",
+    "emitting_usage",
     "messages",
     "offered",
     "offloadable_text",
@@ -197,6 +198,19 @@ def usage(raw: Any) -> ModelUsage | None:
     input_tokens = max(int(getattr(raw, "input_tokens", 0) or 0), read + write)
     output_tokens = int(getattr(raw, "output_tokens", 0) or 0)
     return ModelUsage(input_tokens, output_tokens, read, write)
+
+
+def emitting_usage(history: Sequence[Any], call_id: str) -> ModelUsage | None:
+    """The usage of the model request that emitted tool call ``call_id``: the
+    ``usage`` of the last ``ModelResponse`` of ``history`` that holds it (None
+    when none does)."""
+    for message in reversed(history):
+        if isinstance(message, ModelResponse) and any(
+            isinstance(part, ToolCallPart) and part.tool_call_id == call_id
+            for part in message.parts
+        ):
+            return usage(message.usage)
+    return None
 
 
 # -- tool results and the offloads a request carries ----------------------------------------
