@@ -279,6 +279,7 @@ class SeamscopePlugin(BasePlugin):
                 turn.base = otel_context.get_current()
             it = turn.start_iteration()
             lane.iteration = it
+            lane.resumed = False
             lane.usage = None
             lane.carried = lane.present = ()
             return it
@@ -428,20 +429,35 @@ class SeamscopePlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         run = self._run_of(tool_context.invocation_id)
-        lane = None if run is None else run.lanes.get(tool_context.branch)
-        it = None if lane is None else lane.iteration
         call_id = tool_context.function_call_id
-        if run is None or lane is None or it is None or not call_id:
+        if run is None or not call_id:
             return None
-        if tool.name not in lane.runnable or tool.name in lane.structured:
-            return None  # no body starts here: ADK answers an unknown tool itself
         try:
+            lane = run.lanes.get(tool_context.branch)
+            it = None if lane is None else lane.iteration
+            usage = None
+            if lane is None or it is None or lane.resumed:
+                # no model step of this run emitted the call: a run resumed at its tools
+                # (ADK runs the calls a human confirmed before the invocation's first
+                # model call), when a model call of the session emitted it
+                events = getattr(tool_context.session, "events", None)
+                emitting = translate.emitting_event(events, call_id)
+                if emitting is None:
+                    return None  # not a model's call (a workflow's tool node)
+                lane = self._lane(run, tool_context.branch)
+                it = self._resumed_step(run, lane)
+                if it is None:
+                    return None
+                # the emitting call's usage, from its event (what a recall charges of it)
+                usage = translate.usage(getattr(emitting, "usage_metadata", None))
+            elif tool.name not in lane.runnable or tool.name in lane.structured:
+                return None  # no body starts here: ADK answers an unknown tool itself
             span = None
             if run.own_spans:
                 span = it.start_tool(ToolCall(call_id, tool.name, dict(tool_args)))
             base = otel_context.get_current() if span is None else span.context
             context = otel_context.set_value(_CALLING_RUN, run, base)
-            entry = Tool(lane, it, span, context)
+            entry = Tool(lane, it, span, context, usage=usage)
             # the tool's own spans (and an agent tool's nested run) are its children
             entry.token = otel_context.attach(context)
             with run.lock:
@@ -449,6 +465,17 @@ class SeamscopePlugin(BasePlugin):
         except Exception:
             failed("google_adk.before_tool")
         return None
+
+    def _resumed_step(self, run: Run, lane: Lane) -> Any:
+        """The iteration of the calls a run resumed at its tools runs before its
+        first model call (one for them all), whose tools ADK resolved itself (no
+        selection or seam: those were decided in the invocation that emitted
+        the calls); None when the run has ended."""
+        with run.lock:
+            if lane.iteration is None and not run.closed:
+                lane.iteration = lane.turn.start_iteration()
+                lane.resumed = True
+            return lane.iteration
 
     def _tool_ended(self, run: Run | None, call_id: str | None) -> Tool | None:
         if run is None or not call_id:
@@ -481,13 +508,14 @@ class SeamscopePlugin(BasePlugin):
                 entry.span.stop()
             call = ToolCall(tool_context.function_call_id or "", tool.name, dict(tool_args))
             text = None if tool.name == RECALL_TOOL else translate.offloadable_text(result)
+            usage = entry.lane.usage if entry.usage is None else entry.usage
             stub = account_tool_output(
                 entry.iteration,
                 call,
                 text,
                 outputs=self.outputs,
                 scope=run.scope,
-                usage=entry.lane.usage,
+                usage=usage,
                 offload=self.offload,
             )
             if stub is not None:

@@ -43,7 +43,9 @@ class Lane:
     to share the main one): its turn and the open model step.
 
     ``runnable``: the tools the step let run (its ``tools_dict`` after the
-    selection); ``chat``: the step's model call until its final response.
+    selection); ``chat``: the step's model call until its final response;
+    ``resumed``: the open iteration runs the calls of a run resumed at its
+    tools (ADK's tool confirmation), before any model call of the run.
     """
 
     turn: Turn
@@ -54,6 +56,7 @@ class Lane:
     present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
     runnable: frozenset[str] = frozenset()
     structured: frozenset[str] = frozenset()
+    resumed: bool = False
 
     def end_chat(self, exc: BaseException | str | None = None) -> None:
         """End the open model call's span (failed with ``exc``), once."""
@@ -65,13 +68,16 @@ class Lane:
 @dataclass
 class Tool:
     """One tool call of a step: its ``execute_tool`` span (None when ADK records
-    its own) and the context attached for the tool's run."""
+    its own) and the context attached for the tool's run; ``usage``: the
+    usage of the model call that emitted it, when that call ran in an earlier
+    invocation (a run resumed at its tools), else None (the lane's)."""
 
     lane: Lane
     iteration: Iteration
     span: Invocation | None
     context: otel_context.Context
     token: object = None
+    usage: ModelUsage | None = None
 
 
 @dataclass

@@ -28,6 +28,7 @@ __all__ = [
     "call_args",
     "declarations",
     "emitted",
+    "emitting_event",
     "forced_tool_config",
     "messages",
     "narrowed",
@@ -256,6 +257,23 @@ def usage(metadata: Any) -> ModelUsage | None:
     write = int(getattr(metadata, "cache_creation_input_tokens", None) or 0)
     input_tokens = max(input_tokens, read + write)
     return ModelUsage(input_tokens, int(candidates or 0) + int(thoughts or 0), read, write)
+
+
+def emitting_event(events: Any, call_id: str) -> Any:
+    """The event of the model call that emitted function call ``call_id``: the
+    last whole event of ``events`` (a session's, as its session service keeps
+    them) whose content holds the call (None when none does)."""
+    if not isinstance(events, Sequence) or not call_id:
+        return None
+    for event in reversed(events):
+        if getattr(event, "partial", None) is True:
+            continue
+        content = getattr(event, "content", None)
+        for part in getattr(content, "parts", None) or ():
+            call = getattr(part, "function_call", None)
+            if call is not None and getattr(call, "id", None) == call_id:
+                return event
+    return None
 
 
 # -- tool results and the offloads a request carries ----------------------------------------

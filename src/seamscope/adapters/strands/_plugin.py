@@ -457,6 +457,7 @@ class SeamscopePlugin(Plugin):
         if run is None or event.cancel_tool:
             return
         try:
+            resumed = False
             with run.lock:
                 if run.iteration is None and not run.closed:
                     # a run resumed from an interrupt runs the stored calls before
@@ -465,11 +466,25 @@ class SeamscopePlugin(Plugin):
                         run.turn.base = otel_context.get_current()
                     run.iteration = run.turn.start_iteration()
                     run.recall_offered = True  # judged in the run that emitted them
+                    resumed = True
                 it = run.iteration
             if it is None:
                 return
+            if resumed and self.outputs.store.shared:
+                # the ContextOffloader's offloads made on another worker: a retrieval
+                # among the stored calls is their recall here too
+                results = _results(getattr(event.agent, "messages", None))
+                self.compactions.learn(run.scope, results, self.outputs)
             use = event.tool_use
             call_id = str(use.get("toolUseId") or "")
+            if run.usage is None and call_id:
+                # a run resumed from an interrupt (on this worker or another): the model
+                # call that emitted the call ran in the interrupted run; Strands keeps its
+                # usage on the assistant message (what a recall charges of it)
+                usage = translate.emitting_usage(getattr(event.agent, "messages", None), call_id)
+                with run.lock:
+                    if run.usage is None:
+                        run.usage = usage
             final = run.finals.get(call_id)
             if final is not None and final.name != use.get("name"):
                 # the POST seam's call, when the message Strands kept still names another

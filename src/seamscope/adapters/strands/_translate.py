@@ -26,6 +26,7 @@ __all__ = [
     "OFFLOADER_RETRIEVE",
     "Offloaded",
     "emitted",
+    "emitting_usage",
     "is_offloader_preview",
     "messages",
     "offloadable_text",
@@ -206,6 +207,26 @@ def usage(raw: Any) -> ModelUsage | None:
         return None
     every = max(given, total - output, read + write)
     return ModelUsage(every, output, read, write)
+
+
+def emitting_usage(messages: Any, call_id: str) -> ModelUsage | None:
+    """The usage of the model call that emitted tool use ``call_id``: the
+    ``metadata.usage`` Strands keeps on the last assistant message of
+    ``messages`` (an agent's, as its session manager restores them) that holds
+    it (None when none does, or it has no usage)."""
+    if not isinstance(messages, Sequence) or not call_id:
+        return None
+    for message in reversed(messages):
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        if any(
+            isinstance(use := b.get("toolUse"), Mapping) and use.get("toolUseId") == call_id
+            for b in _blocks(message)
+            if isinstance(b, Mapping)
+        ):
+            metadata = message.get("metadata")
+            return usage(metadata.get("usage")) if isinstance(metadata, Mapping) else None
+    return None
 
 
 # -- tool results ----------------------------------------------------------------------------
