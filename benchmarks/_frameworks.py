@@ -484,7 +484,7 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
     """Part 5's configurations, each instrumented one with providers of its own."""
     from openinference.instrumentation.pydantic_ai import OpenInferenceSpanProcessor
     from pydantic_ai import Agent
-    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.capabilities import AbstractCapability, Instrumentation
     from pydantic_ai.messages import (
         ModelRequest,
         ModelResponse,
@@ -494,6 +494,7 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
     from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.toolsets import FunctionToolset
     from pydantic_ai.usage import RequestUsage
 
     from seamscope.adapters.pydantic_ai import SeamscopeCapability
@@ -531,6 +532,47 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
             capabilities=list(capabilities),
         )
 
+    class PassThrough(AbstractCapability[Any]):
+        """The hooks SeamscopeCapability implements, each doing nothing (what
+        pydantic-ai charges for a capability with them), and a toolset of one tool."""
+
+        def __init__(self) -> None:
+            self.toolset = FunctionToolset([recall_tool_result])
+
+        def get_toolset(self) -> Any:
+            return self.toolset
+
+        async def for_run(self, ctx: Any) -> Any:
+            return self
+
+        async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
+            return await handler()
+
+        async def prepare_tools(self, ctx: Any, tool_defs: list[Any]) -> list[Any]:
+            return tool_defs
+
+        async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> Any:
+            return await handler(request_context)
+
+        async def after_model_request(
+            self, ctx: Any, *, request_context: Any, response: Any
+        ) -> Any:
+            return response
+
+        async def wrap_tool_execute(
+            self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
+        ) -> Any:
+            return await handler(args)
+
+        async def after_tool_execute(
+            self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any
+        ) -> Any:
+            return result
+
+    async def recall_tool_result(offload_id: str) -> str:
+        """Bring back an offloaded tool output."""
+        return offload_id
+
     def instrumentation(providers: Providers) -> Any:
         return Instrumentation(
             settings=InstrumentationSettings(
@@ -561,6 +603,13 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
     c = Providers.otlp(sink, first=(OpenInferenceSpanProcessor(),))
     cases = [
         Case("pai-a", "(a) no instrumentation", "", runner(agent()), listen=(b, c, d, e)),
+        Case(
+            "pai-a-cap",
+            "(a') a pass-through capability with seamscope's hooks (reference)",
+            "",
+            runner(agent(PassThrough())),
+            listen=(b, c, d, e),
+        ),
         Case(
             "pai-b",
             "(b) pydantic-ai's Instrumentation",

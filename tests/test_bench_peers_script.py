@@ -70,7 +70,7 @@ SYMFONIC_KEYS = [
     "sym-gate-seamscope",
 ]
 OPENAI_AGENTS_KEYS = ["oa-a", "oa-a-narrow", "oa-b-own", "oa-c", "oa-d", "oa-d0", "oa-e", "oa-f"]
-PYDANTIC_AI_KEYS = ["pai-a", "pai-b", "pai-c", "pai-d", "pai-d0", "pai-e"]
+PYDANTIC_AI_KEYS = ["pai-a", "pai-a-cap", "pai-b", "pai-c", "pai-d", "pai-d0", "pai-e"]
 NONE = ["–"] * 9
 ALL = ["yes"] * 9
 
@@ -172,6 +172,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
     assert _keys(pydantic_ai, "pai") == PYDANTIC_AI_KEYS
     assert _facts_rows(pydantic_ai) == {
         ("(a) no instrumentation", "–"): NONE,
+        ("(a') a pass-through capability with seamscope's hooks (reference)", "–"): NONE,
         ("(b) pydantic-ai's Instrumentation", "otlp"): NONE,
         ("(c) OpenInference (its span processor on (b))", "otlp"): NONE,
         ("(d) seamscope SeamscopeCapability", "otlp"): ALL,

@@ -406,12 +406,13 @@ _Due = Settlement | _Claim
 _Snapshot = dict[str, tuple[Decimal, Decimal, Decimal, int, int]]
 
 
-def _shared(store: object) -> OffloadStore | None:
+def _shared(store: OffloadStore | None) -> OffloadStore | None:
     """``store`` when it is a store other processes see, else None."""
     if store is None:
         return None
     try:
-        return store if isinstance(store, OffloadStore) and store.shared else None
+        # read ``shared`` alone: the runtime Protocol check walks the class each call
+        return store if getattr(store, "shared", False) is True else None
     except Exception:
         return None
 

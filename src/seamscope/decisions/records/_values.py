@@ -189,12 +189,17 @@ def tool_name(tool: Any) -> str | None:
     """
     if isinstance(tool, str):
         return tool
-    if isinstance(tool, Mapping):
-        name = tool.get("name")
-        if name is None and isinstance(tool.get("function"), Mapping):
-            name = tool["function"].get("name")
-        return name if isinstance(name, str) else None
-    name = getattr(tool, "name", None)
+    if not isinstance(tool, dict):
+        # an object with a ``name`` (read first: the abstract Mapping check is
+        # the dearest test here, and the stages ask for names many times a call)
+        name = getattr(tool, "name", None)
+        if isinstance(name, str):
+            return name
+        if not isinstance(tool, Mapping):
+            return None
+    name = tool.get("name")
+    if name is None and isinstance(tool.get("function"), Mapping):
+        name = tool["function"].get("name")
     return name if isinstance(name, str) else None
 
 
