@@ -11,6 +11,7 @@ structured output are pydantic-ai's own; no network.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import Sequence
 from decimal import Decimal
@@ -22,8 +23,9 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 from pydantic_ai import Agent
-from pydantic_ai.capabilities import Instrumentation
+from pydantic_ai.capabilities import AbstractCapability, Instrumentation
 from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.toolsets import AbstractToolset
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.pydantic_ai import SeamscopeCapability
@@ -881,3 +883,67 @@ def test_readme_snippet_runs(
         "execute_tool big_report",
     ):
         assert f'"{name}"' in written
+
+
+class _Spy(AbstractCapability[Any]):
+    """A capability that logs the tools its ``prepare_tools`` is given, each step."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, ...]] = []
+
+    async def prepare_tools(self, ctx: Any, tool_defs: list[Any]) -> list[Any]:
+        self.seen.append(tuple(t.name for t in tool_defs))
+        return tool_defs
+
+
+@dataclasses.dataclass
+class _Opaque(AbstractToolset[Any]):
+    """A toolset wrapper that is not a pydantic-ai ``WrapperToolset``."""
+
+    inner: AbstractToolset[Any]
+
+    @property
+    def id(self) -> str | None:
+        return None
+
+    async def get_tools(self, ctx: Any) -> dict[str, Any]:
+        return await self.inner.get_tools(ctx)
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
+        return await self.inner.call_tool(name, tool_args, ctx, tool)
+
+
+class _Wraps(AbstractCapability[Any]):
+    def get_wrapper_toolset(self, toolset: Any) -> Any:
+        return _Opaque(toolset)
+
+
+@pytest.mark.parametrize("beside", ["spy", "opaque wrapper"])
+def test_the_recall_tool_is_offered_once_there_is_something_to_recall_whatever_wraps_the_tools(
+    beside: str, tracer_provider: Any
+) -> None:
+    """The recall tool is one of the run's tools (no toolset of its own beside
+    the agent's): beneath the capabilities' ``prepare_tools``, so another
+    capability's hook sees it like any tool; where another capability's wrapper
+    hides that layer, added outside it where seamscope's selection kept it.
+    Either way the model is offered it once a stub is in the prompt, and the
+    recall brings the output back."""
+    layer = make_layer(tracer_provider)
+    models, calls = scripted_models(
+        [OPUS],
+        [
+            step(call("big_report", {"topic": "q3"}, "c1")),
+            step(call(RECALL_TOOL, {"offload_id": "off-1"}, "c2")),
+            step(text("Here is the full report.")),
+        ],
+    )
+    box = Toolbox()
+    other = _Spy() if beside == "spy" else _Wraps()
+    agent = analyst(models[OPUS], box, SeamscopeCapability(layer), capabilities=[other])
+    assert "Here is the full report." == agent.run_sync("The Q3 report.").output
+    assert [PALETTE, (*PALETTE, RECALL_TOOL), (*PALETTE, RECALL_TOOL)] == [m.tools for m in calls]
+    assert BIG_REPORT_CHARS == len(calls[2].outputs()["c2"])
+    if isinstance(other, _Spy):
+        # the recall tool reached its hook in every step (seamscope's selection,
+        # first in the list, narrowed the step's tools before it)
+        assert [PALETTE, (*PALETTE, RECALL_TOOL), (*PALETTE, RECALL_TOOL)] == other.seen

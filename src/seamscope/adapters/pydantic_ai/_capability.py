@@ -17,7 +17,9 @@ hold that run's :class:`~._run.Run`:
 * ``wrap_tool_execute``: the ``execute_tool`` span;
 * ``after_tool_execute``: the offload gate on a large text result (a fired
   offload returns the stub) or the cost of a recall;
-* ``get_toolset``: the recall tool.
+* ``get_wrapper_toolset``: the recall tool, added to the step's tools where
+  the selection kept it (one toolset wrapping the agent's, not a toolset of
+  its own beside them: pydantic-ai runs a task group per step over two).
 
 Every hook contains seamscope's own failures: the step then runs as
 pydantic-ai would have run it.
@@ -45,15 +47,18 @@ from seamscope.adapters._kit import (
 from seamscope.adapters.pydantic_ai import _translate as translate
 from seamscope.adapters.pydantic_ai._framework import (
     AbstractCapability,
+    AbstractToolset,
     FunctionToolset,
     Model,
     ModelRequestContext,
     ModelResponse,
     NoOpTracer,
+    PreparedToolset,
     RunContext,
     ToolCallPart,
     ToolDefinition,
     UsageLimitExceeded,
+    WrapperToolset,
 )
 from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
 from seamscope.decisions import OffloadStore, ToolCall
@@ -155,8 +160,9 @@ class SeamscopeCapability(AbstractCapability[Any]):
         self._role = role
         self._scope = scope
         self.recall_toolset: FunctionToolset[Any] = FunctionToolset([self._recall_tool()])
-        """The toolset holding ``recall_tool_result`` (added to the agent by the
-        capability). It is offered whenever the request's messages hold a stub."""
+        """The toolset holding ``recall_tool_result`` (added to each run's tools by
+        the capability). It is offered whenever the request's messages hold a stub."""
+        self._recall_def: ToolDefinition = self.recall_toolset.tools[RECALL.name].tool_def
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -186,9 +192,6 @@ class SeamscopeCapability(AbstractCapability[Any]):
         return resolve_scope(self._scope, deps, failed=failed, hook="pydantic_ai.scope")
 
     # -- the capability -----------------------------------------------------------
-
-    def get_toolset(self) -> FunctionToolset[Any] | None:
-        return self.recall_toolset if self.offload else None
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         return _RunCapability(self)
@@ -222,8 +225,31 @@ class _RunCapability(AbstractCapability[Any]):
     def __repr__(self) -> str:
         return f"_RunCapability({self.parent!r})"
 
-    def get_toolset(self) -> FunctionToolset[Any] | None:
-        return self.parent.get_toolset()
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """The run's tools with the recall tool: added beneath the capabilities'
+        ``prepare_tools`` (pydantic-ai's ``PreparedToolset``, which every
+        capability's hook sees, seamscope's selection included), as a toolset
+        of the agent's would be; where no such layer is found, outside them
+        (where the selection kept it)."""
+        if not self.parent.offload:
+            return None
+        recall = self.parent.recall_toolset
+        try:
+            above: list[WrapperToolset[Any]] = []
+            layer = toolset
+            while isinstance(layer, WrapperToolset) and not isinstance(layer, PreparedToolset):
+                above.append(layer)
+                layer = layer.wrapped
+            if isinstance(layer, PreparedToolset):
+                rebuilt: AbstractToolset[Any] = dataclasses.replace(
+                    layer, wrapped=_WithRecall(layer.wrapped, recall, None)
+                )
+                for wrapper in reversed(above):
+                    rebuilt = dataclasses.replace(wrapper, wrapped=rebuilt)
+                return rebuilt
+        except Exception:
+            failed("pydantic_ai.recall_toolset")
+        return _WithRecall(toolset, recall, self)
 
     # -- the run ------------------------------------------------------------------
 
@@ -270,13 +296,20 @@ class _RunCapability(AbstractCapability[Any]):
             with attached(run.otel):
                 # the recall tool is offered whenever the prompt holds a stub
                 # (any worker's: the history may have been saved and reloaded)
-                has_stub = bool(translate.stubs(ctx.messages)[0])
-                offered = translate.offered(tool_defs, recall=parent.offload and has_stub)
+                recall = parent.offload and bool(translate.stubs(ctx.messages)[0])
+                offered = translate.offered(tool_defs, recall=recall)
+                # the recall tool is among the step's tools, unless it is added after
+                # every capability's prepare_tools (_WithRecall outside them)
+                outside = recall and not any(t.name == RECALL.name for t in tool_defs)
+                if outside:
+                    offered.append(parent._recall_def)
                 selection = it.select_tools(offered)
             kept = [t for t in selection.tools if isinstance(t, ToolDefinition)]
             # pydantic-ai answers a call of any other tool with its unknown-tool retry
             run.runnable = frozenset(t.name for t in kept)
-            return kept
+            at = next((i for i, t in enumerate(kept) if t.name == RECALL.name), None)
+            run.recall_at = at
+            return kept[:at] + kept[at + 1 :] if outside and at is not None else kept
         except Exception:
             failed("pydantic_ai.prepare_tools")
             return tool_defs
@@ -430,3 +463,36 @@ class _RunCapability(AbstractCapability[Any]):
         except Exception:
             failed("pydantic_ai.after_tool_execute")
         return result
+
+
+@dataclasses.dataclass
+class _WithRecall(WrapperToolset[Any]):
+    """Tools and ``recall_tool_result`` after them (one toolset wrapping the
+    agent's: pydantic-ai runs a task group per step over two toolsets side by
+    side); a call of it is the recall toolset's. ``capability``: None beneath
+    the capabilities' ``prepare_tools`` (the recall tool is one of the tools
+    they prepare); outside them, the run's, whose selection says where the
+    step offers it, if at all."""
+
+    recall: FunctionToolset[Any]
+    capability: _RunCapability | None
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, Any]:
+        tools = await self.wrapped.get_tools(ctx)
+        run = None if self.capability is None else self.capability.run
+        at = -1 if run is None else run.recall_at
+        if at is None:
+            return tools
+        recall = await self.recall.get_tools(ctx)
+        if at < 0 or at >= len(tools):
+            return {**tools, **recall}
+        items = list(tools.items())
+        items[at:at] = recall.items()
+        return dict(items)
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any
+    ) -> Any:
+        if name == RECALL.name and tool.toolset is self.recall:
+            return await self.recall.call_tool(name, tool_args, ctx, tool)
+        return await self.wrapped.call_tool(name, tool_args, ctx, tool)

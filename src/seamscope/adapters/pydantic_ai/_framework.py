@@ -24,7 +24,12 @@ try:
     )
     from pydantic_ai.models import Model, ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
-    from pydantic_ai.toolsets import FunctionToolset
+    from pydantic_ai.toolsets import (
+        AbstractToolset,
+        FunctionToolset,
+        PreparedToolset,
+        WrapperToolset,
+    )
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "seamscope.adapters.pydantic_ai needs pydantic-ai: pip install 'seamscope[pydantic-ai]'"
@@ -32,6 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "AbstractCapability",
+    "AbstractToolset",
     "FunctionToolset",
     "Model",
     "ModelMessage",
@@ -39,6 +45,7 @@ __all__ = [
     "ModelRequestContext",
     "ModelResponse",
     "NoOpTracer",
+    "PreparedToolset",
     "RetryPromptPart",
     "RunContext",
     "SystemPromptPart",
@@ -48,4 +55,5 @@ __all__ = [
     "UsageLimitExceeded",
     "ToolReturnPart",
     "UserPromptPart",
+    "WrapperToolset",
 ]

@@ -75,6 +75,10 @@ class Run:
         self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
         # the tools pydantic-ai lets run this step (prepare_tools' answer; None: unknown)
         self.runnable: frozenset[str] | None = None
+        # where the step offers the recall tool among its tools (the selection's
+        # place for it); None: not offered; -1: as pydantic-ai has it, last (no
+        # selection answered for the step)
+        self.recall_at: int | None = -1
 
     @property
     def otel(self) -> Any:
@@ -98,6 +102,7 @@ class Run:
             self.iteration = iteration
             self.chat = None
             self.runnable = None
+            self.recall_at = -1
             self.usage = None
             self.carried = self.present = ()
             return iteration
