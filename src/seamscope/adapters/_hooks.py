@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 from seamscope._internal import Invocation, telemetry_error
 from seamscope._internal import attached as _attached
 
-__all__ = ["attached", "contained", "containing", "failed"]
+__all__ = ["Contained", "attached", "contained", "containing", "failed"]
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -92,3 +92,30 @@ def contained(
     with invocation.current(passes):
         yield value
     invocation.stop()
+
+
+class Contained:
+    """One adapter's containment of its own failures, bound to its logger
+    (``seamscope.adapters.{name}``, whichever of its modules logs):
+    :meth:`failed`, :meth:`contained` and :meth:`containing` are the module
+    functions with that logger."""
+
+    __slots__ = ("log", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.log = logging.getLogger(f"seamscope.adapters.{name}")
+
+    def failed(self, hook: str) -> None:
+        """Record a contained failure of seamscope's own code (call it in ``except``)."""
+        failed(hook, self.log)
+
+    def contained(
+        self, factory: Callable[[], _T] | None, what: str
+    ) -> contextlib.AbstractContextManager[_T | None]:
+        """Enter a telemetry context manager without letting it break the body."""
+        return contained(factory, what, self.log)
+
+    def containing(self, hook: str) -> Callable[[Callable[_P, None]], Callable[_P, None]]:
+        """A hook method that returns nothing, made unable to raise (:func:`containing`)."""
+        return containing(hook, self.log)

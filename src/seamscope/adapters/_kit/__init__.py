@@ -37,7 +37,7 @@ from seamscope.adapters._kit._compactions import (
 )
 from seamscope.adapters._kit._conversations import Conversations
 from seamscope.adapters._kit._errors import error_type
-from seamscope.adapters._kit._frame import RECALL, Options, RecallSpec, check_options
+from seamscope.adapters._kit._frame import RECALL, Frame, Options, RecallSpec, check_options
 from seamscope.adapters._kit._models import (
     ModelChoice,
     choose_model,
@@ -47,7 +47,9 @@ from seamscope.adapters._kit._models import (
 from seamscope.adapters._kit._options import resolve_role, resolve_scope
 from seamscope.adapters._kit._steps import (
     ModelPlan,
+    ModelStep,
     account_tool_output,
+    model_answered,
     plan_model,
     post_model,
     report_model_call,
@@ -59,8 +61,10 @@ __all__ = [
     "RECALL",
     "RECALL_TOOL",
     "Conversations",
+    "Frame",
     "ModelChoice",
     "ModelPlan",
+    "ModelStep",
     "Options",
     "RecallSpec",
     "account_tool_output",
@@ -70,6 +74,7 @@ __all__ = [
     "error_type",
     "estimate_tokens",
     "gate_compaction",
+    "model_answered",
     "model_name_of",
     "note_unavailable",
     "offload_stub",

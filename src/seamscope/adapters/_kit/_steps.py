@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from seamscope.adapters._kit._models import (
     ModelChoice,
@@ -51,7 +51,9 @@ from seamscope.loop import RECALL_TOOL, ChatCall, Iteration, estimate_tokens
 
 __all__ = [
     "ModelPlan",
+    "ModelStep",
     "account_tool_output",
+    "model_answered",
     "plan_model",
     "post_model",
     "report_model_call",
@@ -114,6 +116,33 @@ def report_model_call(
         call.iteration.turn.store = outputs.store
     named = response_model if isinstance(response_model, str) and response_model else None
     call.report(usage, response_model=named, carried=carried, present=present)
+
+
+class ModelStep(Protocol):
+    """An adapter's open model call: its chat span, what its prompt carried,
+    and its usage once it answered (what its tool calls' recalls charge)."""
+
+    chat: ChatCall | None
+    usage: ModelUsage | None
+    carried: tuple[Any, ...]
+    present: tuple[Any, ...]
+
+
+def model_answered(
+    step: ModelStep, usage: ModelUsage | None, *, outputs: Outputs, response_model: Any = None
+) -> None:
+    """``step``'s model call answered with ``usage``: kept on the step, and
+    reported on its chat span and in the ledger with what its prompt carried
+    (:func:`report_model_call`)."""
+    step.usage = usage
+    report_model_call(
+        step.chat,
+        usage,
+        response_model=response_model,
+        carried=step.carried,
+        present=step.present,
+        outputs=outputs,
+    )
 
 
 def post_model(

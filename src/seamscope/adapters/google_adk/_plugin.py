@@ -35,18 +35,16 @@ from opentelemetry import trace
 from seamscope.adapters._kit import (
     RECALL,
     RECALL_TOOL,
+    Frame,
     ModelChoice,
     account_tool_output,
     check_options,
+    model_answered,
     note_unavailable,
     plan_model,
     post_model,
-    report_model_call,
-    resolve_role,
-    resolve_scope,
     structured_answers,
 )
-from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.google_adk import _translate as translate
 from seamscope.adapters.google_adk._framework import (
     BaseLlm,
@@ -61,7 +59,7 @@ from seamscope.adapters.google_adk._framework import (
     ToolContext,
     types,
 )
-from seamscope.adapters.google_adk._run import Lane, Run, Tool, failed
+from seamscope.adapters.google_adk._run import HOOKS, Lane, Run, Tool, failed
 from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.loop import DecisionLayer
 from seamscope.telemetry import conventions as c
@@ -87,7 +85,7 @@ def _is_model(value: object) -> bool:
     return isinstance(value, BaseLlm) or (isinstance(value, str) and bool(value))
 
 
-class SeamscopePlugin(BasePlugin):
+class SeamscopePlugin(Frame, BasePlugin):
     """seamscope's decision layer as a Google ADK plugin.
 
     ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose router,
@@ -110,6 +108,8 @@ class SeamscopePlugin(BasePlugin):
 
     Configuration errors raise ValueError naming the argument.
     """
+
+    HOOKS = HOOKS
 
     def __init__(
         self,
@@ -135,49 +135,23 @@ class SeamscopePlugin(BasePlugin):
             scope=scope,
             offload=offload,
             offload_store=offload_store,
+            genai_spans=genai_spans,
         )
-        if genai_spans is not None and not isinstance(genai_spans, bool):
-            raise ValueError(f"{owner}.genai_spans must be a bool or None")
         if not isinstance(name, str) or not name:
             raise ValueError(f"{owner}.name must be a non-empty str")
-        assert options.store is not None
         super().__init__(name=name)
-        self.layer = options.layer
-        self.models: Mapping[str, str | BaseLlm] = options.models
-        self.offload = options.offload
-        self.outputs = Outputs(options.store, observer=self.layer.observer)
-        self.genai_spans = genai_spans
-        self._role = role
-        self._scope = scope
+        self._hold(options)
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
         self.recall_tool = FunctionTool(self._recall_function())
         """The ``recall_tool_result`` tool, added to a request whenever its
         contents hold a stub (whichever worker made the offload)."""
 
-    def __repr__(self) -> str:
-        return f"SeamscopePlugin(agent_name={self.layer.agent_name!r})"
-
     # -- public helpers -----------------------------------------------------------
-
-    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
-        """The full text of an offloaded output the offload store still holds
-        (of ``conversation_id``; None: the conversation this process saw it in)."""
-        return self.outputs.get(offload_id, conversation_id)
 
     def role_for(self, callback_context: Any) -> str | None:
         """The role of a model call (default: the name of the agent making it)."""
-        return resolve_role(
-            self._role,
-            callback_context,
-            default=getattr(callback_context, "agent_name", None),
-            failed=failed,
-            hook="google_adk.role",
-        )
-
-    def scope_for(self, session: Any) -> Mapping[str, Any] | None:
-        """The adopter's scope of a run (of its ADK session)."""
-        return resolve_scope(self._scope, session, failed=failed, hook="google_adk.scope")
+        return self._role_of(callback_context, getattr(callback_context, "agent_name", None))
 
     # -- the run --------------------------------------------------------------------
 
@@ -375,15 +349,8 @@ class SeamscopePlugin(BasePlugin):
             return None
         try:
             usage = translate.usage(llm_response.usage_metadata)
-            lane.usage = usage
-            report_model_call(
-                lane.chat,
-                usage,
-                response_model=llm_response.model_version,
-                carried=lane.carried,
-                present=lane.present,
-                outputs=self.outputs,
-            )
+            named = llm_response.model_version
+            model_answered(lane, usage, outputs=self.outputs, response_model=named)
         except Exception:
             failed("google_adk.usage")
         lane.end_chat(None)

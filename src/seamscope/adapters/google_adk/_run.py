@@ -14,7 +14,6 @@ of the adapter.
 
 from __future__ import annotations
 
-import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,15 +25,12 @@ from seamscope.adapters import _hooks
 from seamscope.decisions import ModelUsage
 from seamscope.loop import ChatCall, Iteration, Turn
 
-__all__ = ["LOG", "Lane", "Run", "Tool", "failed"]
+__all__ = ["HOOKS", "LOG", "Lane", "Run", "Tool", "failed"]
 
-LOG = logging.getLogger("seamscope.adapters.google_adk")
-"""The adapter's stdlib logger (the package's name, whichever module logs)."""
-
-
-def failed(hook: str) -> None:
-    """Record a contained failure of seamscope's own code (call it in ``except``)."""
-    _hooks.failed(hook, LOG)
+HOOKS = _hooks.Contained("google_adk")
+"""The adapter's containment of its own failures (every module's)."""
+LOG = HOOKS.log
+failed = HOOKS.failed
 
 
 @dataclass

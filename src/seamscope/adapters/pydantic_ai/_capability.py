@@ -35,13 +35,12 @@ from seamscope._internal import record_error
 from seamscope.adapters._kit import (
     RECALL,
     RECALL_TOOL,
+    Frame,
     account_tool_output,
     check_options,
+    model_answered,
     plan_model,
     post_model,
-    report_model_call,
-    resolve_role,
-    resolve_scope,
     structured_answers,
 )
 from seamscope.adapters.pydantic_ai import _translate as translate
@@ -60,7 +59,7 @@ from seamscope.adapters.pydantic_ai._framework import (
     UsageLimitExceeded,
     WrapperToolset,
 )
-from seamscope.adapters.pydantic_ai._run import Outputs, Run, attached, contained, failed
+from seamscope.adapters.pydantic_ai._run import HOOKS, Run, attached, contained, failed
 from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.loop import DecisionLayer
 from seamscope.telemetry import conventions as c
@@ -97,7 +96,7 @@ def _scope(ctx: RunContext[Any]) -> str:
     return ctx.conversation_id or f"run:{ctx.run_id}"
 
 
-class SeamscopeCapability(AbstractCapability[Any]):
+class SeamscopeCapability(Frame, AbstractCapability[Any]):
     """seamscope's decision layer as a pydantic-ai capability.
 
     ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose
@@ -119,6 +118,7 @@ class SeamscopeCapability(AbstractCapability[Any]):
     """
 
     __hash__ = object.__hash__
+    HOOKS = HOOKS
 
     def __init__(
         self,
@@ -144,52 +144,26 @@ class SeamscopeCapability(AbstractCapability[Any]):
             offload=offload,
             max_stored_outputs=max_stored_outputs,
             offload_store=offload_store,
+            genai_spans=genai_spans,
         )
-        assert options.store is not None
-        store = options.store
-        if genai_spans is not None and not isinstance(genai_spans, bool):
-            raise ValueError("SeamscopeCapability.genai_spans must be a bool or None")
         self.id = None
         self.description = None
         self.defer_loading = False
-        self.layer = options.layer
-        self.models: Mapping[str, Model] = options.models
-        self.offload = options.offload
-        self.outputs = Outputs(store, observer=self.layer.observer)
-        self.genai_spans = genai_spans
-        self._role = role
-        self._scope = scope
+        self._hold(options)
         self.recall_toolset: FunctionToolset[Any] = FunctionToolset([self._recall_tool()])
         """The toolset holding ``recall_tool_result`` (added to each run's tools by
         the capability). It is offered whenever the request's messages hold a stub."""
-        self._recall_def: ToolDefinition = self.recall_toolset.tools[RECALL.name].tool_def
+        self.recall_tool_def: ToolDefinition = self.recall_toolset.tools[RECALL.name].tool_def
+        """Its ``ToolDefinition``, as the selection is offered it."""
 
     def __eq__(self, other: object) -> bool:
         return self is other
 
-    def __repr__(self) -> str:
-        return f"SeamscopeCapability(agent_name={self.layer.agent_name!r})"
-
     # -- public helpers -----------------------------------------------------------
-
-    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
-        """The full text of an offloaded output the offload store still holds
-        (of ``conversation_id``; None: the conversation this process saw it in)."""
-        return self.outputs.get(offload_id, conversation_id)
 
     def role_for(self, ctx: RunContext[Any]) -> str | None:
         """The role of a run (default: the agent's name)."""
-        return resolve_role(
-            self._role,
-            ctx,
-            default=getattr(ctx.agent, "name", None),
-            failed=failed,
-            hook="pydantic_ai.role",
-        )
-
-    def scope_for(self, deps: Any) -> Mapping[str, Any] | None:
-        """The adopter's scope of a run."""
-        return resolve_scope(self._scope, deps, failed=failed, hook="pydantic_ai.scope")
+        return self._role_of(ctx, getattr(ctx.agent, "name", None))
 
     # -- the capability -----------------------------------------------------------
 
@@ -302,7 +276,7 @@ class _RunCapability(AbstractCapability[Any]):
                 # every capability's prepare_tools (_WithRecall outside them)
                 outside = recall and not any(t.name == RECALL.name for t in tool_defs)
                 if outside:
-                    offered.append(parent._recall_def)
+                    offered.append(parent.recall_tool_def)
                 selection = it.select_tools(offered)
             kept = [t for t in selection.tools if isinstance(t, ToolDefinition)]
             # pydantic-ai answers a call of any other tool with its unknown-tool retry
@@ -380,15 +354,8 @@ class _RunCapability(AbstractCapability[Any]):
             return response
         try:
             usage = translate.usage(response.usage)
-            run.usage = usage
-            report_model_call(
-                run.chat,
-                usage,
-                response_model=response.model_name,
-                carried=run.carried,
-                present=run.present,
-                outputs=self.parent.outputs,
-            )
+            outputs = self.parent.outputs
+            model_answered(run, usage, outputs=outputs, response_model=response.model_name)
         except Exception:
             failed("pydantic_ai.usage")
         try:

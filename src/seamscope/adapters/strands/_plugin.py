@@ -39,21 +39,19 @@ from seamscope._internal import attached, checks
 from seamscope.adapters._kit import (
     RECALL,
     RECALL_TOOL,
+    Frame,
     account_tool_output,
     check_options,
     compaction_record,
     estimate_tokens,
     gate_compaction,
+    model_answered,
     model_name_of,
     plan_model,
     post_model,
     priced_as_loss,
-    report_model_call,
-    resolve_role,
-    resolve_scope,
     structured_answers,
 )
-from seamscope.adapters._outputs import Outputs
 from seamscope.adapters.strands import _translate as translate
 from seamscope.adapters.strands._framework import (
     AfterInvocationEvent,
@@ -69,7 +67,7 @@ from seamscope.adapters.strands._framework import (
     ToolContext,
     tool,
 )
-from seamscope.adapters.strands._run import Compactions, Run, Tool, failed
+from seamscope.adapters.strands._run import HOOKS, Compactions, Run, Tool, failed
 from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.decisions.records import (
     CarriedStub,
@@ -119,7 +117,7 @@ def _model_name(model: Any) -> str | None:
     return model_name_of(model, _configured_model_id)
 
 
-class SeamscopePlugin(Plugin):
+class SeamscopePlugin(Frame, Plugin):
     """seamscope's decision layer as a Strands Agents plugin.
 
     ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose router,
@@ -146,6 +144,7 @@ class SeamscopePlugin(Plugin):
     """
 
     name = "seamscope"
+    HOOKS = HOOKS
 
     def __init__(
         self,
@@ -171,6 +170,7 @@ class SeamscopePlugin(Plugin):
             scope=scope,
             offload=offload,
             offload_store=offload_store,
+            genai_spans=genai_spans,
         )
         if (
             conversation is not None
@@ -179,46 +179,19 @@ class SeamscopePlugin(Plugin):
         ):
             raise ValueError(f"{owner}.conversation must be a non-empty str, a callable or None")
         checks.flag(owner, "gate_offloader", gate_offloader)
-        if genai_spans is not None and not isinstance(genai_spans, bool):
-            raise ValueError(f"{owner}.genai_spans must be a bool or None")
-        assert options.store is not None
-        self.layer = options.layer
-        self.models: Mapping[str, Model] = options.models
-        self.offload = options.offload
+        self._hold(options)
         self.gate_offloader = bool(gate_offloader)
-        self.genai_spans = genai_spans
-        self.outputs = Outputs(options.store, observer=self.layer.observer)
         self.compactions = Compactions(_MAX_CONVERSATIONS)
-        self._role = role
-        self._scope = scope
         self._conversation = conversation
         self._runs: dict[int, Run] = {}
         self._lock = threading.Lock()
         super().__init__()
 
-    def __repr__(self) -> str:
-        return f"SeamscopePlugin(agent_name={self.layer.agent_name!r})"
-
     # -- public helpers -----------------------------------------------------------
-
-    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
-        """The full text of an offloaded output the offload store still holds
-        (of ``conversation_id``; None: the conversation this process saw it in)."""
-        return self.outputs.get(offload_id, conversation_id)
 
     def role_for(self, agent: Any) -> str | None:
         """The role of a model call (default: the agent's name)."""
-        return resolve_role(
-            self._role,
-            agent,
-            default=getattr(agent, "name", None),
-            failed=failed,
-            hook="strands.role",
-        )
-
-    def scope_for(self, agent: Any) -> Mapping[str, Any] | None:
-        """The adopter's scope of a run."""
-        return resolve_scope(self._scope, agent, failed=failed, hook="strands.scope")
+        return self._role_of(agent, getattr(agent, "name", None))
 
     def conversation_for(self, agent: Any) -> str:
         """The conversation id of an agent's run (default: its ``session_id``)."""
@@ -413,18 +386,10 @@ class SeamscopePlugin(Plugin):
             return event
         stop_reason, message, raw_usage, metrics = event["stop"]
         try:
-            usage = translate.usage(raw_usage)
-            run.usage = usage
             chat = run.chat
             # the ledger notes what the call carried on the span current: its chat span
             with attached(None if chat is None else chat.context):
-                report_model_call(
-                    chat,
-                    usage,
-                    carried=run.carried,
-                    present=run.present,
-                    outputs=self.outputs,
-                )
+                model_answered(run, translate.usage(raw_usage), outputs=self.outputs)
         except Exception:
             failed("strands.usage")
         run.end_chat(None)

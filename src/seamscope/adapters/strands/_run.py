@@ -21,7 +21,6 @@ of the adapter.
 
 from __future__ import annotations
 
-import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,15 +37,12 @@ from seamscope.decisions.records import OffloadMechanism
 from seamscope.loop import ChatCall, Iteration, Turn
 from seamscope.telemetry import conventions as c
 
-__all__ = ["LOG", "Compactions", "Run", "Tool", "failed"]
+__all__ = ["HOOKS", "LOG", "Compactions", "Run", "Tool", "failed"]
 
-LOG = logging.getLogger("seamscope.adapters.strands")
-"""The adapter's stdlib logger (the package's name, whichever module logs)."""
-
-
-def failed(hook: str) -> None:
-    """Record a contained failure of seamscope's own code (call it in ``except``)."""
-    _hooks.failed(hook, LOG)
+HOOKS = _hooks.Contained("strands")
+"""The adapter's containment of its own failures (every module's)."""
+LOG = HOOKS.log
+failed = HOOKS.failed
 
 
 @dataclass
