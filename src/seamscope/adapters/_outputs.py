@@ -30,6 +30,7 @@ __all__ = [
     "Offloaded",
     "Outputs",
     "RecallOutcome",
+    "StubScan",
     "adapter_store",
     "recall_answer",
     "stub_id",
@@ -47,6 +48,46 @@ def stub_id(text: object) -> str | None:
         return None
     found = _STUB.match(text)
     return None if found is None else found.group(1)
+
+
+class StubScan:
+    """What a prompt holds of seamscope's stubs, read call by call and answer
+    by answer in the prompt's order: the offload ids whose stub it holds (in
+    order) and those of them a recall in the same prompt brought back."""
+
+    __slots__ = ("_asked", "_back", "_found")
+
+    def __init__(self) -> None:
+        self._found: list[str] = []
+        self._asked: dict[str, str] = {}
+        self._back: set[str] = set()
+
+    def recall(self, call_id: str, offload_id: str) -> None:
+        """A call of the recall tool, asking for ``offload_id``."""
+        self._asked[call_id] = offload_id
+
+    def answer(
+        self, call_id: str, text: Any, *, recall: bool = False, failed: bool = False
+    ) -> None:
+        """A tool's answer to call ``call_id`` (``recall``: the recall tool's,
+        by its name; ``failed``: the framework marks it an error): a stub held,
+        or a recall that brought its output back."""
+        asked = self._asked.get(call_id)
+        if not recall and asked is None:
+            offload_id = stub_id(text)
+            if offload_id is not None:
+                self._found.append(offload_id)
+        elif (
+            asked is not None
+            and not failed
+            and not (isinstance(text, str) and text.startswith("error:"))
+        ):
+            self._back.add(asked)
+
+    def result(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The offload ids held, and those of them brought back."""
+        ids = tuple(dict.fromkeys(self._found))
+        return ids, tuple(o for o in ids if o in self._back)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +256,15 @@ class Outputs:
             return None
         self.remember(record)
         return dropped
+
+    def compactions(
+        self, scope: str, mechanism: str, call_ids: Iterable[str]
+    ) -> dict[str, StoredOffload | None]:
+        """By call id, the store's record of the compaction ``mechanism`` made of
+        that call's result (``{mechanism}:{call id}``; None: the store has none)."""
+        ids = {f"{mechanism}:{call_id}": call_id for call_id in call_ids}
+        records = self.records(scope, ids)
+        return {call_id: records.get(compaction_id) for compaction_id, call_id in ids.items()}
 
     def records(self, scope: str, offload_ids: Iterable[str]) -> dict[str, StoredOffload]:
         """The store's records of these offloads of the conversation (one round

@@ -33,6 +33,7 @@ Adapters import these names from here, never the modules behind them.
 from seamscope.adapters._kit._compactions import (
     compaction_record,
     gate_compaction,
+    keep_compaction,
     priced_as_loss,
 )
 from seamscope.adapters._kit._conversations import Conversations
@@ -53,6 +54,7 @@ from seamscope.adapters._kit._steps import (
     plan_model,
     post_model,
     report_model_call,
+    rewritten,
     structured_answers,
 )
 from seamscope.loop import RECALL_TOOL, estimate_tokens, offload_stub
@@ -74,6 +76,7 @@ __all__ = [
     "error_type",
     "estimate_tokens",
     "gate_compaction",
+    "keep_compaction",
     "model_answered",
     "model_name_of",
     "note_unavailable",
@@ -84,5 +87,6 @@ __all__ = [
     "report_model_call",
     "resolve_role",
     "resolve_scope",
+    "rewritten",
     "structured_answers",
 ]

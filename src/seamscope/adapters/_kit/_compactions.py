@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from seamscope._internal import attached, evaluate_offload_gate
+from seamscope.adapters._outputs import Outputs
 from seamscope.decisions import OffloadGateDecision
 from seamscope.decisions.records import (
     Compaction,
@@ -30,7 +31,7 @@ from seamscope.decisions.records import (
 )
 from seamscope.loop import Iteration
 
-__all__ = ["compaction_record", "gate_compaction", "priced_as_loss"]
+__all__ = ["compaction_record", "gate_compaction", "keep_compaction", "priced_as_loss"]
 
 
 def gate_compaction(
@@ -123,3 +124,28 @@ def compaction_record(
         recall_probability=0.0 if predicted is None else predicted.recall_probability,
         created_at=time.time(),
     )
+
+
+def keep_compaction(
+    outputs: Outputs,
+    iteration: Iteration,
+    compaction: Compaction,
+    *,
+    call_id: str,
+    tool: str,
+    stub: str,
+    content: str,
+) -> tuple[str, ...] | None:
+    """A framework's compaction kept in the conversation's shared offload store
+    (its record, :func:`compaction_record`, and ``content``: what locates the
+    removed text, which stays where the framework put it), so any worker
+    prices its preview and its reads. Returns the ids the store's size bound
+    dropped to make room, or None (no shared store, no conversation, or the
+    store failed)."""
+    conversation_id = iteration.turn.conversation_id
+    if not conversation_id or not outputs.store.shared:
+        return None
+    record = compaction_record(
+        compaction, conversation_id=conversation_id, call_id=call_id, tool=tool, stub=stub
+    )
+    return outputs.keep(record, content)

@@ -26,7 +26,7 @@ contains it (``failed(hook)``) as it does any of its hook's work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -57,6 +57,7 @@ __all__ = [
     "plan_model",
     "post_model",
     "report_model_call",
+    "rewritten",
     "structured_answers",
 ]
 
@@ -157,6 +158,14 @@ def post_model(
     tools it lets run, when it refuses a call of any other)."""
     with iteration.current():
         return iteration.post_model(emitted, calls=calls, runnable=runnable)
+
+
+def rewritten(post: PostModelResult, positions: Sequence[int]) -> Iterator[tuple[int, ToolCall]]:
+    """The calls the POST seam changed, each as (where the emitted call sits in
+    the framework's message, per ``positions``; the call that is to run)."""
+    for record in post.records:
+        if record.final != record.emitted and record.index < len(positions):
+            yield positions[record.index], record.final
 
 
 def structured_answers(

@@ -19,7 +19,8 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from seamscope.adapters._outputs import stub_id
+from seamscope.adapters._kit import rewritten
+from seamscope.adapters._outputs import StubScan
 from seamscope.adapters.google_adk._framework import LlmResponse, types
 from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
 from seamscope.loop import RECALL_TOOL
@@ -219,16 +220,11 @@ def rewrite(
         return None
     parts = list(content.parts)
     changed = False
-    for record in post.records:
-        if record.final == record.emitted or record.index >= len(positions):
-            continue
-        at = positions[record.index]
+    for at, final in rewritten(post, positions):
         part = parts[at]
         if part.function_call is None:
             continue
-        call = types.FunctionCall(
-            id=part.function_call.id, name=record.final.name, args=dict(record.final.args)
-        )
+        call = types.FunctionCall(id=part.function_call.id, name=final.name, args=dict(final.args))
         parts[at] = part.model_copy(update={"function_call": call})
         changed = True
     if not changed:
@@ -283,28 +279,21 @@ def stubs(contents: Iterable[types.Content]) -> tuple[tuple[str, ...], tuple[str
     """The offload ids whose stub a request's contents hold (function responses
     whose text is one of seamscope's stubs, in order), and those of them a
     recall in the same contents brought back."""
-    found: list[str] = []
-    asked: dict[str, str] = {}
-    back: set[str] = set()
+    scan = StubScan()
     for content in contents:
         for part in content.parts or ():
             call = part.function_call
             answer = part.function_response
             if call is not None and call.name == RECALL_TOOL and call.id:
-                asked[call.id] = recall_id(call_args(call))
+                scan.recall(call.id, recall_id(call_args(call)))
             elif answer is not None:
-                text = response_text(answer.response)
-                offload_id = stub_id(text)
-                if offload_id is not None and answer.name != RECALL_TOOL:
-                    found.append(offload_id)
-                elif (
-                    answer.id in asked
-                    and not text.startswith("error:")
-                    and not (isinstance(answer.response, Mapping) and "error" in answer.response)
-                ):
-                    back.add(asked[answer.id or ""])
-    ids = tuple(dict.fromkeys(found))
-    return ids, tuple(o for o in ids if o in back)
+                scan.answer(
+                    answer.id or "",
+                    response_text(answer.response),
+                    recall=answer.name == RECALL_TOOL,
+                    failed=isinstance(answer.response, Mapping) and "error" in answer.response,
+                )
+    return scan.result()
 
 
 def offloadable_text(result: Any) -> str | None:

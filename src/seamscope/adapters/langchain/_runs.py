@@ -696,22 +696,16 @@ class Compactions:
             new = [i for i in notices if i not in kept.evicted and i not in kept.absent]
         if not new:
             return ()
-        ids = {f"{OffloadMechanism.DEEPAGENTS_EVICTION}:{call_id}": call_id for call_id in new}
-        records = outputs.records(scope, ids)
+        found = outputs.compactions(scope, OffloadMechanism.DEEPAGENTS_EVICTION, new)
         learnt: list[str] = []
         with self._kept.of(scope) as kept:
-            for compaction_id, call_id in ids.items():
-                record = records.get(compaction_id)
+            for call_id, record in found.items():
                 if record is None:
                     kept.absent.add(call_id)
                 elif call_id not in kept.evicted:
-                    kept.evicted[call_id] = (
-                        compaction_id,
-                        notices[call_id],
-                        record.stub,
-                        record.output_tokens,
-                    )
-                    learnt.append(compaction_id)
+                    entry = (record.offload_id, notices[call_id], record.stub, record.output_tokens)
+                    kept.evicted[call_id] = entry
+                    learnt.append(record.offload_id)
         return tuple(learnt)
 
     def reread(self, scope: str, tool: str, args: Any, text: str | None = None) -> str | None:

@@ -48,7 +48,7 @@ from typing import Any
 
 import langchain.agents.middleware as lc_middleware
 
-from seamscope.adapters._kit import compaction_record, gate_compaction, priced_as_loss
+from seamscope.adapters._kit import gate_compaction, keep_compaction, priced_as_loss
 from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls
@@ -226,18 +226,16 @@ class _HookWatch:
         prices the preview a prompt carries and the reads of that file.
         Returns the store and the ids its size bound dropped to make room,
         or None (no shared store, no conversation, or the store failed)."""
-        conversation_id = it.turn.conversation_id
         outputs = self.watcher.kit.outputs_for(self.runtime)
-        if not conversation_id or not outputs.store.shared:
-            return None
-        record = compaction_record(
+        dropped = keep_compaction(
+            outputs,
+            it,
             compaction,
-            conversation_id=conversation_id,
             call_id=evicted.tool_call_id,
             tool=evicted.tool,
             stub=evicted.preview,
+            content=evicted.path,
         )
-        dropped = outputs.keep(record, evicted.path)
         return None if dropped is None else (outputs.store, dropped)
 
 

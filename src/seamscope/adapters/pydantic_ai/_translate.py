@@ -11,7 +11,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from seamscope.adapters._outputs import stub_id
+from seamscope.adapters._kit import rewritten
+from seamscope.adapters._outputs import StubScan
 from seamscope.adapters.pydantic_ai._framework import (
     ModelRequest,
     ModelResponse,
@@ -171,16 +172,11 @@ def rewrite(
     not replay its stored copy of the emitted call)."""
     parts = list(response.parts)
     changed = False
-    for record in post.records:
-        if record.final == record.emitted or record.index >= len(positions):
-            continue
-        at = positions[record.index]
+    for at, final in rewritten(post, positions):
         part: Any = parts[at]
         if type(part) is not ToolCallPart:
             continue
-        parts[at] = dataclasses.replace(
-            part, tool_name=record.final.name, args=dict(record.final.args), id=None
-        )
+        parts[at] = dataclasses.replace(part, tool_name=final.name, args=dict(final.args), id=None)
         changed = True
     return dataclasses.replace(response, parts=parts) if changed else None
 
@@ -220,23 +216,14 @@ def stubs(history: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The offload ids whose stub a request's messages hold (tool returns whose
     content is one of seamscope's stubs, in order), and those of them a
     recall in the same messages brought back."""
-    found: list[str] = []
-    asked: dict[str, str] = {}
-    back: set[str] = set()
+    scan = StubScan()
     for message in history:
         for part in getattr(message, "parts", ()):
             if isinstance(part, ToolCallPart) and part.tool_name == RECALL_TOOL:
-                asked[part.tool_call_id] = recall_id(call_args(part))
+                scan.recall(part.tool_call_id, recall_id(call_args(part)))
             elif isinstance(part, ToolReturnPart):
-                offload_id = stub_id(part.content)
-                if offload_id is not None and part.tool_name != RECALL_TOOL:
-                    found.append(offload_id)
-                elif part.tool_call_id in asked and not (
-                    isinstance(part.content, str) and part.content.startswith("error:")
-                ):
-                    back.add(asked[part.tool_call_id])
-    ids = tuple(dict.fromkeys(found))
-    return ids, tuple(o for o in ids if o in back)
+                scan.answer(part.tool_call_id, part.content, recall=part.tool_name == RECALL_TOOL)
+    return scan.result()
 
 
 def offloadable_text(result: Any) -> str | None:

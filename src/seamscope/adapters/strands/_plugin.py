@@ -42,9 +42,9 @@ from seamscope.adapters._kit import (
     Frame,
     account_tool_output,
     check_options,
-    compaction_record,
     estimate_tokens,
     gate_compaction,
+    keep_compaction,
     model_answered,
     model_name_of,
     plan_model,
@@ -623,17 +623,15 @@ class SeamscopePlugin(Frame, Plugin):
         the preview a prompt carries and the retrievals of its references.
         Returns the ids the store's size bound dropped to make room, or None
         (no shared store, no conversation, or the store failed)."""
-        conversation_id = it.turn.conversation_id
-        if not conversation_id or not self.outputs.store.shared:
-            return None
-        record = compaction_record(
+        return keep_compaction(
+            self.outputs,
+            it,
             compaction,
-            conversation_id=conversation_id,
             call_id=call.id,
             tool=call.name,
             stub=offloaded.preview,
+            content="\n".join(offloaded.references),
         )
-        return self.outputs.keep(record, "\n".join(offloaded.references))
 
     def _retrieved(self, run: Run, it: Iteration, call: ToolCall, result: Any) -> None:
         """A ``retrieve_offloaded_content`` call that brought content back: the

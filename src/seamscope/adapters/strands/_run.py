@@ -173,15 +173,13 @@ class Compactions:
             new = [i for i in previews if i not in kept.by_call and i not in kept.absent]
         if not new:
             return
-        ids = {f"{OffloadMechanism.STRANDS_CONTEXT_OFFLOAD}:{i}": i for i in new}
-        records = outputs.records(scope, ids)
+        found = outputs.compactions(scope, OffloadMechanism.STRANDS_CONTEXT_OFFLOAD, new)
         with self._kept.of(scope) as kept:
-            for compaction_id, call_id in ids.items():
-                record = records.get(compaction_id)
+            for call_id, record in found.items():
                 if record is None:
                     kept.absent.add(call_id)
                 elif call_id not in kept.by_call:
-                    entry = _Offload(compaction_id, record.stub, record.output_tokens)
+                    entry = _Offload(record.offload_id, record.stub, record.output_tokens)
                     kept.by_call[call_id] = entry
                     for reference in translate.references(record.stub):
                         kept.by_reference[reference] = entry

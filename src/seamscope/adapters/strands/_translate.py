@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from seamscope.adapters._outputs import stub_id
+from seamscope.adapters._outputs import StubScan
 from seamscope.decisions import Message, ModelUsage, PostModelResult, ToolCall
 from seamscope.loop import RECALL_TOOL
 
@@ -255,9 +255,7 @@ def stubs(history: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The offload ids whose stub a model call's messages hold (tool results
     whose text is one of seamscope's stubs, in order), and those of them a
     recall in the same messages brought back."""
-    found: list[str] = []
-    asked: dict[str, str] = {}
-    back: set[str] = set()
+    scan = StubScan()
     for message in history:
         for block in _blocks(message):
             if not isinstance(block, Mapping):
@@ -266,23 +264,15 @@ def stubs(history: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
             result = block.get("toolResult")
             if isinstance(use, Mapping) and use.get("name") == RECALL_TOOL:
                 args = use.get("input")
-                asked[str(use.get("toolUseId"))] = (
-                    str(args.get("offload_id", "")) if isinstance(args, Mapping) else ""
-                )
+                offload_id = str(args.get("offload_id", "")) if isinstance(args, Mapping) else ""
+                scan.recall(str(use.get("toolUseId")), offload_id)
             elif isinstance(result, Mapping):
-                text = result_text(result.get("content"))
-                call_id = str(result.get("toolUseId"))
-                offload_id = stub_id(text)
-                if offload_id is not None and call_id not in asked:
-                    found.append(offload_id)
-                elif (
-                    call_id in asked
-                    and result.get("status") != "error"
-                    and not text.startswith("error:")
-                ):
-                    back.add(asked[call_id])
-    ids = tuple(dict.fromkeys(found))
-    return ids, tuple(o for o in ids if o in back)
+                scan.answer(
+                    str(result.get("toolUseId")),
+                    result_text(result.get("content")),
+                    failed=result.get("status") == "error",
+                )
+    return scan.result()
 
 
 # -- Strands' ContextOffloader ---------------------------------------------------------------
