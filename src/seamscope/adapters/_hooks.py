@@ -13,16 +13,18 @@ import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from seamscope._internal import Invocation, telemetry_error
 from seamscope._internal import attached as _attached
 
-__all__ = ["Contained", "attached", "contained", "containing", "failed"]
+__all__ = ["Contained", "attached", "contained", "containing", "containing_async", "failed"]
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
+_Async = Callable[_P, Coroutine[Any, Any, _T]]
+"""A coroutine function (a framework's async hook)."""
 
 
 def failed(hook: str, logger: logging.Logger) -> None:
@@ -44,18 +46,38 @@ def attached(context: Any) -> contextlib.AbstractContextManager[None]:
 
 def containing(
     hook: str, logger: logging.Logger
-) -> Callable[[Callable[_P, None]], Callable[_P, None]]:
-    """A hook method of seamscope's that returns nothing, made unable to raise:
-    its failure is recorded as ``hook`` (:func:`failed`) and the framework's
-    code goes on as if it had returned."""
+) -> Callable[[Callable[_P, _T]], Callable[_P, _T | None]]:
+    """A hook method of seamscope's made unable to raise: its failure is
+    recorded as ``hook`` (:func:`failed`) and it returns None (the framework
+    goes on as if the hook had changed nothing)."""
 
-    def wrap(method: Callable[_P, None]) -> Callable[_P, None]:
+    def wrap(method: Callable[_P, _T]) -> Callable[_P, _T | None]:
         @functools.wraps(method)
-        def call(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _T | None:
             try:
-                method(*args, **kwargs)
+                return method(*args, **kwargs)
             except Exception:
                 failed(hook, logger)
+                return None
+
+        return call
+
+    return wrap
+
+
+def containing_async(
+    hook: str, logger: logging.Logger
+) -> Callable[[_Async[_P, _T]], _Async[_P, _T | None]]:
+    """:func:`containing` for a coroutine method (a framework's async hook)."""
+
+    def wrap(method: _Async[_P, _T]) -> _Async[_P, _T | None]:
+        @functools.wraps(method)
+        async def call(*args: _P.args, **kwargs: _P.kwargs) -> _T | None:
+            try:
+                return await method(*args, **kwargs)
+            except Exception:
+                failed(hook, logger)
+                return None
 
         return call
 
@@ -116,6 +138,12 @@ class Contained:
         """Enter a telemetry context manager without letting it break the body."""
         return contained(factory, what, self.log)
 
-    def containing(self, hook: str) -> Callable[[Callable[_P, None]], Callable[_P, None]]:
-        """A hook method that returns nothing, made unable to raise (:func:`containing`)."""
-        return containing(hook, self.log)
+    def containing(self, hook: str) -> Callable[[Callable[_P, _T]], Callable[_P, _T | None]]:
+        """A hook method made unable to raise (:func:`containing`)."""
+        return containing(f"{self.name}.{hook}", self.log)
+
+    def containing_async(
+        self, hook: str
+    ) -> Callable[[_Async[_P, _T]], _Async[_P, _T | None]]:
+        """A coroutine hook method made unable to raise (:func:`containing_async`)."""
+        return containing_async(f"{self.name}.{hook}", self.log)

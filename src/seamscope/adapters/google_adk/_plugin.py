@@ -161,37 +161,34 @@ class SeamscopePlugin(Frame, BasePlugin):
         with self._lock:
             return self._runs.get(invocation_id)
 
+    @HOOKS.containing_async("before_run")
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        try:
-            calling = otel_context.get_value(_CALLING_RUN)
-            own = self.genai_spans
-            if own is None:
-                own = not trace.get_current_span().is_recording()
-            session = invocation_context.session
-            root = getattr(invocation_context.agent, "name", None)
-            if isinstance(calling, Run):  # an AgentTool's run: the caller's conversation
-                conversation, scope, agent_name = calling.conversation, calling.scope, root
-            else:
-                conversation = scope = session.id
-                agent_name = None
-            turn = self.layer.start_turn(
-                conversation,
-                scope=self.scope_for(session),
-                agent_span=own,
-                agent_name=agent_name,
+        calling = otel_context.get_value(_CALLING_RUN)
+        own = self.genai_spans
+        if own is None:
+            own = not trace.get_current_span().is_recording()
+        session = invocation_context.session
+        root = getattr(invocation_context.agent, "name", None)
+        if isinstance(calling, Run):  # an AgentTool's run: the caller's conversation
+            conversation, scope, agent_name = calling.conversation, calling.scope, root
+        else:
+            conversation = scope = session.id
+            agent_name = None
+        turn = self.layer.start_turn(
+            conversation,
+            scope=self.scope_for(session),
+            agent_span=own,
+            agent_name=agent_name,
+        )
+        run = Run(turn, conversation, scope, own, root, turn.agent_name)
+        run.lanes[None] = Lane(turn)
+        with self._lock:
+            self._runs[invocation_context.invocation_id] = run
+            evicted = (
+                self._runs.pop(next(iter(self._runs))) if len(self._runs) > _MAX_RUNS else None
             )
-            run = Run(turn, conversation, scope, own, root, turn.agent_name)
-            run.lanes[None] = Lane(turn)
-            with self._lock:
-                self._runs[invocation_context.invocation_id] = run
-                evicted = (
-                    self._runs.pop(next(iter(self._runs))) if len(self._runs) > _MAX_RUNS else None
-                )
-            if evicted is not None:
-                evicted.end(c.ABANDONED_RUN)
-        except Exception:
-            failed("google_adk.before_run")
-        return None
+        if evicted is not None:
+            evicted.end(c.ABANDONED_RUN)
 
     def _end_run(self, invocation_id: str, exc: BaseException | str | None) -> None:
         with self._lock:
@@ -204,20 +201,16 @@ class SeamscopePlugin(Frame, BasePlugin):
             exc = c.ABANDONED_RUN
         run.end(exc)
 
+    @HOOKS.containing_async("after_run")
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        try:
-            aborted = invocation_context.is_aborted is True
-            self._end_run(invocation_context.invocation_id, c.ABANDONED_RUN if aborted else None)
-        except Exception:
-            failed("google_adk.after_run")
+        aborted = invocation_context.is_aborted is True
+        self._end_run(invocation_context.invocation_id, c.ABANDONED_RUN if aborted else None)
 
+    @HOOKS.containing_async("run_error")
     async def on_run_error_callback(
         self, *, invocation_context: InvocationContext, error: Exception
     ) -> None:
-        try:
-            self._end_run(invocation_context.invocation_id, error)
-        except Exception:
-            failed("google_adk.run_error")
+        self._end_run(invocation_context.invocation_id, error)
 
     # -- one model call -------------------------------------------------------------
 
@@ -317,24 +310,22 @@ class SeamscopePlugin(Frame, BasePlugin):
             return served, True
         return choice.name, choice.named
 
+    @HOOKS.containing_async("before_model")
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         run = self._run_of(callback_context.invocation_id)
         if run is None:
             return None
-        try:
-            lane = self._lane(run, callback_context.branch)
-            it = self._start_step(run, lane, callback_context, llm_request)
-            if it is None:
-                return None
-            ids, back = translate.stubs(llm_request.contents)
-            self._select(lane, it, llm_request, bool(ids))
-            name, named = self._plan(it, callback_context, llm_request)
-            lane.carried, lane.present = self.outputs.carried(run.scope, ids, back)
-            lane.chat = it.start_chat(name, named=named, span=run.own_spans)
-        except Exception:
-            failed("google_adk.before_model")
+        lane = self._lane(run, callback_context.branch)
+        it = self._start_step(run, lane, callback_context, llm_request)
+        if it is None:
+            return None
+        ids, back = translate.stubs(llm_request.contents)
+        self._select(lane, it, llm_request, bool(ids))
+        name, named = self._plan(it, callback_context, llm_request)
+        lane.carried, lane.present = self.outputs.carried(run.scope, ids, back)
+        lane.chat = it.start_chat(name, named=named, span=run.own_spans)
         return None
 
     async def after_model_callback(
@@ -392,6 +383,7 @@ class SeamscopePlugin(Frame, BasePlugin):
 
     # -- one tool call ----------------------------------------------------------------
 
+    @HOOKS.containing_async("before_tool")
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
@@ -399,38 +391,35 @@ class SeamscopePlugin(Frame, BasePlugin):
         call_id = tool_context.function_call_id
         if run is None or not call_id:
             return None
-        try:
-            lane = run.lanes.get(tool_context.branch)
-            it = None if lane is None else lane.iteration
-            usage = None
-            if lane is None or it is None or lane.resumed:
-                # no model step of this run emitted the call: a run resumed at its tools
-                # (ADK runs the calls a human confirmed before the invocation's first
-                # model call), when a model call of the session emitted it
-                events = getattr(tool_context.session, "events", None)
-                emitting = translate.emitting_event(events, call_id)
-                if emitting is None:
-                    return None  # not a model's call (a workflow's tool node)
-                lane = self._lane(run, tool_context.branch)
-                it = self._resumed_step(run, lane)
-                if it is None:
-                    return None
-                # the emitting call's usage, from its event (what a recall charges of it)
-                usage = translate.usage(getattr(emitting, "usage_metadata", None))
-            elif tool.name not in lane.runnable or tool.name in lane.structured:
-                return None  # no body starts here: ADK answers an unknown tool itself
-            span = None
-            if run.own_spans:
-                span = it.start_tool(ToolCall(call_id, tool.name, dict(tool_args)))
-            base = otel_context.get_current() if span is None else span.context
-            context = otel_context.set_value(_CALLING_RUN, run, base)
-            entry = Tool(lane, it, span, context, usage=usage)
-            # the tool's own spans (and an agent tool's nested run) are its children
-            entry.token = otel_context.attach(context)
-            with run.lock:
-                run.tools[call_id] = entry
-        except Exception:
-            failed("google_adk.before_tool")
+        lane = run.lanes.get(tool_context.branch)
+        it = None if lane is None else lane.iteration
+        usage = None
+        if lane is None or it is None or lane.resumed:
+            # no model step of this run emitted the call: a run resumed at its tools
+            # (ADK runs the calls a human confirmed before the invocation's first
+            # model call), when a model call of the session emitted it
+            events = getattr(tool_context.session, "events", None)
+            emitting = translate.emitting_event(events, call_id)
+            if emitting is None:
+                return None  # not a model's call (a workflow's tool node)
+            lane = self._lane(run, tool_context.branch)
+            it = self._resumed_step(run, lane)
+            if it is None:
+                return None
+            # the emitting call's usage, from its event (what a recall charges of it)
+            usage = translate.usage(getattr(emitting, "usage_metadata", None))
+        elif tool.name not in lane.runnable or tool.name in lane.structured:
+            return None  # no body starts here: ADK answers an unknown tool itself
+        span = None
+        if run.own_spans:
+            span = it.start_tool(ToolCall(call_id, tool.name, dict(tool_args)))
+        base = otel_context.get_current() if span is None else span.context
+        context = otel_context.set_value(_CALLING_RUN, run, base)
+        entry = Tool(lane, it, span, context, usage=usage)
+        # the tool's own spans (and an agent tool's nested run) are its children
+        entry.token = otel_context.attach(context)
+        with run.lock:
+            run.tools[call_id] = entry
         return None
 
     def _resumed_step(self, run: Run, lane: Lane) -> Any:
@@ -457,6 +446,7 @@ class SeamscopePlugin(Frame, BasePlugin):
                 failed("google_adk.context_detach")
         return entry
 
+    @HOOKS.containing_async("after_tool")
     async def after_tool_callback(
         self,
         *,
@@ -469,26 +459,23 @@ class SeamscopePlugin(Frame, BasePlugin):
         entry = self._tool_ended(run, tool_context.function_call_id)
         if run is None or entry is None:
             return None
-        try:
-            if entry.span is not None:
-                entry.iteration.tool_result(entry.span, result)
-                entry.span.stop()
-            call = ToolCall(tool_context.function_call_id or "", tool.name, dict(tool_args))
-            text = None if tool.name == RECALL_TOOL else translate.offloadable_text(result)
-            usage = entry.lane.usage if entry.usage is None else entry.usage
-            stub = account_tool_output(
-                entry.iteration,
-                call,
-                text,
-                outputs=self.outputs,
-                scope=run.scope,
-                usage=usage,
-                offload=self.offload,
-            )
-            if stub is not None:
-                return translate.stubbed(stub)
-        except Exception:
-            failed("google_adk.after_tool")
+        if entry.span is not None:
+            entry.iteration.tool_result(entry.span, result)
+            entry.span.stop()
+        call = ToolCall(tool_context.function_call_id or "", tool.name, dict(tool_args))
+        text = None if tool.name == RECALL_TOOL else translate.offloadable_text(result)
+        usage = entry.lane.usage if entry.usage is None else entry.usage
+        stub = account_tool_output(
+            entry.iteration,
+            call,
+            text,
+            outputs=self.outputs,
+            scope=run.scope,
+            usage=usage,
+            offload=self.offload,
+        )
+        if stub is not None:
+            return translate.stubbed(stub)
         return None
 
     async def on_tool_error_callback(

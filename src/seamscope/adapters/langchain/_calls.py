@@ -24,7 +24,7 @@ from typing import Any
 from seamscope._internal import GenAISpans, Invocation
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._framework import BaseCallbackHandler, register_configure_hook
-from seamscope.adapters.langchain._runs import Run, failed
+from seamscope.adapters.langchain._runs import HOOKS, Run
 from seamscope.decisions import ModelUsage
 
 __all__ = ["DECISION_CALLS", "DecisionCalls", "outside"]
@@ -74,26 +74,22 @@ class DecisionCalls(BaseCallbackHandler):
         if kwargs.get("run_type") == "llm":
             self._start(kwargs)
 
+    @HOOKS.containing("watch.decision_model")
     def on_llm_end(self, response: Any, **kwargs: Any) -> None:
-        try:
-            generations = getattr(response, "generations", None) or [[]]
-            message = getattr(generations[0][0], "message", None) if generations[0] else None
-            usage = translate.usage(message) if message is not None else None
-            model = None if message is None else translate.response_model(message)
-            self._end(kwargs.get("run_id"), usage, model, None)
-        except Exception:
-            failed("langchain.watch.decision_model")
+        generations = getattr(response, "generations", None) or [[]]
+        message = getattr(generations[0][0], "message", None) if generations[0] else None
+        usage = translate.usage(message) if message is not None else None
+        model = None if message is None else translate.response_model(message)
+        self._end(kwargs.get("run_id"), usage, model, None)
 
+    @HOOKS.containing("watch.decision_model")
     def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
-        try:
-            if kwargs.get("run_id") not in self._open:
-                return
-            answered = getattr(outputs, "model", None)
-            usage = translate.usage_of(getattr(outputs, "usage", None))
-            model = answered if isinstance(answered, str) else None
-            self._end(kwargs.get("run_id"), usage, model, None)
-        except Exception:
-            failed("langchain.watch.decision_model")
+        if kwargs.get("run_id") not in self._open:
+            return
+        answered = getattr(outputs, "model", None)
+        usage = translate.usage_of(getattr(outputs, "usage", None))
+        model = answered if isinstance(answered, str) else None
+        self._end(kwargs.get("run_id"), usage, model, None)
 
     def on_llm_error(self, error: BaseException, **kwargs: Any) -> None:
         self._end(kwargs.get("run_id"), None, None, error)
@@ -104,27 +100,26 @@ class DecisionCalls(BaseCallbackHandler):
 
     # -- spans -------------------------------------------------------------------------
 
+    @HOOKS.containing("watch.decision_model")
     def _start(self, kwargs: Mapping[str, Any]) -> None:
-        try:
-            run_id = kwargs.get("run_id")
-            with self._lock:
-                if run_id is None or kwargs.get("parent_run_id") in self._open:
-                    return
-            model = _called_model(kwargs)
-            turn = self._run.turn
-            layer = turn.layer
-            held = layer.genai.start_chat(
-                model,
-                parent=self._parent,
-                provider=layer.provider_name,
-                conversation_id=turn.conversation_id,
-                agent_name=layer.agent_name,
-            )
-            with self._lock:
-                self._open[run_id] = (held, model)
-        except Exception:
-            failed("langchain.watch.decision_model")
+        run_id = kwargs.get("run_id")
+        with self._lock:
+            if run_id is None or kwargs.get("parent_run_id") in self._open:
+                return
+        model = _called_model(kwargs)
+        turn = self._run.turn
+        layer = turn.layer
+        held = layer.genai.start_chat(
+            model,
+            parent=self._parent,
+            provider=layer.provider_name,
+            conversation_id=turn.conversation_id,
+            agent_name=layer.agent_name,
+        )
+        with self._lock:
+            self._open[run_id] = (held, model)
 
+    @HOOKS.containing("watch.decision_model")
     def _end(
         self,
         run_id: Any,
@@ -132,22 +127,19 @@ class DecisionCalls(BaseCallbackHandler):
         response_model: str | None,
         error: BaseException | None,
     ) -> None:
-        try:
-            with self._lock:
-                entry = self._open.pop(run_id, None)
-                if entry is not None:
-                    self.calls.append((entry[1], usage))
-            if entry is None:
-                return
-            held = entry[0]
-            if usage is not None:
-                GenAISpans.record_usage(held.span, usage, response_model)
-            if error is None:
-                held.stop()
-            else:
-                held.fail(error)
-        except Exception:
-            failed("langchain.watch.decision_model")
+        with self._lock:
+            entry = self._open.pop(run_id, None)
+            if entry is not None:
+                self.calls.append((entry[1], usage))
+        if entry is None:
+            return
+        held = entry[0]
+        if usage is not None:
+            GenAISpans.record_usage(held.span, usage, response_model)
+        if error is None:
+            held.stop()
+        else:
+            held.fail(error)
 
 
 def _called_model(kwargs: Mapping[str, Any]) -> str:

@@ -11,7 +11,6 @@ contained failures for every module of the adapter.
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
 import threading
 import uuid
@@ -44,12 +43,15 @@ __all__ = [
     "active_parent",
     "contained",
     "failed",
+    "HOOKS",
 ]
 
 _T = TypeVar("_T")
 
-LOG = logging.getLogger("seamscope.adapters.langchain")
-"""The adapter's stdlib logger (the package's name, whichever module logs)."""
+HOOKS = _hooks.Contained("langchain")
+"""The adapter's containment of its own failures (every module's)."""
+LOG = HOOKS.log
+failed = HOOKS.failed
 
 _MAX_OPEN_RUNS = 1024
 _MAX_ENDED_RUNS = 256  # ended runs kept, until released, to see whether they continue
@@ -61,15 +63,6 @@ _OUTSIDE = (
     "middlewares to seamscope.watching(...)). The run continues in a new invoke_agent "
     "span under the first one, whose error stands for the handled exception"
 )
-
-
-def failed(hook: str) -> None:
-    """Record a contained failure of seamscope's own code (call it in ``except``).
-
-    A ``seamscope.telemetry.error`` event names the hook and the error type;
-    the traceback goes to the stdlib logger at DEBUG. Never raises.
-    """
-    _hooks.failed(hook, LOG)
 
 
 def contained(

@@ -37,6 +37,7 @@ from seamscope.adapters.langchain._framework import (
     ToolMessage,
 )
 from seamscope.adapters.langchain._runs import (
+    HOOKS,
     LOG,
     Compactions,
     Outputs,
@@ -202,30 +203,28 @@ class _ModelCallStep(_Step):
         """The tools the model call is sent, when not the iteration's selection."""
         return None
 
+    @HOOKS.containing("usage")
     def report(self, call: ChatCall | None, response: ModelResponse[Any]) -> None:
         """Usage on the chat span and in the ledger, with what the request's
         prompt carried: seamscope's stubs, and the compactions it holds."""
-        try:
-            message = translate.last_ai(response.result)
-            usage = None if message is None else translate.usage(message)
-            if self.run is not None and usage is not None:
-                self.run.usage = usage
-            if call is None or usage is None or message is None:
-                return
-            outputs = self.mw.outputs_for(self.request.runtime)
-            scope = None if self.run is None else self.run.scope
-            ids, back = translate.stubs(self.request.messages)
-            stubbed, present = outputs.carried(scope, ids, back)
-            report_model_call(
-                call,
-                usage,
-                response_model=translate.response_model(message),
-                carried=(*stubbed, *_compacted(outputs, scope, self.compacted)),
-                present=present,
-                outputs=outputs,
-            )
-        except Exception:
-            failed("langchain.usage")
+        message = translate.last_ai(response.result)
+        usage = None if message is None else translate.usage(message)
+        if self.run is not None and usage is not None:
+            self.run.usage = usage
+        if call is None or usage is None or message is None:
+            return
+        outputs = self.mw.outputs_for(self.request.runtime)
+        scope = None if self.run is None else self.run.scope
+        ids, back = translate.stubs(self.request.messages)
+        stubbed, present = outputs.carried(scope, ids, back)
+        report_model_call(
+            call,
+            usage,
+            response_model=translate.response_model(message),
+            carried=(*stubbed, *_compacted(outputs, scope, self.compacted)),
+            present=present,
+            outputs=outputs,
+        )
 
 
 def _compacted(
@@ -453,28 +452,26 @@ class ToolStep(_Step):
         with tool.current(passes=(GraphBubbleUp,)):
             yield tool.span
 
+    @HOOKS.containing("tool_result")
     def result(self, span: Any, result: ToolMessage | Command[Any]) -> None:
         """An error result (a handled exception, arguments the tool rejected) is a
         failed execution, as in the reference loop: the span is ERROR with the
         ``error.type`` of what the tool run raised (:mod:`._tool_errors`;
         ``tool_error_result`` when nothing says more); one a watched middleware
         gave without running the tool is ``tool_call_blocked``."""
-        try:
-            if span is None or not translate.is_error_result(result):
-                return
-            run, call = self.run, self.call
-            if run is not None and call is not None and call.id and call.id in run.blocked:
-                # a watched middleware answered for the tool: it never ran
-                with run.lock:
-                    run.blocked.discard(call.id)
-                span.set_attribute(c.ATTR_DISPATCH_BLOCKED, True)
-                record_error(span, c.TOOL_CALL_BLOCKED)
-            else:
-                outcome = self.outcome
-                raised = None if outcome is None else outcome.error_type(self.request.tool)
-                record_error(span, raised or c.TOOL_ERROR_RESULT)
-        except Exception:
-            failed("langchain.tool_result")
+        if span is None or not translate.is_error_result(result):
+            return
+        run, call = self.run, self.call
+        if run is not None and call is not None and call.id and call.id in run.blocked:
+            # a watched middleware answered for the tool: it never ran
+            with run.lock:
+                run.blocked.discard(call.id)
+            span.set_attribute(c.ATTR_DISPATCH_BLOCKED, True)
+            record_error(span, c.TOOL_CALL_BLOCKED)
+        else:
+            outcome = self.outcome
+            raised = None if outcome is None else outcome.error_type(self.request.tool)
+            record_error(span, raised or c.TOOL_ERROR_RESULT)
 
     def finish(self, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
         """The ``execute_tool`` span ends with the tool's answer; then the kit's

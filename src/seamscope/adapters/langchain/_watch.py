@@ -53,7 +53,7 @@ from seamscope.adapters.langchain import _explain as explain
 from seamscope.adapters.langchain import _translate as translate
 from seamscope.adapters.langchain._calls import DECISION_CALLS, DecisionCalls
 from seamscope.adapters.langchain._framework import AgentMiddleware, GraphBubbleUp, ToolMessage
-from seamscope.adapters.langchain._runs import Run, failed
+from seamscope.adapters.langchain._runs import HOOKS, Run, failed
 from seamscope.adapters.langchain._steps import MODEL_STEP, Attached, StepContext
 from seamscope.decisions import OffloadStore, ToolCall
 from seamscope.decisions.records import (
@@ -265,25 +265,23 @@ class ModelWatch(_HookWatch):
         self.iteration = None if self.run is None else self.run.iteration
         self.attempts: list[_Attempt] = []
 
+    @HOOKS.containing("watch.wrap_model_call")
     def inward(self, request: Any) -> None:
         """The wrapped middleware calls the model with ``request``."""
-        try:
-            run, it = self.run, self.iteration
-            if run is None or (it is None and not self.outside):
-                return
-            kit = self.watcher.kit
-            name, named = translate.named_model(
-                request.model, run.chosen, kit.models, kit.layer.router.default_model.model_name
-            )
-            self.attempts.append(_Attempt(request.model, name, named))
-            if len(self.attempts) == 1:
-                if self.outside:  # recorded in the iteration seamscope opens inside
-                    with run.lock:
-                        run.pending.append(functools.partial(self._later, run, request, name))
-                elif it is not None:
-                    self._first(run, it, request, name)
-        except Exception:
-            failed("langchain.watch.wrap_model_call")
+        run, it = self.run, self.iteration
+        if run is None or (it is None and not self.outside):
+            return
+        kit = self.watcher.kit
+        name, named = translate.named_model(
+            request.model, run.chosen, kit.models, kit.layer.router.default_model.model_name
+        )
+        self.attempts.append(_Attempt(request.model, name, named))
+        if len(self.attempts) == 1:
+            if self.outside:  # recorded in the iteration seamscope opens inside
+                with run.lock:
+                    run.pending.append(functools.partial(self._later, run, request, name))
+            elif it is not None:
+                self._first(run, it, request, name)
 
     def _later(self, run: Run, request: Any, name: str, it: Iteration) -> None:
         """The first attempt's decisions, in the iteration of the model call it

@@ -225,54 +225,50 @@ class SeamscopePlugin(Frame, Plugin):
         with self._lock:
             return self._runs.get(id(agent))
 
+    @HOOKS.containing("before_invocation")
     def _before_invocation(self, event: BeforeInvocationEvent) -> None:
-        try:
-            agent = event.agent
-            own = self.genai_spans
-            if own is None:
-                own = not trace.get_current_span().is_recording()
-            calling = otel_context.get_value(_CALLING_RUN)
-            if isinstance(calling, Run):  # an agent run by a tool: the caller's conversation
-                conversation = calling.conversation
-            else:
-                conversation = self.conversation_for(agent)
-            name = getattr(agent, "name", None)
-            if not isinstance(name, str) or not name or name == _UNNAMED:
-                name = None  # the layer's agent name (else Strands' default)
-            if name is None and not self.layer.agent_name:
-                name = getattr(agent, "name", None) or None
-            turn = self.layer.start_turn(
-                conversation,
-                scope=self.scope_for(agent),
-                agent_span=own,
-                agent_name=name,
+        agent = event.agent
+        own = self.genai_spans
+        if own is None:
+            own = not trace.get_current_span().is_recording()
+        calling = otel_context.get_value(_CALLING_RUN)
+        if isinstance(calling, Run):  # an agent run by a tool: the caller's conversation
+            conversation = calling.conversation
+        else:
+            conversation = self.conversation_for(agent)
+        name = getattr(agent, "name", None)
+        if not isinstance(name, str) or not name or name == _UNNAMED:
+            name = None  # the layer's agent name (else Strands' default)
+        if name is None and not self.layer.agent_name:
+            name = getattr(agent, "name", None) or None
+        turn = self.layer.start_turn(
+            conversation,
+            scope=self.scope_for(agent),
+            agent_span=own,
+            agent_name=name,
+        )
+        run = Run(turn, conversation, conversation, own)
+        with self._lock:
+            stale = self._runs.pop(id(agent), None)
+            self._runs[id(agent)] = run
+            evicted = (
+                self._runs.pop(next(iter(self._runs))) if len(self._runs) > _MAX_RUNS else None
             )
-            run = Run(turn, conversation, conversation, own)
-            with self._lock:
-                stale = self._runs.pop(id(agent), None)
-                self._runs[id(agent)] = run
-                evicted = (
-                    self._runs.pop(next(iter(self._runs))) if len(self._runs) > _MAX_RUNS else None
-                )
-            for old in (stale, evicted):
-                if old is not None:
-                    old.end(c.ABANDONED_RUN)
-        except Exception:
-            failed("strands.before_invocation")
+        for old in (stale, evicted):
+            if old is not None:
+                old.end(c.ABANDONED_RUN)
 
+    @HOOKS.containing("after_invocation")
     def _after_invocation(self, event: AfterInvocationEvent) -> None:
-        try:
-            with self._lock:
-                run = self._runs.pop(id(event.agent), None)
-            if run is None:
-                return
-            exc: BaseException | str | None = run.error
-            if exc is None and (event.result is None or run.chat is not None):
-                # no result: the run failed or its caller stopped reading the stream
-                exc = c.ABANDONED_RUN
-            run.end(exc)
-        except Exception:
-            failed("strands.after_invocation")
+        with self._lock:
+            run = self._runs.pop(id(event.agent), None)
+        if run is None:
+            return
+        exc: BaseException | str | None = run.error
+        if exc is None and (event.result is None or run.chat is not None):
+            # no result: the run failed or its caller stopped reading the stream
+            exc = c.ABANDONED_RUN
+        run.end(exc)
 
     # -- one model call -------------------------------------------------------------------
 
@@ -417,98 +413,95 @@ class SeamscopePlugin(Frame, Plugin):
 
     # -- one tool call --------------------------------------------------------------------
 
+    @HOOKS.containing("before_tool")
     def _before_tool(self, event: BeforeToolCallEvent) -> None:
         run = self._run_of(event.agent)
         if run is None or event.cancel_tool:
             return
-        try:
-            resumed = False
+        resumed = False
+        with run.lock:
+            if run.iteration is None and not run.closed:
+                # a run resumed from an interrupt runs the stored calls before
+                # any model call: their iteration
+                if not run.own_spans:
+                    run.turn.base = otel_context.get_current()
+                run.iteration = run.turn.start_iteration()
+                run.recall_offered = True  # judged in the run that emitted them
+                resumed = True
+            it = run.iteration
+        if it is None:
+            return
+        if resumed and self.outputs.store.shared:
+            # the ContextOffloader's offloads made on another worker: a retrieval
+            # among the stored calls is their recall here too
+            results = _results(getattr(event.agent, "messages", None))
+            self.compactions.learn(run.scope, results, self.outputs)
+        use = event.tool_use
+        call_id = str(use.get("toolUseId") or "")
+        if run.usage is None and call_id:
+            # a run resumed from an interrupt (on this worker or another): the model
+            # call that emitted the call ran in the interrupted run; Strands keeps its
+            # usage on the assistant message (what a recall charges of it)
+            usage = translate.emitting_usage(getattr(event.agent, "messages", None), call_id)
             with run.lock:
-                if run.iteration is None and not run.closed:
-                    # a run resumed from an interrupt runs the stored calls before
-                    # any model call: their iteration
-                    if not run.own_spans:
-                        run.turn.base = otel_context.get_current()
-                    run.iteration = run.turn.start_iteration()
-                    run.recall_offered = True  # judged in the run that emitted them
-                    resumed = True
-                it = run.iteration
-            if it is None:
-                return
-            if resumed and self.outputs.store.shared:
-                # the ContextOffloader's offloads made on another worker: a retrieval
-                # among the stored calls is their recall here too
-                results = _results(getattr(event.agent, "messages", None))
-                self.compactions.learn(run.scope, results, self.outputs)
+                if run.usage is None:
+                    run.usage = usage
+        final = run.finals.get(call_id)
+        if final is not None and final.name != use.get("name"):
+            # the POST seam's call, when the message Strands kept still names another
+            event.tool_use = {**use, "name": final.name, "input": dict(final.args)}
             use = event.tool_use
-            call_id = str(use.get("toolUseId") or "")
-            if run.usage is None and call_id:
-                # a run resumed from an interrupt (on this worker or another): the model
-                # call that emitted the call ran in the interrupted run; Strands keeps its
-                # usage on the assistant message (what a recall charges of it)
-                usage = translate.emitting_usage(getattr(event.agent, "messages", None), call_id)
-                with run.lock:
-                    if run.usage is None:
-                        run.usage = usage
-            final = run.finals.get(call_id)
-            if final is not None and final.name != use.get("name"):
-                # the POST seam's call, when the message Strands kept still names another
-                event.tool_use = {**use, "name": final.name, "input": dict(final.args)}
-                use = event.tool_use
-            name = str(use.get("name") or "")
-            if name == RECALL_TOOL and not run.recall_offered:
-                # a recall the model makes up: an unknown tool's call, as without seamscope
-                event.selected_tool = None
-                return
-            if event.selected_tool is None or not call_id:
-                return  # no body starts: Strands answers an unknown tool itself
-            if name in run.structured:
-                return  # Strands' structured output: its answer, not a tool run
-            call = translate.tool_call(use)
-            span = it.start_tool(call) if run.own_spans else None
-            base = otel_context.get_current() if span is None else span.context
-            # the tool's own spans are children of its execute_tool span; an agent
-            # it runs reads the calling run (its conversation is the caller's)
-            context = otel_context.set_value(_CALLING_RUN, run, base)
-            entry = Tool(it, call, span, context)
-            entry.token = otel_context.attach(context)
-            with run.lock:
-                run.tools[call_id] = entry
-        except Exception:
-            failed("strands.before_tool")
+        name = str(use.get("name") or "")
+        if name == RECALL_TOOL and not run.recall_offered:
+            # a recall the model makes up: an unknown tool's call, as without seamscope
+            event.selected_tool = None
+            return
+        if event.selected_tool is None or not call_id:
+            return  # no body starts: Strands answers an unknown tool itself
+        if name in run.structured:
+            return  # Strands' structured output: its answer, not a tool run
+        call = translate.tool_call(use)
+        span = it.start_tool(call) if run.own_spans else None
+        base = otel_context.get_current() if span is None else span.context
+        # the tool's own spans are children of its execute_tool span; an agent
+        # it runs reads the calling run (its conversation is the caller's)
+        context = otel_context.set_value(_CALLING_RUN, run, base)
+        entry = Tool(it, call, span, context)
+        entry.token = otel_context.attach(context)
+        with run.lock:
+            run.tools[call_id] = entry
 
+    @HOOKS.containing("after_tool")
     def _tool_ran(self, event: AfterToolCallEvent) -> None:
         """First of the after-tool hooks: the tool's own result ends its span."""
         run = self._run_of(event.agent)
         if run is None:
             return
-        try:
-            call_id = str(event.tool_use.get("toolUseId") or "")
-            with run.lock:
-                entry = run.tools.get(call_id)
-            if entry is None:
-                return
-            entry.result = event.result
-            if entry.token is not None:
-                token, entry.token = entry.token, None
-                if otel_context.get_current() is entry.context:
-                    otel_context.detach(token)  # type: ignore[arg-type]
-            span = entry.span
-            if span is None:
-                return
-            entry.iteration.tool_result(span, translate.result_text(event.result.get("content")))
-            if event.exception is not None:
-                span.fail(event.exception)
-            elif event.result.get("status") == "error":
-                failure = (
-                    self.outputs.failed_recall(call_id) if entry.call.name == RECALL_TOOL else None
-                )
-                span.fail(failure or c.TOOL_ERROR_RESULT)
-            else:
-                span.stop()
-        except Exception:
-            failed("strands.after_tool")
+        call_id = str(event.tool_use.get("toolUseId") or "")
+        with run.lock:
+            entry = run.tools.get(call_id)
+        if entry is None:
+            return
+        entry.result = event.result
+        if entry.token is not None:
+            token, entry.token = entry.token, None
+            if otel_context.get_current() is entry.context:
+                otel_context.detach(token)  # type: ignore[arg-type]
+        span = entry.span
+        if span is None:
+            return
+        entry.iteration.tool_result(span, translate.result_text(event.result.get("content")))
+        if event.exception is not None:
+            span.fail(event.exception)
+        elif event.result.get("status") == "error":
+            failure = (
+                self.outputs.failed_recall(call_id) if entry.call.name == RECALL_TOOL else None
+            )
+            span.fail(failure or c.TOOL_ERROR_RESULT)
+        else:
+            span.stop()
 
+    @HOOKS.containing("after_tool")
     def _tool_answered(self, event: AfterToolCallEvent) -> None:
         """Last of the after-tool hooks: the result as the other hooks left it."""
         run = self._run_of(event.agent)
@@ -519,35 +512,32 @@ class SeamscopePlugin(Frame, Plugin):
             entry = run.tools.pop(call_id, None)
         if entry is None or event.retry:
             return
-        try:
-            it, call = entry.iteration, entry.call
-            result = event.result
-            if call.name == translate.OFFLOADER_RETRIEVE:
-                self._retrieved(run, it, call, result)
-                return
-            offloaded = translate.offloaded_by_offloader(entry.result, result)
-            if offloaded is not None and call.name == RECALL_TOOL:
-                # seamscope's own recall answer brings an offloaded output back whole
-                # (the ledger charges it so): never offloaded again
-                event.result = entry.result
-            elif offloaded is not None:
-                if self._offloader(run, it, call, entry.result, offloaded):
-                    event.result = entry.result  # priced as a loss: the full result stays
-                return
-            text = None if call.name == RECALL_TOOL else translate.offloadable_text(result)
-            stub = account_tool_output(
-                it,
-                call,
-                text,
-                outputs=self.outputs,
-                scope=run.scope,
-                usage=run.usage,
-                offload=self.offload,
-            )
-            if stub is not None:
-                event.result = translate.stubbed(result, stub)  # type: ignore[assignment]
-        except Exception:
-            failed("strands.after_tool")
+        it, call = entry.iteration, entry.call
+        result = event.result
+        if call.name == translate.OFFLOADER_RETRIEVE:
+            self._retrieved(run, it, call, result)
+            return
+        offloaded = translate.offloaded_by_offloader(entry.result, result)
+        if offloaded is not None and call.name == RECALL_TOOL:
+            # seamscope's own recall answer brings an offloaded output back whole
+            # (the ledger charges it so): never offloaded again
+            event.result = entry.result
+        elif offloaded is not None:
+            if self._offloader(run, it, call, entry.result, offloaded):
+                event.result = entry.result  # priced as a loss: the full result stays
+            return
+        text = None if call.name == RECALL_TOOL else translate.offloadable_text(result)
+        stub = account_tool_output(
+            it,
+            call,
+            text,
+            outputs=self.outputs,
+            scope=run.scope,
+            usage=run.usage,
+            offload=self.offload,
+        )
+        if stub is not None:
+            event.result = translate.stubbed(result, stub)  # type: ignore[assignment]
 
     # -- Strands' ContextOffloader ----------------------------------------------------------
 
