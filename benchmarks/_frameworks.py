@@ -4,6 +4,7 @@ the OpenAI Agents SDK's ``Runner.run`` and pydantic-ai's ``Agent.run``."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -272,8 +273,11 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
     mock transport, so the SDK opens its model (response) span as in real use."""
     from agents import (
         Agent,
+        FunctionTool,
+        Model,
         OpenAIResponsesModel,
         RunConfig,
+        RunHooks,
         Runner,
         function_tool,
         set_trace_processors,
@@ -285,6 +289,7 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
         OpenAIAgentsInstrumentor as OpenLLMetryAgentsInstrumentor,
     )
 
+    from seamscope.adapters._kit import RECALL
     from seamscope.adapters.openai_agents import SeamscopeRunner
 
     class CapturingBackendExporter(BackendSpanExporter):
@@ -379,6 +384,84 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
     def narrowed_run(i: int) -> Any:
         return loop.run_until_complete(Runner.run(narrowed, USER_TEXT, run_config=config))
 
+    # what the SDK charges for any adapter of seamscope's shape, doing nothing else: run
+    # hooks, a RunConfig copy with a model wrapper (sending only the tools seamscope
+    # selects), an input filter and an error formatter, the recall tool on the agent
+    class PassHooks(RunHooks[Any]):
+        """The run hooks SeamscopeRunner implements, each doing nothing."""
+
+        async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
+            return None
+
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            return None
+
+        async def on_agent_start(self, context: Any, agent: Any) -> None:
+            return None
+
+        async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+            return None
+
+        async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
+            return None
+
+        async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+            return None
+
+        async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+            return None
+
+    class PassModel(Model):
+        """A model wrapper sending the model it wraps only the tools seamscope
+        selects, the recall tool once the input holds a tool's output (as
+        seamscope offers it once the input holds a stub)."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            answered = any(
+                isinstance(item, dict) and item.get("type") == "function_call_output"
+                for item in kwargs["input"]
+            )
+            kwargs["tools"] = [
+                t
+                for t in kwargs["tools"]
+                if t.name in OA_TURN.selected and (answered or t.name != RECALL.name)
+            ]
+            return await self.inner.get_response(*args, **kwargs)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    async def pass_filter(data: Any) -> Any:
+        return data.model_data
+
+    def pass_formatter(args: Any) -> None:
+        return None
+
+    async def recall(ctx: Any, arguments: str) -> str:
+        return arguments
+
+    recall_tool = FunctionTool(
+        name=RECALL.name,
+        description=RECALL.description,
+        params_json_schema=RECALL.schema,
+        on_invoke_tool=recall,
+    )
+    passing = plain.clone(tools=[*tools, recall_tool])
+
+    def pass_run(i: int) -> Any:
+        passed = dataclasses.replace(
+            config,
+            model=PassModel(opus),
+            call_model_input_filter=pass_filter,
+            tool_error_formatter=pass_formatter,
+        )
+        return loop.run_until_complete(
+            Runner.run(passing, USER_TEXT, run_config=passed, hooks=PassHooks())
+        )
+
     c, d, e, f = (Providers.otlp(sink) for _ in range(4))
     cases = [
         Case(
@@ -389,6 +472,13 @@ def openai_agents_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Cas
             "(a') no instrumentation, only the tools seamscope selects (reference)",
             "",
             narrowed_run,
+            listen=(c, d, e, f),
+        ),
+        Case(
+            "oa-a-pass",
+            "(a'') a pass-through adapter of seamscope's shape (reference)",
+            "",
+            pass_run,
             listen=(c, d, e, f),
         ),
         Case(
@@ -494,7 +584,6 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
     from pydantic_ai.models.instrumented import InstrumentationSettings
-    from pydantic_ai.toolsets import FunctionToolset
     from pydantic_ai.usage import RequestUsage
 
     from seamscope.adapters.pydantic_ai import SeamscopeCapability
@@ -533,14 +622,8 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
         )
 
     class PassThrough(AbstractCapability[Any]):
-        """The hooks SeamscopeCapability implements, each doing nothing (what
-        pydantic-ai charges for a capability with them), and a toolset of one tool."""
-
-        def __init__(self) -> None:
-            self.toolset = FunctionToolset([recall_tool_result])
-
-        def get_toolset(self) -> Any:
-            return self.toolset
+        """The hooks SeamscopeCapability implements, each doing nothing: what
+        pydantic-ai charges for a capability with them."""
 
         async def for_run(self, ctx: Any) -> Any:
             return self
@@ -568,10 +651,6 @@ def pydantic_ai_cases(sink: Sink, loop: asyncio.AbstractEventLoop) -> list[Case]
             self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any
         ) -> Any:
             return result
-
-    async def recall_tool_result(offload_id: str) -> str:
-        """Bring back an offloaded tool output."""
-        return offload_id
 
     def instrumentation(providers: Providers) -> Any:
         return Instrumentation(

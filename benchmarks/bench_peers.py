@@ -43,12 +43,16 @@ winner last (3P evaluations). Part 4, the OpenAI Agents SDK's ``Runner.run``
 driving the SDK's own ``OpenAIResponsesModel`` on an ``AsyncOpenAI`` client
 over an in-process ``httpx.MockTransport`` that answers from a script (so
 the SDK opens its response span as in real use): (a) none, (a') none with only
-the tools seamscope selects (what its narrowing saves), (b) the SDK's
+the tools seamscope selects (what its narrowing saves), (a'') a pass-through
+adapter of seamscope's shape (the agent holding every tool and the recall
+tool, pass-through hooks and filters, each call sent the tools seamscope
+selects: what the SDK charges for that shape), (b) the SDK's
 own tracing, (c) OpenInference's ``OpenAIAgentsInstrumentor``, (d)
 ``SeamscopeRunner``, (e) (c) + (d), (f) OpenLLMetry's
 ``OpenAIAgentsInstrumentor`` (opentelemetry-instrumentation-openai-agents).
 Part 5, pydantic-ai's ``Agent.run`` with ``FunctionModel`` s: (a) none,
-(b) its own ``Instrumentation`` capability, (c) OpenInference's span
+(a') a pass-through capability with seamscope's hooks (what pydantic-ai
+charges for them), (b) its own ``Instrumentation`` capability, (c) OpenInference's span
 processor on (b), (d) ``SeamscopeCapability``, (e) (d) beside (b).
 
 Wall time: each configuration in blocks of K invokes with the garbage

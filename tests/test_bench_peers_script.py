@@ -69,7 +69,17 @@ SYMFONIC_KEYS = [
     "sym-gate-own",
     "sym-gate-seamscope",
 ]
-OPENAI_AGENTS_KEYS = ["oa-a", "oa-a-narrow", "oa-b-own", "oa-c", "oa-d", "oa-d0", "oa-e", "oa-f"]
+OPENAI_AGENTS_KEYS = [
+    "oa-a",
+    "oa-a-narrow",
+    "oa-a-pass",
+    "oa-b-own",
+    "oa-c",
+    "oa-d",
+    "oa-d0",
+    "oa-e",
+    "oa-f",
+]
 PYDANTIC_AI_KEYS = ["pai-a", "pai-a-cap", "pai-b", "pai-c", "pai-d", "pai-d0", "pai-e"]
 NONE = ["–"] * 9
 ALL = ["yes"] * 9
@@ -160,6 +170,7 @@ def test_quick_run_prints_every_row_and_the_facts(tmp_path: Path) -> None:
     assert _facts_rows(openai_agents) == {
         ("(a) no instrumentation (SDK tracing off)", "–"): NONE,
         ("(a') no instrumentation, only the tools seamscope selects (reference)", "–"): NONE,
+        ("(a'') a pass-through adapter of seamscope's shape (reference)", "–"): NONE,
         ("(b) the SDK's own tracing (its exporter, to the sink)", "own"): NONE,
         ("(c) OpenInference", "otlp"): NONE,
         ("(d) seamscope SeamscopeRunner", "otlp"): ALL,

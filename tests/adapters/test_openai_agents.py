@@ -517,6 +517,35 @@ def test_manual_history_carries_the_stub(
     assert 2 == settled.turns_carried
 
 
+def test_the_recall_tool_is_offered_while_the_input_holds_a_stub(tracer_provider: Any) -> None:
+    """The recall tool is offered to a model call whose input holds a stub,
+    not to one whose input holds none though the offload store holds the
+    conversation's output (a run given a new input, no history); where the
+    provider keeps the history (``previous_response_id``), the input cannot
+    show it: offered while the store holds an output of the conversation."""
+    layer = make_layer(tracer_provider)
+    models, calls = scripted_models(
+        [OPUS],
+        [
+            step(call("big_report", {"topic": "q3"}, "c1")),
+            step(text("ready")),
+            step(text("a new question, no history")),
+            step(text("the provider's history")),
+        ],
+    )
+    runner = SeamscopeRunner(layer)
+    agent = analyst(models[OPUS], Toolbox(), runner)
+    run(runner, agent, "Write the Q3 report.", "run", conversation="conv-10")
+    run(runner, agent, "Something else.", "run", conversation="conv-10")
+    run(
+        runner, agent, "And now?", "run", conversation="conv-10", previous_response_id="resp-1"
+    )
+    palette = ("run_block", "fetch_data", "search", "big_report", "flaky", "fatal")
+    assert [palette, (*palette, RECALL_TOOL), palette, (*palette, RECALL_TOOL)] == [
+        m.tools for m in calls
+    ]
+
+
 # -- streaming, abandoned part way ------------------------------------------------------
 
 

@@ -165,10 +165,11 @@ class RoutedModel(Model):
         (its ``get_model`` with the caller's RunConfig); None when unknown.
         ``provider_errors``: what the provider raised resolving it is raised."""
         base = self._base
-        if isinstance(base, Model):
-            return base
-        if isinstance(base, str):
-            return self._named(base, provider_errors=provider_errors)
+        if base is not None:  # (the usual None skips two abstract-class checks)
+            if isinstance(base, Model):
+                return base
+            if isinstance(base, str):
+                return self._named(base, provider_errors=provider_errors)
         agent = self.run.current_agent
         if agent is None:
             return None
@@ -211,16 +212,19 @@ class RoutedModel(Model):
         input: Any,
         settings: ModelSettings,
         tools: list[Tool],
+        server: bool,
     ) -> _Plan:
         """The plan of this model call: a new one after the input filter ran,
-        else (the SDK retrying the call) the last call's."""
+        else (the SDK retrying the call) the last call's. ``server``: the
+        conversation's history is the provider's (a previous response or a
+        conversation id), not in ``input``."""
         run = self.run
         last = self._call
         if last is not None and not run.fresh:
             last.attempts += 1
             return last
         run.fresh = False
-        plan = self._plan(instructions, input, settings, tools)
+        plan = self._plan(instructions, input, settings, tools, server)
         plan.attempts = 1
         self._call = plan
         if not any(used is plan.model for used in self._used):
@@ -233,6 +237,7 @@ class RoutedModel(Model):
         input: Any,
         settings: ModelSettings,
         tools: list[Tool],
+        server: bool,
     ) -> _Plan:
         run, runner = self.run, self.runner
         agent, run.agent = run.agent, None
@@ -248,8 +253,10 @@ class RoutedModel(Model):
             it = run.start_iteration(
                 translate.messages(instructions, input), runner.role_for(agent)
             )
-            offered = translate.offered(tools, recall=runner.offload and run.recallable)
-            named_tools, passed = translate.unnamed(offered)
+            # the recall tool while the prompt holds a stub; where the history is
+            # the provider's (not in the input), while the store holds outputs
+            recall = run.stubbed or (server and run.recallable)
+            named_tools, passed = translate.offered_named(tools, recall=runner.offload and recall)
             with attached(run.otel):
                 if passed:
                     trace.get_current_span().set_attribute(
@@ -422,7 +429,8 @@ class RoutedModel(Model):
         conversation_id: str | None,
         prompt: Any,
     ) -> ModelResponse:
-        plan = self._begin(system_instructions, input, model_settings, tools)
+        server = bool(previous_response_id or conversation_id)
+        plan = self._begin(system_instructions, input, model_settings, tools, server)
         it = plan.iteration
         with attached(self.run.otel):
             factory = None if it is None else (lambda: it.start_chat(plan.name, named=plan.named))
@@ -469,7 +477,8 @@ class RoutedModel(Model):
         conversation_id: str | None,
         prompt: Any,
     ) -> AsyncIterator[Any]:
-        plan = self._begin(system_instructions, input, model_settings, tools)
+        server = bool(previous_response_id or conversation_id)
+        plan = self._begin(system_instructions, input, model_settings, tools, server)
         it = plan.iteration
         held: ChatCall | None = None
         if it is not None:
@@ -614,6 +623,7 @@ def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) 
         if user is not None:
             updated = user(data)
             model_data = await updated if inspect.isawaitable(updated) else updated
+        run.stubbed = False
         try:
             run.agent = data.agent
             run.trimmer = trimmer
@@ -636,6 +646,7 @@ def input_filter(runner: RunnerView, run: Run, user: Callable[..., Any] | None) 
             run.recallable = bool(held)
             run.trims = tuple(t for t in trims if t.call_id not in held)
             items, carried = translate.stub_input(model_data.input, held)
+            run.stubbed = bool(carried)
             run.carried, run.present = runner.outputs.carried(
                 run.scope, carried, translate.recalled(model_data.input, answers)
             )

@@ -79,6 +79,7 @@ class Run:
         self.carried: tuple[Any, ...] = ()  # offload ids or CarriedStubs the input carries
         self.present: tuple[Any, ...] = ()  # CarriedStubs whose output a recall brought back
         self.recallable = False  # the offload store holds outputs of this conversation
+        self.stubbed = False  # the model call's input holds a stub (an offloaded output's)
         # the tool outputs the caller's ToolOutputTrimmer trimmed in the input the
         # next model call is sent (the plan records them), and the trimmer itself
         self.trims: tuple[Trimmed, ...] = ()

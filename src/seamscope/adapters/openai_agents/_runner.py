@@ -111,8 +111,9 @@ class SeamscopeRunner:
             on_invoke_tool=self._recall,
         )
         """The ``recall_tool_result`` tool: add it to the agents' ``tools``. It is
-        offered to the model only while the offload store holds outputs of the
-        conversation (any worker's)."""
+        offered to the model only while the call's input holds a stub (any
+        worker's offload; where the provider keeps the history, while the
+        offload store holds outputs of the conversation)."""
 
     # -- public helpers -----------------------------------------------------------
 

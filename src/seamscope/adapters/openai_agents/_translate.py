@@ -38,6 +38,7 @@ __all__ = [
     "emitting_usage",
     "messages",
     "offered",
+    "offered_named",
     "offloadable_text",
     "unnamed",
     "without_generated_cache_key",
@@ -74,6 +75,8 @@ def conversation_id(explicit: str | None, session: Any, sdk_conversation: str | 
 
 
 def _field(item: Any, key: str) -> Any:
+    if isinstance(item, dict):  # the usual input item: no abstract Mapping check
+        return item.get(key)
     return item.get(key) if isinstance(item, Mapping) else getattr(item, key, None)
 
 
@@ -321,6 +324,20 @@ def offered(tools: Sequence[Any], *, recall: bool) -> list[Any]:
 _SDK_TOOLS: tuple[type, ...] = tuple(get_origin(kind) or kind for kind in get_args(Tool))
 """Every class of the SDK's ``Tool`` union (``ComputerTool[Any]`` as ``ComputerTool``):
 ``isinstance`` cannot take the union itself, which holds a subscripted generic."""
+
+
+def offered_named(tools: Sequence[Any], *, recall: bool) -> tuple[list[Any], list[Any]]:
+    """``unnamed(offered(tools, recall=recall))`` in one pass over the tools
+    (each name read once)."""
+    named: list[Any] = []
+    other: list[Any] = []
+    for tool in tools:
+        name = tool_name(tool)
+        if name is None:
+            other.append(tool)
+        elif recall or name != RECALL_TOOL:
+            named.append(tool)
+    return named, other
 
 
 def unnamed(tools: Sequence[Any]) -> tuple[list[Any], list[Any]]:
