@@ -53,7 +53,7 @@ from seamscope.adapters.openai_agents._framework import (
     cleanup_on_run_end,
 )
 from seamscope.adapters.openai_agents._framework import RunHooks as SDKRunHooks
-from seamscope.adapters.openai_agents._run import LOG, Run, attached, contained, failed
+from seamscope.adapters.openai_agents._run import HOOKS, LOG, Run, attached, contained, failed
 from seamscope.adapters.openai_agents._translate import Trimmed
 from seamscope.adapters.openai_agents._trims import Trims, compaction_id
 from seamscope.decisions import ToolCall
@@ -335,18 +335,16 @@ class RoutedModel(Model):
             failed("openai_agents.tool_output_trimmer")
             return ()
 
+    @HOOKS.containing("skipped_event")
     def _skipped(self, exc: BaseException) -> None:
         """Planning failed: say so on the iteration, where a trace reader looks."""
-        try:
-            trace.get_current_span(self.run.otel).add_event(
-                c.EVENT_DECISIONS_SKIPPED,
-                {
-                    c.ATTR_ERROR_TYPE: error_type(exc),
-                    c.ATTR_ERROR_MESSAGE: str(exc)[:_MAX_ERROR_MESSAGE],
-                },
-            )
-        except Exception:
-            failed("openai_agents.skipped_event")
+        trace.get_current_span(self.run.otel).add_event(
+            c.EVENT_DECISIONS_SKIPPED,
+            {
+                c.ATTR_ERROR_TYPE: error_type(exc),
+                c.ATTR_ERROR_MESSAGE: str(exc)[:_MAX_ERROR_MESSAGE],
+            },
+        )
 
     def _cache_key_for(self, model: Model, settings: ModelSettings) -> ModelSettings:
         """The SDK generates a prompt cache key when the model it sees takes one:
@@ -365,20 +363,18 @@ class RoutedModel(Model):
         except Exception:
             failed("openai_agents.chat_attempt")
 
+    @HOOKS.containing("usage")
     def _report(self, plan: _Plan, call: Any, raw_usage: Any, model: Any = None) -> None:
-        try:
-            usage = translate.usage(raw_usage)
-            self.run.usage = usage
-            report_model_call(
-                call,
-                usage,
-                response_model=model,
-                carried=(*plan.carried, *plan.compacted),
-                present=plan.present,
-                outputs=self.runner.outputs,
-            )
-        except Exception:
-            failed("openai_agents.usage")
+        usage = translate.usage(raw_usage)
+        self.run.usage = usage
+        report_model_call(
+            call,
+            usage,
+            response_model=model,
+            carried=(*plan.carried, *plan.compacted),
+            present=plan.present,
+            outputs=self.runner.outputs,
+        )
 
     def _post(self, plan: _Plan, output: list[Any]) -> list[Any] | None:
         """The POST seam over the emitted tool calls; the rewritten output (or None)."""

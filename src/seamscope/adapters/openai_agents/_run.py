@@ -10,11 +10,9 @@ contained failures for every module of the adapter.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from seamscope._internal import Invocation, error_type
 from seamscope.adapters import _hooks
@@ -24,29 +22,14 @@ from seamscope.decisions import Message, ModelUsage, ToolCall
 from seamscope.loop import DecisionLayer, Iteration, Turn
 from seamscope.telemetry import conventions as c
 
-__all__ = ["LOG", "Outputs", "Run", "attached", "contained", "failed", "new_turn"]
+__all__ = ["HOOKS", "LOG", "Outputs", "Run", "attached", "contained", "failed", "new_turn"]
 
-LOG = logging.getLogger("seamscope.adapters.openai_agents")
-"""The adapter's stdlib logger (the package's name, whichever module logs)."""
-
-_T = TypeVar("_T")
-
-
-def failed(hook: str) -> None:
-    """Record a contained failure of seamscope's own code (call it in ``except``)."""
-    _hooks.failed(hook, LOG)
-
-
-def attached(context: Any) -> contextlib.AbstractContextManager[None]:
-    """An OpenTelemetry context made current for a block of one hook (same task)."""
-    return _hooks.attached(context)
-
-
-def contained(
-    factory: Callable[[], _T] | None, what: str
-) -> contextlib.AbstractContextManager[_T | None]:
-    """Enter a telemetry context manager without letting it break the body."""
-    return _hooks.contained(factory, what, LOG)
+HOOKS = _hooks.Contained("openai_agents")
+"""The adapter's containment of its own failures (every module's)."""
+LOG = HOOKS.log
+failed = HOOKS.failed
+contained = HOOKS.contained
+attached = _hooks.attached
 
 
 class Run:

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from seamscope.adapters._kit import RECALL, check_options, resolve_role, resolve_scope
+from seamscope.adapters._kit import RECALL, Frame, check_options
 from seamscope.adapters.openai_agents import _translate as translate
 from seamscope.adapters.openai_agents._framework import (
     DEFAULT_MAX_TURNS,
@@ -43,7 +43,7 @@ from seamscope.adapters.openai_agents._model import (
     error_formatter,
     input_filter,
 )
-from seamscope.adapters.openai_agents._run import Outputs, Run, attached, failed, new_turn
+from seamscope.adapters.openai_agents._run import HOOKS, Run, attached, failed, new_turn
 from seamscope.adapters.openai_agents._trims import Trims
 from seamscope.decisions import OffloadStore
 from seamscope.loop import DecisionLayer
@@ -53,7 +53,7 @@ __all__ = ["SeamscopeRunner"]
 _MAX_CONVERSATIONS = 1024  # conversations whose trimmed outputs are remembered
 
 
-class SeamscopeRunner:
+class SeamscopeRunner(Frame):
     """seamscope's decision layer around the Agents SDK's ``Runner``.
 
     ``layer``: the :class:`~seamscope.loop.DecisionLayer` whose
@@ -71,6 +71,8 @@ class SeamscopeRunner:
 
     Configuration errors raise ValueError naming the argument.
     """
+
+    HOOKS = HOOKS
 
     def __init__(
         self,
@@ -96,14 +98,8 @@ class SeamscopeRunner:
             max_stored_outputs=max_stored_outputs,
             offload_store=offload_store,
         )
-        self.layer = options.layer
-        self.models: Mapping[str, Model] = options.models
-        self.offload = options.offload
-        assert options.store is not None
-        self.outputs = Outputs(options.store, observer=self.layer.observer)
+        self._hold(options)
         self.trims = Trims(_MAX_CONVERSATIONS)
-        self._role = role
-        self._scope = scope
         self.recall_tool: FunctionTool = FunctionTool(
             name=RECALL.name,
             description=RECALL.description,
@@ -117,20 +113,9 @@ class SeamscopeRunner:
 
     # -- public helpers -----------------------------------------------------------
 
-    def stored_output(self, offload_id: str, conversation_id: str | None = None) -> str | None:
-        """The full text of an offloaded output the offload store still holds
-        (of ``conversation_id``; None: the conversation this process saw it in)."""
-        return self.outputs.get(offload_id, conversation_id)
-
     def role_for(self, agent: Any) -> str | None:
         """The role of a turn of ``agent`` (default: the agent's name)."""
-        return resolve_role(
-            self._role,
-            agent,
-            default=getattr(agent, "name", None),
-            failed=failed,
-            hook="openai_agents.role",
-        )
+        return self._role_of(agent, getattr(agent, "name", None))
 
     # -- the runs -----------------------------------------------------------------
 
@@ -299,7 +284,7 @@ class SeamscopeRunner:
             conversation, options.get("session"), options.get("conversation_id")
         )
         key = uuid.uuid4().hex
-        scope = self._resolve_scope(options.get("context"))
+        scope = self.scope_for(options.get("context"))
         turn = new_turn(self.layer, conversation_id, scope)
         run = Run(key, turn, conversation_id or f"run:{key}")
         # the agent the SDK checks first: a resumed run's own, else the starting one
@@ -348,9 +333,6 @@ class SeamscopeRunner:
             outer.nested[call_id] = run
         context.run_config = self._config(run, base)
 
-    def _resolve_scope(self, context: Any) -> Mapping[str, Any] | None:
-        return resolve_scope(self._scope, context, failed=failed, hook="openai_agents.scope")
-
     async def _recall(self, ctx: ToolContext[Any], arguments: str) -> str:
         offload_id = translate.recall_id(arguments)
         scope: str | None = None
@@ -379,19 +361,17 @@ def _close_on_default_loop(provider: ModelProvider) -> None:
         failed("openai_agents.close_provider")
 
 
+@HOOKS.containing("close_provider")
 def _close_when_streamed_run_ends(result: RunResultStreaming, provider: ModelProvider) -> None:
     """The SDK's own way for a provider it made: closed when the run's task ends,
     and ``stream_events()`` waits for it."""
-    try:
-        register = getattr(result, "_ensure_model_provider_cleanup_on_completion", None)
-        if callable(register):
-            register(lambda: close_owned_provider(provider))
-            return
-        task = result.run_loop_task
-        if task is not None:  # another SDK version: when the run's task ends
-            task.add_done_callback(lambda _: asyncio.ensure_future(close_owned_provider(provider)))
-    except Exception:
-        failed("openai_agents.close_provider")
+    register = getattr(result, "_ensure_model_provider_cleanup_on_completion", None)
+    if callable(register):
+        register(lambda: close_owned_provider(provider))
+        return
+    task = result.run_loop_task
+    if task is not None:  # another SDK version: when the run's task ends
+        task.add_done_callback(lambda _: asyncio.ensure_future(close_owned_provider(provider)))
 
 
 def _streamed_error(task: asyncio.Task[Any], result: RunResultStreaming) -> BaseException | None:

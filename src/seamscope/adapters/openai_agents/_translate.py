@@ -12,6 +12,7 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, get_args, get_origin
 
+from seamscope.adapters._kit import rewritten
 from seamscope.adapters._outputs import Offloaded
 from seamscope.adapters.openai_agents._framework import (
     Agent,
@@ -443,12 +444,9 @@ def rewrite(
     item id kept), or None when nothing changed."""
     items = list(output)
     changed = False
-    for record in post.records:
-        if record.final == record.emitted or record.index >= len(positions):
-            continue
-        at = positions[record.index]
+    for at, final in rewritten(post, positions):
         items[at] = items[at].model_copy(
-            update={"name": record.final.name, "arguments": json.dumps(dict(record.final.args))}
+            update={"name": final.name, "arguments": json.dumps(dict(final.args))}
         )
         changed = True
     return items if changed else None
