@@ -31,10 +31,12 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.adk.tools import FunctionTool
 from google.genai import types
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from seamscope.adapters.google_adk import SeamscopePlugin
 from seamscope.decisions import PricingTable
 from seamscope.loop import RECALL_TOOL, DecisionLayer
+from seamscope.telemetry import conventions as c
 
 from ._google_adk_support import BIG_REPORT_CHARS, ScriptedLlm, Step, Toolbox, call, step, text
 
@@ -190,3 +192,27 @@ def test_a_recall_a_run_resumed_on_another_worker_runs_costs_the_uninterrupted_a
     (settled,) = worker_b.layer.end_conversation("conv-1")
     assert (1, EXPECTED_RECALL_COST) == (settled.recalls, settled.recall_cost)
     assert [] == worker_a.layer.end_conversation("conv-1")  # settled once, fleet-wide
+
+
+def test_a_call_held_for_confirmation_did_not_run_and_its_confirmed_run_did(
+    span_exporter: InMemorySpanExporter, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    """ADK answers a call that needs a confirmation with its placeholder, the
+    tool's body not run: its ``execute_tool`` span says cancelled
+    (``tool_call_cancelled``) and no offload gate judges the placeholder; the
+    confirmed call of the next invocation ran (no error). Ground truth: the
+    recall's answer reaches the model only after the confirmation."""
+    sessions = InMemorySessionService()
+    _new_session(sessions)
+    one = Worker(tracer_provider, script(), f"sqlite:///{tmp_path / 'o.db'}", sessions)
+    _, asked = one.run(_ask())
+    assert asked is not None
+    recall = f"execute_tool {RECALL_TOOL}"
+    first = [s for s in span_exporter.get_finished_spans() if s.name == recall]
+    assert [c.TOOL_CALL_CANCELLED] == [(s.attributes or {}).get(c.ATTR_ERROR_TYPE) for s in first]
+    span_exporter.clear()
+    assert ("Done.", None) == one.run(_confirmed(asked))
+    second = [s for s in span_exporter.get_finished_spans() if s.name == recall]
+    assert [None] == [(s.attributes or {}).get(c.ATTR_ERROR_TYPE) for s in second]
+    gates = [s for s in span_exporter.get_finished_spans() if s.name == c.SPAN_OFFLOAD_GATE]
+    assert all((g.attributes or {}).get(c.ATTR_GEN_AI_TOOL_CALL_ID) != asked for g in gates)

@@ -459,9 +459,17 @@ class SeamscopePlugin(Frame, BasePlugin):
         entry = self._tool_ended(run, tool_context.function_call_id)
         if run is None or entry is None:
             return None
+        held = translate.held_for_confirmation(tool_context)
         if entry.span is not None:
-            entry.iteration.tool_result(entry.span, result)
-            entry.span.stop()
+            if held:
+                # waiting for (or refused) a human's confirmation: ADK answered the
+                # call with its placeholder, the call's work did not happen
+                entry.span.end(c.TOOL_CALL_CANCELLED)
+            else:
+                entry.iteration.tool_result(entry.span, result)
+                entry.span.stop()
+        if held:
+            return None
         call = ToolCall(tool_context.function_call_id or "", tool.name, dict(tool_args))
         text = None if tool.name == RECALL_TOOL else translate.offloadable_text(result)
         usage = entry.lane.usage if entry.usage is None else entry.usage

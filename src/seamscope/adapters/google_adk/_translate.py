@@ -31,6 +31,7 @@ __all__ = [
     "emitted",
     "emitting_event",
     "forced_tool_config",
+    "held_for_confirmation",
     "messages",
     "narrowed",
     "offloadable_text",
@@ -253,6 +254,19 @@ def usage(metadata: Any) -> ModelUsage | None:
     write = int(getattr(metadata, "cache_creation_input_tokens", None) or 0)
     input_tokens = max(input_tokens, read + write)
     return ModelUsage(input_tokens, int(candidates or 0) + int(thoughts or 0), read, write)
+
+
+def held_for_confirmation(tool_context: Any) -> bool:
+    """Whether a tool call was answered with ADK's tool confirmation instead of
+    its work: a confirmation requested for it (the call waits for a human's
+    answer), or a confirmation refused (ADK answers the call as rejected)."""
+    actions = getattr(tool_context, "actions", None)
+    requested = getattr(actions, "requested_tool_confirmations", None)
+    call_id = getattr(tool_context, "function_call_id", None)
+    if isinstance(requested, Mapping) and call_id in requested:
+        return True
+    confirmation = getattr(tool_context, "tool_confirmation", None)
+    return confirmation is not None and getattr(confirmation, "confirmed", None) is False
 
 
 def emitting_event(events: Any, call_id: str) -> Any:
