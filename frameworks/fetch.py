@@ -3,7 +3,7 @@
 For each suite: the released sdist of the version installed in this interpreter's
 environment (``importlib.metadata``) is downloaded with ``pip download --no-deps
 --no-binary :all:`` and the tests the suite needs are extracted, into a cache outside the
-clone: ``$SEAMSCOPE_CI_CACHE/framework-suites/<name>-<version>/`` (default cache:
+clone: ``$SEAMSCOPE_CI_CACHE/framework-suites/<distribution>-<version>/`` (default cache:
 ``~/.cache/seamscope-ci``). A warm run reuses it: nothing is downloaded again. Nothing of
 theirs is ever written into the clone.
 
@@ -37,16 +37,21 @@ from pathlib import Path
 class Suite:
     """One framework's tests: the files of its sdist to extract, and the ones pytest runs."""
 
-    name: str  # the distribution, as pip knows it
+    name: str  # the suite's name (run_suites.py --suite)
     # (the sdist's files: path without its top folder -> bytes) -> (files to extract, to run)
     select: Callable[[dict[str, bytes]], tuple[set[str], list[str]]]
     # path in the suite's folder -> the installed package it links to (tests that find the
     # package's source where the repository keeps it)
     links: tuple[tuple[str, str], ...] = ()
+    distribution: str = ""  # the distribution, as pip knows it (default: the name)
+
+    @property
+    def dist(self) -> str:
+        return self.distribution or self.name
 
     @property
     def version(self) -> str:
-        return importlib.metadata.version(self.name)
+        return importlib.metadata.version(self.dist)
 
 
 def _is_test_file(path: str) -> bool:
@@ -125,10 +130,49 @@ def _agents(files: dict[str, bytes]) -> tuple[set[str], list[str]]:
     return keep, run
 
 
+# Strands Agents' agent-loop unit tests: the agent, its event loop, tools and their
+# executors, hooks, plugins, middleware, interventions and the multi-agent orchestrators
+# (graph, swarm), all under tests/strands/
+_STRANDS_DIRS = (
+    "tests/strands/agent/",
+    "tests/strands/event_loop/",
+    "tests/strands/tools/",
+    "tests/strands/hooks/",
+    "tests/strands/plugins/",
+    "tests/strands/middleware/",
+    "tests/strands/interventions/",
+    "tests/strands/multiagent/",
+)
+_STRANDS_NOT_LOOP = (
+    # Strands' MCP client against MCP servers (strands-agents caps mcp<2.2; the
+    # environment has the Agents SDK's newer mcp)
+    "tests/strands/tools/mcp/",
+    # the A2A protocol's server and client (a2a-sdk: Strands' a2a extra, not installed)
+    "tests/strands/multiagent/a2a/",
+    "tests/strands/agent/test_a2a_agent.py",
+)
+
+
+def _strands(files: dict[str, bytes]) -> tuple[set[str], list[str]]:
+    """The agent-loop test files, every other file under tests/ but test files
+    (conftests, fixtures, their data), and the pyproject (pytest configuration)."""
+    run = sorted(
+        path
+        for path in files
+        if _is_test_file(path)
+        and path.startswith(_STRANDS_DIRS)
+        and not path.startswith(_STRANDS_NOT_LOOP)
+    )
+    keep = {"pyproject.toml", *run}
+    keep.update(p for p in files if p.startswith("tests/") and not _is_test_file(p))
+    return keep, run
+
+
 SUITES: dict[str, Suite] = {
     "langchain": Suite(name="langchain", select=_langchain),
     # tests/test_error_logging_redaction.py looks for the SDK's frames under src/agents
     "openai-agents": Suite(name="openai-agents", select=_agents, links=(("src/agents", "agents"),)),
+    "strands": Suite(name="strands", distribution="strands-agents", select=_strands),
 }
 
 
@@ -140,7 +184,7 @@ def cache_root() -> Path:
 def _key(suite: Suite) -> str:
     """The version and this file's selection rules: a change to either extracts again."""
     rules = Path(__file__).read_bytes()
-    return hashlib.sha256(f"{suite.name}=={suite.version}\n".encode() + rules).hexdigest()[:16]
+    return hashlib.sha256(f"{suite.dist}=={suite.version}\n".encode() + rules).hexdigest()[:16]
 
 
 def download_sdist(name: str, version: str, into: Path) -> Path:
@@ -200,7 +244,7 @@ class Prepared:
 def prepare(suite: Suite) -> Prepared:
     """``suite``'s extracted tests, fetched and extracted unless the cache has them."""
     version = suite.version
-    home = cache_root() / f"{suite.name}-{version}"
+    home = cache_root() / f"{suite.dist}-{version}"
     tree = home / "suite"
     marker = home / "extracted.json"
     key = _key(suite)
@@ -209,7 +253,7 @@ def prepare(suite: Suite) -> Prepared:
         if made.get("key") == key:
             _link(suite, tree)
             return Prepared(suite.name, version, tree, list(made["paths"]))
-    sdist = download_sdist(suite.name, version, home / "sdist")
+    sdist = download_sdist(suite.dist, version, home / "sdist")
     files = _read(sdist)
     keep, paths = suite.select(files)
     if not paths:
@@ -266,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for suite in SUITES.values():
         prepared = prepare(suite)
-        print(f"{suite.name}=={prepared.version}: {prepared.folder} ({len(prepared.paths)} paths)")
+        print(f"{suite.dist}=={prepared.version}: {prepared.folder} ({len(prepared.paths)} paths)")
     if args.pydantic_ai:
         version = importlib.metadata.version("pydantic-ai-slim")
         ships = sdist_ships_tests("pydantic-ai-slim", version)

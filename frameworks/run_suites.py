@@ -3,16 +3,17 @@
 Runs each framework's released unit tests (fetched by fetch.py, for the installed
 versions) without seamscope and with it, and compares: every test that passes without
 seamscope must pass with it, except the tests listed in expected_differences.toml (tests
-that snapshot a drawn graph or wrap the framework's own entry point, each with why).
+that snapshot a drawn graph, wrap the framework's own entry point, or read what seamscope's
+adapter registers on the agent, each with why).
 
     python frameworks/run_suites.py [--suite langchain] [--mode on] [--jobs 2]
 
 Runs, each a pytest process (``-p frameworks.seamscope_plugin --seamscope=MODE``):
-LangChain off / on / watched, the Agents SDK off / on. The runs are serial pytest
-processes run side by side (``--jobs``, default: one per core): each suite collects once
-per run, where pytest-xdist would collect once per worker. A test that passed without
-seamscope and not with it is run again, alone, in that mode; passing then, it is reported
-as flaky and not counted.
+LangChain off / on / watched, the Agents SDK off / on, Strands Agents off / on. The runs
+are serial pytest processes run side by side (``--jobs``, default: one per core): each
+suite collects once per run, where pytest-xdist would collect once per worker. A test that
+passed without seamscope and not with it is run again, alone, in that mode; passing then,
+it is reported as flaky and not counted.
 
 ``--baseline-cache DIR``: the runs without seamscope are kept there and reused; they
 depend only on the suite's files and the environment, so each is keyed by the suite,
@@ -47,7 +48,11 @@ sys.path.insert(0, str(HERE))
 
 import fetch  # noqa: E402
 
-MODES = {"langchain": ("off", "on", "watched"), "openai-agents": ("off", "on")}
+MODES = {
+    "langchain": ("off", "on", "watched"),
+    "openai-agents": ("off", "on"),
+    "strands": ("off", "on"),
+}
 EXPECTED = HERE / "expected_differences.toml"
 _RUN_NUMBERS = itertools.count()
 
@@ -261,8 +266,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 runs[(name, "off")] = kept
                 jobs.remove((name, "off"))
-    # the longest runs first (the Agents SDK's), so the side-by-side runs end together
-    jobs.sort(key=lambda job: (job[0] != "openai-agents", job[1] != "off"))
+    # the longest runs first (the Agents SDK's and Strands'), so the side-by-side runs end
+    # together
+    jobs.sort(key=lambda job: (job[0] == "langchain", job[1] != "off"))
     again: dict[tuple[str, str], Run] = {}
     candidates: dict[tuple[str, str], list[str]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

@@ -10,18 +10,21 @@ choose a mode with ``--seamscope``:
   its middleware. Agents SDK: every ``agents.Runner.run`` / ``run_sync`` / ``run_streamed``
   a test makes is made through ``SeamscopeRunner(layer)`` with the same arguments; the
   runs the SDK starts itself inside a run (agents as tools) stay on its ``Runner``, as they
-  do for an adopter of ``SeamscopeRunner``.
+  do for an adopter of ``SeamscopeRunner``. Strands Agents: every ``strands.Agent`` a test
+  constructs (``Agent.__init__``, so its subclasses' too) gets ``SeamscopePlugin(layer)``
+  last in its ``plugins`` (a new list: the test's own list is left as it is).
 * ``watched``: LangChain: the agent's own middlewares are given to
   ``SeamscopeMiddleware(layer).watching(*middlewares)`` instead of being passed as they
-  are. The Agents SDK has nothing to watch: it is patched as in ``on``.
+  are. The Agents SDK and Strands have nothing to watch: they are patched as in ``on``.
 
 Each agent (each run, for the Agents SDK) gets a fresh ``DecisionLayer`` with the default
-model ``claude-opus-4-6`` and its own ``TracerProvider`` (its resource made once, at
-configure time): no policy, no stage.
-``--seamscope-framework`` (``langchain``, ``openai-agents``, or ``all``, the default) says
-which frameworks are patched. The patches are made in ``pytest_configure`` (before the
-tests are imported) and undone in ``pytest_unconfigure``, exactly: the very objects that
-were there are put back, and a patch found replaced by someone else is reported.
+model ``claude-opus-4-6``: no policy, no stage. The layers' ``TracerProvider`` is the
+session's, made at configure time with its tracers, as an application makes them once, at
+startup (``_Tracers``). ``--seamscope-framework`` (``langchain``, ``openai-agents``,
+``strands``, or ``all``, the default) says which frameworks are patched. The patches are
+made in ``pytest_configure`` (before the tests are imported) and undone in
+``pytest_unconfigure``, exactly: the very objects that were there are put back, and a
+patch found replaced by someone else is reported.
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ import contextvars
 import functools
 import inspect
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 MODES = ("off", "on", "watched")
-FRAMEWORKS = ("langchain", "openai-agents")
+FRAMEWORKS = ("langchain", "openai-agents", "strands")
 DEFAULT_MODEL = "claude-opus-4-6"
 
 _PATCHES = pytest.StashKey["Patches"]()
@@ -66,13 +70,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_PATCHES] = patches
     if mode == "off":
         return
-    from opentelemetry.sdk.resources import Resource
-
-    _RESOURCE[:] = [Resource.create({})]
+    _PROVIDER[:] = [_Tracers()]
     if chosen in ("langchain", "all"):
         patches.langchain(mode)
     if chosen in ("openai-agents", "all"):
         patches.openai_agents()
+    if chosen in ("strands", "all"):
+        patches.strands()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -87,20 +91,51 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         patches.undo()
 
 
-_RESOURCE: list[Any] = []
+_PROVIDER: list[Any] = []
+
+
+class _Tracers:
+    """The session's tracer provider: an SDK ``TracerProvider`` whose tracers are made once.
+
+    Both are made in ``pytest_configure``, as an application makes them once, at startup:
+    ``Resource.create`` runs its detectors on a thread pool and joins it (a blocking call
+    LangChain's suite fails in a test's event loop: blockbuster), and the SDK's
+    ``get_tracer`` adds a ``warnings`` filter on every call, which empties Python's
+    once-per-place warning registry (a layer made per agent would have a framework's
+    once-per-process warning shown again: Strands' suite checks that)."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from seamscope import __version__
+
+        self._provider = TracerProvider(resource=Resource.create({}), shutdown_on_exit=False)
+        self._tracers: dict[tuple[Any, ...], Any] = {}
+        self._lock = threading.Lock()
+        self.get_tracer("seamscope", __version__)
+
+    def get_tracer(
+        self,
+        name: str,
+        version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Any = None,
+    ) -> Any:
+        key = (name, version, schema_url, tuple(sorted(dict(attributes or {}).items())))
+        with self._lock:
+            tracer = self._tracers.get(key)
+            if tracer is None:
+                tracer = self._provider.get_tracer(name, version, schema_url, attributes)
+                self._tracers[key] = tracer
+            return tracer
 
 
 def _layer() -> Any:
-    """A fresh decision layer with its own tracer provider. The provider's resource is made
-    once, in ``pytest_configure``: ``Resource.create`` runs its detectors on a thread pool
-    and joins it, a blocking call that an application makes once at startup, never in a
-    test's event loop (LangChain's suite fails a blocking call there: blockbuster)."""
-    from opentelemetry.sdk.trace import TracerProvider
-
+    """A fresh decision layer on the session's tracer provider."""
     from seamscope.adapters import DecisionLayer
 
-    provider = TracerProvider(resource=_RESOURCE[0], shutdown_on_exit=False)
-    return DecisionLayer(default_model=DEFAULT_MODEL, tracer_provider=provider)
+    return DecisionLayer(default_model=DEFAULT_MODEL, tracer_provider=_PROVIDER[0])
 
 
 class Patches:
@@ -209,6 +244,34 @@ class Patches:
             original = raw.__func__
             wrap = routed_async if inspect.iscoroutinefunction(original) else routed
             self._set(Runner, name, classmethod(wrap(name, original)))
+
+    # -- Strands Agents ---------------------------------------------------------------
+
+    def strands(self) -> None:
+        from strands.agent.agent import Agent
+
+        from seamscope.adapters.strands import SeamscopePlugin
+
+        original = vars(Agent)["__init__"]
+        signature = inspect.signature(original)
+        if "plugins" not in signature.parameters:
+            raise pytest.UsageError("seamscope_plugin: strands.Agent.__init__ takes no plugins")
+
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+            except TypeError:
+                original(self, *args, **kwargs)  # Strands' own error, as it is
+                return
+            plugins = bound.arguments.get("plugins")
+            if plugins is not None and not isinstance(plugins, list):
+                original(self, *args, **kwargs)  # as it is: Strands judges it
+                return
+            bound.arguments["plugins"] = [*(plugins or ()), SeamscopePlugin(_layer())]
+            original(*bound.args, **bound.kwargs)
+
+        self._set(Agent, "__init__", __init__)
 
 
 def _qualname(owner: Any) -> str:

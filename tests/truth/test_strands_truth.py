@@ -458,6 +458,8 @@ def test_a_conversation_of_several_runs_offloads_then_recalls(
     assert 1 == sum(1 for m in ground.transcripts["c3"] if m.name == RECALL_TOOL)
     assert [("off-a", 4, 1)] == [(s.offload_id, s.turns_carried, s.recalls) for s in settled]
     assert BIG == plugin.stored_output("off-a", "c3")
+    # the recall tool is offered and run by the plugin, never registered on the agent
+    assert RECALL_TOOL not in conversation.agent.tool_names
 
 
 def test_a_recall_the_model_makes_up_is_strands_to_answer(

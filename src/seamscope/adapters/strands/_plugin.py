@@ -186,6 +186,16 @@ class SeamscopePlugin(Frame, Plugin):
         self._runs: dict[int, Run] = {}
         self._lock = threading.Lock()
         super().__init__()
+        self.recall_tool_result = tool(
+            name=RECALL.name,
+            description=RECALL.description,
+            inputSchema={"json": RECALL.schema},
+            context=True,
+        )(self._recall)
+        """The ``recall_tool_result`` tool: offered to a model call whose prompt
+        holds a stub, and run by the plugin when the model calls it. It is not a
+        tool of the plugin's (Strands would register it on the agent): the
+        agent's registry and ``tool_names`` stay its own."""
 
     # -- public helpers -----------------------------------------------------------
 
@@ -452,10 +462,13 @@ class SeamscopePlugin(Frame, Plugin):
             event.tool_use = {**use, "name": final.name, "input": dict(final.args)}
             use = event.tool_use
         name = str(use.get("name") or "")
-        if name == RECALL_TOOL and not run.recall_offered:
-            # a recall the model makes up: an unknown tool's call, as without seamscope
-            event.selected_tool = None
-            return
+        if name == RECALL_TOOL:
+            if not run.recall_offered:
+                # a recall the model makes up: an unknown tool's call, as without seamscope
+                event.selected_tool = None
+                return
+            if event.selected_tool is None:
+                event.selected_tool = self.recall_tool_result  # not in the agent's registry
         if event.selected_tool is None or not call_id:
             return  # no body starts: Strands answers an unknown tool itself
         if name in run.structured:
@@ -647,13 +660,7 @@ class SeamscopePlugin(Frame, Plugin):
 
     # -- the recall tool --------------------------------------------------------------------
 
-    @tool(
-        name=RECALL.name,
-        description=RECALL.description,
-        inputSchema={"json": RECALL.schema},
-        context=True,
-    )
-    def recall_tool_result(self, offload_id: str, tool_context: ToolContext) -> str:
+    def _recall(self, offload_id: str, tool_context: ToolContext) -> str:
         """Bring back an offloaded tool output.
 
         Args:
