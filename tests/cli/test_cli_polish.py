@@ -151,7 +151,7 @@ def test_ctrl_c_during_the_demo_is_one_line_exit_130_and_the_spans_so_far_read_b
             "seamscope",
             "demo",
             "--turns",
-            "400",
+            "4000",  # a run the interrupt comes well within, however slow the machine
             "--pace",
             "0.05",
             "--quiet",
