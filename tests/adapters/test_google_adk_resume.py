@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +33,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from seamscope.adapters.google_adk import SeamscopePlugin
-from seamscope.decisions import PricingTable
 from seamscope.loop import RECALL_TOOL, DecisionLayer
 from seamscope.telemetry import conventions as c
 
 from ._google_adk_support import BIG_REPORT_CHARS, ScriptedLlm, Step, Toolbox, call, step, text
+from ._resume import RECALL_OUTPUT, prices, recall_cost
 
 MODEL = "m-resume"
-PRICES = PricingTable({MODEL: {"input": 5, "output": 25}}, use_genai_prices=False)
-RATE_IN = Decimal("5") / 1_000_000
-RATE_OUT = Decimal("25") / 1_000_000
-RECALL_OUTPUT = 30  # the output tokens of the model call that emits the recall
-EXPECTED_RECALL_COST = Decimal(BIG_REPORT_CHARS) / 4 * RATE_IN + RECALL_OUTPUT * RATE_OUT
+PRICES = prices(MODEL)
+EXPECTED_RECALL_COST = recall_cost(BIG_REPORT_CHARS)
 CONFIRMATION = "adk_request_confirmation"
 _STUB = re.compile(r"\[offloaded (\S+): ")
 

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.openai_agents import SeamscopeRunner
-from seamscope.decisions import PricingTable, Settlement
+from seamscope.decisions import Settlement
 from seamscope.loop import RECALL_TOOL
 from seamscope.stores import SQLiteStore
 from seamscope.telemetry import conventions as c
@@ -46,12 +46,11 @@ from ._openai_agents_support import (
     step,
     text,
 )
+from ._resume import RATE_IN, prices, recall_cost
 
 OPUS = "claude-opus-4-6"
 AGENT = "analyst"
-PRICES = PricingTable({OPUS: {"input": 5, "output": 25}}, use_genai_prices=False)
-RATE_IN = Decimal("5") / 1_000_000
-RATE_OUT = Decimal("25") / 1_000_000
+PRICES = prices(OPUS)
 
 # call 1 (1 000 in, 40 out) emits big_report (offloaded); call 2 (2 000 in,
 # 30 out) emits the recall; call 3 (3 000 in, 10 out) answers
@@ -139,7 +138,7 @@ def assert_one_worker_amounts(settlement: Settlement) -> None:
         settlement.turns_carried,
         settlement.recalls,
     )
-    assert Decimal(BIG_REPORT_CHARS) / 4 * RATE_IN + 30 * RATE_OUT == settlement.recall_cost
+    assert recall_cost(BIG_REPORT_CHARS) == settlement.recall_cost
     assert Decimal("0.10075") == settlement.recall_cost
     assert Decimal(BIG_REPORT_CHARS) / 4 * RATE_IN == settlement.realized_savings
 

@@ -39,7 +39,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from seamscope.adapters import DecisionLayer
 from seamscope.adapters.pydantic_ai import SeamscopeCapability
-from seamscope.decisions import PricingTable, Settlement
+from seamscope.decisions import Settlement
 from seamscope.loop import RECALL_TOOL
 from seamscope.stores import SQLiteStore
 from seamscope.telemetry import conventions as c
@@ -54,12 +54,11 @@ from ._pydantic_ai_support import (
     step,
     text,
 )
+from ._resume import RATE_IN, prices, recall_cost
 
 OPUS = "claude-opus-4-6"
 AGENT = "analyst"
-PRICES = PricingTable({OPUS: {"input": 5, "output": 25}}, use_genai_prices=False)
-RATE_IN = Decimal("5") / 1_000_000
-RATE_OUT = Decimal("25") / 1_000_000
+PRICES = prices(OPUS)
 
 # request 1 (1 000 in, 40 out) emits big_report (offloaded); request 2 (2 000
 # in, 30 out) emits the recall; request 3 (3 000 in, 10 out) answers
@@ -154,7 +153,7 @@ def assert_one_worker_amounts(settlement: Settlement) -> None:
         settlement.turns_carried,
         settlement.recalls,
     )
-    assert Decimal(BIG_REPORT_CHARS) / 4 * RATE_IN + 30 * RATE_OUT == settlement.recall_cost
+    assert recall_cost(BIG_REPORT_CHARS) == settlement.recall_cost
     assert Decimal("0.10075") == settlement.recall_cost
     assert Decimal(BIG_REPORT_CHARS) / 4 * RATE_IN == settlement.realized_savings
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +26,15 @@ from strands.hooks import BeforeToolCallEvent
 from strands.session import FileSessionManager
 
 from seamscope.adapters.strands import SeamscopePlugin
-from seamscope.decisions import PricingTable
 from seamscope.loop import RECALL_TOOL, DecisionLayer
 
+from ._resume import RECALL_OUTPUT, prices, recall_cost
 from ._strands_support import Request, ScriptedModel, Step, step, text_of, use
 
 MODEL = "m-resume"
-PRICES = PricingTable({MODEL: {"input": 5, "output": 25}}, use_genai_prices=False)
-RATE_IN = Decimal("5") / 1_000_000
-RATE_OUT = Decimal("25") / 1_000_000
+PRICES = prices(MODEL)
 BIG = ("y" * 79 + "\n") * 1_000  # 80 000 chars: 20 000 tokens
-RECALL_OUTPUT = 30  # the output tokens of the model call that emits the recall
-EXPECTED_RECALL_COST = Decimal(len(BIG)) / 4 * RATE_IN + RECALL_OUTPUT * RATE_OUT
+EXPECTED_RECALL_COST = recall_cost(len(BIG))
 _STUB = re.compile(r"\[offloaded (\S+): ")
 
 
@@ -233,7 +229,7 @@ def test_a_context_offloader_retrieval_a_run_resumed_on_another_worker_runs_is_i
     assert "end_turn" == _resume(agent_b, first).stop_reason
 
     (settled,) = layer_b.end_conversation("conv-s")
-    assert (1, Decimal(len(BIG)) / 4 * RATE_IN + 60 * RATE_OUT) == (
+    assert (1, recall_cost(len(BIG), 60)) == (
         settled.recalls,
         settled.recall_cost,
     )
