@@ -530,7 +530,7 @@ def test_every_sdk_tool_kind_is_sendable() -> None:
     sendable, other = translate.selected_tools([mcp, web, "not-a-tool"])
     assert ([mcp, web], ["not-a-tool"]) == (sendable, other)
     unnamed = object()
-    assert ([mcp], [unnamed]) == translate.unnamed([mcp, unnamed])
+    assert ([mcp], [unnamed]) == translate.offered_named([mcp, unnamed], recall=True)
 
 
 def test_agent_hooks_given_as_run_hooks_are_refused_as_the_sdk_refuses_them() -> None:

@@ -38,10 +38,8 @@ __all__ = [
     "emitted",
     "emitting_usage",
     "messages",
-    "offered",
     "offered_named",
     "offloadable_text",
-    "unnamed",
     "without_generated_cache_key",
     "own_settings",
     "parse_args",
@@ -315,21 +313,15 @@ def agent_tool(tool: Any) -> str | None:
     return origin.agent_name or getattr(tool, "name", None)
 
 
-def offered(tools: Sequence[Any], *, recall: bool) -> list[Any]:
-    """The turn's tools; the recall tool only when ``recall`` (something to recall)."""
-    if recall:
-        return list(tools)
-    return [t for t in tools if tool_name(t) != RECALL_TOOL]
-
-
 _SDK_TOOLS: tuple[type, ...] = tuple(get_origin(kind) or kind for kind in get_args(Tool))
 """Every class of the SDK's ``Tool`` union (``ComputerTool[Any]`` as ``ComputerTool``):
 ``isinstance`` cannot take the union itself, which holds a subscripted generic."""
 
 
 def offered_named(tools: Sequence[Any], *, recall: bool) -> tuple[list[Any], list[Any]]:
-    """``unnamed(offered(tools, recall=recall))`` in one pass over the tools
-    (each name read once)."""
+    """The turn's tools whose name can be read (they go through selection; the
+    recall tool only when ``recall``: something to recall), and the rest (sent
+    untouched: no name-keyed rule can judge them); each name read once."""
     named: list[Any] = []
     other: list[Any] = []
     for tool in tools:
@@ -338,16 +330,6 @@ def offered_named(tools: Sequence[Any], *, recall: bool) -> tuple[list[Any], lis
             other.append(tool)
         elif recall or name != RECALL_TOOL:
             named.append(tool)
-    return named, other
-
-
-def unnamed(tools: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-    """The tools whose name can be read (they go through selection), and the
-    rest (sent untouched: no name-keyed rule can judge them)."""
-    named: list[Any] = []
-    other: list[Any] = []
-    for tool in tools:
-        (named if tool_name(tool) is not None else other).append(tool)
     return named, other
 
 
