@@ -393,7 +393,6 @@ class SeamscopePlugin(Frame, BasePlugin):
             return None
         lane = run.lanes.get(tool_context.branch)
         it = None if lane is None else lane.iteration
-        usage = None
         if lane is None or it is None or lane.resumed:
             # no model step of this run emitted the call: a run resumed at its tools
             # (ADK runs the calls a human confirmed before the invocation's first
@@ -406,8 +405,10 @@ class SeamscopePlugin(Frame, BasePlugin):
             it = self._resumed_step(run, lane)
             if it is None:
                 return None
-            # the emitting call's usage, from its event (what a recall charges of it)
-            usage = translate.usage(getattr(emitting, "usage_metadata", None))
+            with run.lock:
+                if lane.usage is None:
+                    # the emitting call's usage, from its event (what a recall charges of it)
+                    lane.usage = translate.usage(getattr(emitting, "usage_metadata", None))
         elif tool.name not in lane.runnable or tool.name in lane.structured:
             return None  # no body starts here: ADK answers an unknown tool itself
         span = None
@@ -415,7 +416,7 @@ class SeamscopePlugin(Frame, BasePlugin):
             span = it.start_tool(ToolCall(call_id, tool.name, dict(tool_args)))
         base = otel_context.get_current() if span is None else span.context
         context = otel_context.set_value(_CALLING_RUN, run, base)
-        entry = Tool(lane, it, span, context, usage=usage)
+        entry = Tool(lane, it, span, context)
         # the tool's own spans (and an agent tool's nested run) are its children
         entry.token = otel_context.attach(context)
         with run.lock:
@@ -472,14 +473,13 @@ class SeamscopePlugin(Frame, BasePlugin):
             return None
         call = ToolCall(tool_context.function_call_id or "", tool.name, dict(tool_args))
         text = None if tool.name == RECALL_TOOL else translate.offloadable_text(result)
-        usage = entry.lane.usage if entry.usage is None else entry.usage
         stub = account_tool_output(
             entry.iteration,
             call,
             text,
             outputs=self.outputs,
             scope=run.scope,
-            usage=usage,
+            usage=entry.lane.usage,
             offload=self.offload,
         )
         if stub is not None:

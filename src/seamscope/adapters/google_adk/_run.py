@@ -64,16 +64,13 @@ class Lane:
 @dataclass
 class Tool:
     """One tool call of a step: its ``execute_tool`` span (None when ADK records
-    its own) and the context attached for the tool's run; ``usage``: the
-    usage of the model call that emitted it, when that call ran in an earlier
-    invocation (a run resumed at its tools), else None (the lane's)."""
+    its own) and the context attached for the tool's run."""
 
     lane: Lane
     iteration: Iteration
     span: Invocation | None
     context: otel_context.Context
     token: object = None
-    usage: ModelUsage | None = None
 
 
 @dataclass
